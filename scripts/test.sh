@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs every check CI runs: installs the test bed, then formatting, lints and all tests
+# (unit tests, real MDBX on disk, and integration tests against a real Anvil node).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash testbed/setup.sh
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --all-targets --locked

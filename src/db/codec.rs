@@ -1,0 +1,451 @@
+//! Key and value codecs.
+//!
+//! Keys are order-preserving: every integer is 8 bytes big-endian so that MDBX's memcmp order is
+//! numeric order, and addresses are their 20 raw bytes. Value codecs are kept apart because they
+//! only have to round-trip, not sort (except dup values, whose order the tables document).
+
+use alloy_primitives::Address;
+use roaring::RoaringTreemap;
+
+use crate::txid::TxId;
+
+/// A value read from disk did not have the shape its table declares.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what}: {reason} (got {len} bytes)")]
+pub struct CodecError {
+    /// What was being decoded.
+    pub what: &'static str,
+    /// Why it failed.
+    pub reason: &'static str,
+    /// Length of the bytes that failed.
+    pub len: usize,
+}
+
+impl CodecError {
+    fn new(what: &'static str, reason: &'static str, len: usize) -> Self {
+        Self { what, reason, len }
+    }
+}
+
+/// An order-preserving key encoding.
+pub trait KeyCodec: Sized {
+    /// The encoded form; fixed-size keys live on the stack.
+    type Encoded: AsRef<[u8]>;
+    /// Encodes so that byte order equals the key's natural order.
+    fn encode_key(&self) -> Self::Encoded;
+    /// Decodes, checking the length.
+    fn decode_key(bytes: &[u8]) -> Result<Self, CodecError>;
+}
+
+/// A value encoding (also used for dup values, whose sort order the table documents).
+pub trait ValueCodec: Sized {
+    /// Encodes the value.
+    fn encode_value(&self) -> Vec<u8>;
+    /// Decodes, checking the length and shape.
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError>;
+}
+
+fn be_u64(bytes: &[u8], what: &'static str) -> Result<u64, CodecError> {
+    let arr: [u8; 8] =
+        bytes.try_into().map_err(|_| CodecError::new(what, "expected 8 bytes", bytes.len()))?;
+    Ok(u64::from_be_bytes(arr))
+}
+
+fn address(bytes: &[u8], what: &'static str) -> Result<Address, CodecError> {
+    if bytes.len() != 20 {
+        return Err(CodecError::new(what, "expected a 20-byte address", bytes.len()));
+    }
+    Ok(Address::from_slice(bytes))
+}
+
+/// A block number as a key or value: 8 bytes big-endian.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BlockNumber(pub u64);
+
+/// A cumulative count (key of the match counter tables): 8 bytes big-endian.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Count(pub u64);
+
+macro_rules! be_u64_codec {
+    ($ty:ty, $what:literal) => {
+        impl KeyCodec for $ty {
+            type Encoded = [u8; 8];
+            fn encode_key(&self) -> [u8; 8] {
+                self.0.to_be_bytes()
+            }
+            fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
+                be_u64(bytes, $what).map(Self)
+            }
+        }
+        impl ValueCodec for $ty {
+            fn encode_value(&self) -> Vec<u8> {
+                self.0.to_be_bytes().to_vec()
+            }
+            fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+                be_u64(bytes, $what).map(Self)
+            }
+        }
+    };
+}
+
+be_u64_codec!(BlockNumber, "block number");
+be_u64_codec!(Count, "count");
+
+impl KeyCodec for Address {
+    type Encoded = [u8; 20];
+    fn encode_key(&self) -> [u8; 20] {
+        self.0 .0
+    }
+    fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
+        address(bytes, "address key")
+    }
+}
+
+impl ValueCodec for Address {
+    fn encode_value(&self) -> Vec<u8> {
+        self.0 .0.to_vec()
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        address(bytes, "address value")
+    }
+}
+
+/// Chunk id of the last chunk of an address index.
+pub const LAST_CHUNK: u64 = u64::MAX;
+
+/// Key of an address index: `address (20) ‖ chunk id (8, BE)`.
+///
+/// The chunk id is the largest id stored in the chunk, except for the address's last chunk,
+/// whose id is [`LAST_CHUNK`]; so a seek to `address ‖ id` lands on the chunk holding `id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChunkKey {
+    /// The indexed address.
+    pub address: Address,
+    /// Largest id in the chunk, or [`LAST_CHUNK`].
+    pub chunk: u64,
+}
+
+impl ChunkKey {
+    /// The key of `address`'s last chunk.
+    pub const fn last(address: Address) -> Self {
+        Self { address, chunk: LAST_CHUNK }
+    }
+
+    /// Whether this is an address's last chunk.
+    pub const fn is_last(&self) -> bool {
+        self.chunk == LAST_CHUNK
+    }
+}
+
+impl KeyCodec for ChunkKey {
+    type Encoded = [u8; 28];
+    fn encode_key(&self) -> [u8; 28] {
+        let mut out = [0u8; 28];
+        out[..20].copy_from_slice(self.address.as_slice());
+        out[20..].copy_from_slice(&self.chunk.to_be_bytes());
+        out
+    }
+    fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 28 {
+            return Err(CodecError::new("chunk key", "expected 28 bytes", bytes.len()));
+        }
+        Ok(Self { address: Address::from_slice(&bytes[..20]), chunk: be_u64(&bytes[20..], "chunk key")? })
+    }
+}
+
+/// The ids of one address-index chunk: ascending, no duplicates, 8 bytes BE each.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IdChunk(pub Vec<u64>);
+
+impl ValueCodec for IdChunk {
+    fn encode_value(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.0.len() * 8);
+        for id in &self.0 {
+            out.extend_from_slice(&id.to_be_bytes());
+        }
+        out
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if !bytes.len().is_multiple_of(8) {
+            return Err(CodecError::new("id chunk", "length is not a multiple of 8", bytes.len()));
+        }
+        let ids: Vec<u64> = bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect();
+        if ids.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(CodecError::new("id chunk", "ids are not strictly ascending", bytes.len()));
+        }
+        Ok(Self(ids))
+    }
+}
+
+/// Largest total an address may have while its counter uses the 1-byte form.
+pub const MAX_UNIQUE_CHUNK_COUNT: u64 = 256;
+
+/// A dup of an address-index counter table (spec §2.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CounterDup {
+    /// 1 byte, `total − 1`: the address has exactly one chunk and at most 256 ids.
+    Unique {
+        /// Number of ids (1..=256).
+        total: u64,
+    },
+    /// 16 bytes: cumulative count up to and including the chunk, then the chunk id.
+    Regular {
+        /// Ids in this chunk and all earlier ones.
+        cumulative: u64,
+        /// The chunk's id ([`LAST_CHUNK`] for the last one).
+        chunk: u64,
+    },
+}
+
+impl CounterDup {
+    /// Cumulative count up to and including this dup's chunk.
+    pub const fn cumulative(&self) -> u64 {
+        match *self {
+            Self::Unique { total } => total,
+            Self::Regular { cumulative, .. } => cumulative,
+        }
+    }
+
+    /// The chunk this dup describes.
+    pub const fn chunk(&self) -> u64 {
+        match *self {
+            Self::Unique { .. } => LAST_CHUNK,
+            Self::Regular { chunk, .. } => chunk,
+        }
+    }
+}
+
+impl ValueCodec for CounterDup {
+    fn encode_value(&self) -> Vec<u8> {
+        match *self {
+            Self::Unique { total } => {
+                debug_assert!((1..=MAX_UNIQUE_CHUNK_COUNT).contains(&total));
+                vec![(total - 1) as u8]
+            }
+            Self::Regular { cumulative, chunk } => {
+                let mut out = Vec::with_capacity(16);
+                out.extend_from_slice(&cumulative.to_be_bytes());
+                out.extend_from_slice(&chunk.to_be_bytes());
+                out
+            }
+        }
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        match bytes.len() {
+            1 => Ok(Self::Unique { total: u64::from(bytes[0]) + 1 }),
+            16 => Ok(Self::Regular {
+                cumulative: be_u64(&bytes[..8], "counter dup")?,
+                chunk: be_u64(&bytes[8..], "counter dup")?,
+            }),
+            n => Err(CodecError::new("counter dup", "expected 1 or 16 bytes", n)),
+        }
+    }
+}
+
+/// Bits of `OtsAddrAttributes` (spec §2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u64)]
+pub enum AttributeBit {
+    /// Bit 0.
+    Erc20 = 0,
+    /// Bit 1.
+    Erc165 = 1,
+    /// Bit 2.
+    Erc721 = 2,
+    /// Bit 3.
+    Erc721Metadata = 3,
+    /// Bit 4.
+    Erc1155 = 4,
+    /// Bit 5.
+    Erc1167 = 5,
+    /// Bit 6.
+    Erc4626 = 6,
+}
+
+/// The attribute bitmap of an address, stored in the 64-bit portable roaring format
+/// (the bytes Go's `roaring64.WriteTo` writes), as ots2 stores it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Attributes(pub RoaringTreemap);
+
+impl Attributes {
+    /// Whether `bit` is set.
+    pub fn has(&self, bit: AttributeBit) -> bool {
+        self.0.contains(bit as u64)
+    }
+
+    /// Sets `bit`; returns whether it was newly set.
+    pub fn set(&mut self, bit: AttributeBit) -> bool {
+        self.0.insert(bit as u64)
+    }
+}
+
+impl ValueCodec for Attributes {
+    fn encode_value(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.0.serialized_size());
+        // Writing into a Vec cannot fail.
+        let _ = self.0.serialize_into(&mut out);
+        out
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        RoaringTreemap::deserialize_from(bytes)
+            .map(Self)
+            .map_err(|_| CodecError::new("attributes", "not a portable roaring64 bitmap", bytes.len()))
+    }
+}
+
+/// A dup of a holdings table: `token (20) ‖ TxId of the first appearance (8, BE)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Holding {
+    /// The token held.
+    pub token: Address,
+    /// The first transaction in which the holder appeared in a transfer of the token.
+    pub first: TxId,
+}
+
+impl ValueCodec for Holding {
+    fn encode_value(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(28);
+        out.extend_from_slice(self.token.as_slice());
+        out.extend_from_slice(&self.first.0.to_be_bytes());
+        out
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 28 {
+            return Err(CodecError::new("holding dup", "expected 28 bytes", bytes.len()));
+        }
+        Ok(Self {
+            token: Address::from_slice(&bytes[..20]),
+            first: TxId(be_u64(&bytes[20..], "holding dup")?),
+        })
+    }
+}
+
+/// Raw bytes, for the internal-state table whose values each key defines.
+impl ValueCodec for Vec<u8> {
+    fn encode_value(&self) -> Vec<u8> {
+        self.clone()
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        Ok(bytes.to_vec())
+    }
+}
+
+/// Key of the internal-state table: a short ASCII name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateKey(pub String);
+
+impl KeyCodec for StateKey {
+    type Encoded = Vec<u8>;
+    fn encode_key(&self) -> Vec<u8> {
+        self.0.as_bytes().to_vec()
+    }
+    fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
+        String::from_utf8(bytes.to_vec())
+            .map(Self)
+            .map_err(|_| CodecError::new("state key", "not UTF-8", bytes.len()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloy_primitives::{address, hex};
+
+    fn round_trip_value<V: ValueCodec + PartialEq + std::fmt::Debug>(v: &V) -> Vec<u8> {
+        let bytes = v.encode_value();
+        assert_eq!(&V::decode_value(&bytes).expect("decodes"), v);
+        bytes
+    }
+
+    #[test]
+    fn counter_dups_match_the_reference_vectors() {
+        // ots/indexer/counter_test.go (spec §2.5).
+        assert_eq!(round_trip_value(&CounterDup::Unique { total: 1 }), hex!("00"));
+        assert_eq!(round_trip_value(&CounterDup::Unique { total: 256 }), hex!("ff"));
+        assert_eq!(
+            round_trip_value(&CounterDup::Regular { cumulative: 257, chunk: 0x1234567812345678 }),
+            hex!("0000000000000101 1234567812345678")
+        );
+        assert_eq!(
+            round_trip_value(&CounterDup::Regular { cumulative: 0, chunk: LAST_CHUNK }),
+            hex!("0000000000000000 ffffffffffffffff")
+        );
+        assert!(CounterDup::decode_value(&[0; 8]).is_err());
+    }
+
+    #[test]
+    fn regular_counter_dups_sort_by_cumulative_count() {
+        // The range seek of §4.2 relies on memcmp order of an 8-byte probe against 16-byte dups.
+        let dup = CounterDup::Regular { cumulative: 488, chunk: 5 }.encode_value();
+        assert!(488u64.to_be_bytes().as_slice() < dup.as_slice());
+        assert!(489u64.to_be_bytes().as_slice() > dup.as_slice());
+    }
+
+    #[test]
+    fn keys_are_big_endian_and_order_preserving() {
+        assert_eq!(BlockNumber(0x0102).encode_key(), hex!("0000000000000102"));
+        assert_eq!(BlockNumber::decode_key(&hex!("0000000000000102")), Ok(BlockNumber(0x0102)));
+        assert!(BlockNumber(255).encode_key() < BlockNumber(256).encode_key());
+        assert_eq!(Count::decode_key(&Count(7).encode_key()), Ok(Count(7)));
+        assert!(Count::decode_key(&[1, 2, 3]).is_err());
+    }
+
+    #[test]
+    fn chunk_keys_put_the_last_chunk_after_all_others() {
+        let a = address!("00000000000000000000000000000000000000aa");
+        let key = ChunkKey { address: a, chunk: 0x1234 };
+        assert_eq!(key.encode_key(), hex!("00000000000000000000000000000000000000aa 0000000000001234"));
+        assert_eq!(ChunkKey::decode_key(&key.encode_key()), Ok(key));
+        assert_eq!(
+            ChunkKey::last(a).encode_key(),
+            hex!("00000000000000000000000000000000000000aa ffffffffffffffff")
+        );
+        assert!(key.encode_key() < ChunkKey::last(a).encode_key());
+        assert!(ChunkKey::decode_key(&[0; 27]).is_err());
+    }
+
+    #[test]
+    fn id_chunks_are_ascending_be_u64s() {
+        assert_eq!(round_trip_value(&IdChunk(vec![1, 0x0100])), hex!("0000000000000001 0000000000000100"));
+        assert!(IdChunk::decode_value(&[0; 12]).is_err());
+        assert!(IdChunk::decode_value(&hex!("0000000000000002 0000000000000001")).is_err());
+    }
+
+    #[test]
+    fn attributes_use_the_roaring64_portable_format() {
+        let mut attrs = Attributes::default();
+        attrs.set(AttributeBit::Erc20);
+        // u64 LE bucket count, u32 LE high key, then a 32-bit portable bitmap: cookie 12346,
+        // one container, key 0 with cardinality−1 = 0, offset 16, value 0.
+        assert_eq!(
+            round_trip_value(&attrs.clone()),
+            hex!("0100000000000000 00000000 3a300000 01000000 0000 0000 10000000 0000")
+        );
+        attrs.set(AttributeBit::Erc721);
+        assert_eq!(
+            round_trip_value(&attrs.clone()),
+            hex!("0100000000000000 00000000 3a300000 01000000 0000 0100 10000000 0000 0200")
+        );
+        assert!(attrs.has(AttributeBit::Erc721) && !attrs.has(AttributeBit::Erc1155));
+        assert!(Attributes::decode_value(&[1, 2, 3]).is_err());
+    }
+
+    #[test]
+    fn holdings_are_token_then_txid() {
+        let h =
+            Holding { token: address!("00000000000000000000000000000000000000bb"), first: TxId(0x0500003) };
+        assert_eq!(round_trip_value(&h), hex!("00000000000000000000000000000000000000bb 0000000000500003"));
+        assert!(Holding::decode_value(&[0; 20]).is_err());
+    }
+
+    #[test]
+    fn addresses_round_trip() {
+        let a = address!("d8da6bf26964af9d7eed9e03e53415d37aa96045");
+        assert_eq!(Address::decode_key(&a.encode_key()), Ok(a));
+        assert_eq!(round_trip_value(&a), hex!("d8da6bf26964af9d7eed9e03e53415d37aa96045"));
+        assert!(Address::decode_value(&[0; 21]).is_err());
+    }
+}

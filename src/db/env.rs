@@ -1,0 +1,162 @@
+//! Opening the MDBX environment.
+
+use std::{path::Path, sync::Arc};
+
+use signet_libmdbx::{
+    sys::PageSize, Database, Environment, EnvironmentFlags, Geometry, MdbxError, Mode, SyncMode,
+};
+use tracing::debug;
+
+use super::{
+    error::{hint_for, DbError, DbResult},
+    tables::TableId,
+    txn::{ReadTxn, Txn, WriteTxn},
+};
+
+/// Largest size the database may grow to. MDBX only reserves address space for it, so a big
+/// limit costs nothing until the data is there.
+pub const MAX_DB_SIZE: usize = 4 << 40;
+/// The file grows in steps of this size: fewer remaps while catching up, at most this much
+/// unused tail on disk.
+pub const GROWTH_STEP: isize = 256 << 20;
+/// 16 KiB pages: measured 30% faster random-address writes than 4 KiB (tree depth 3 instead of 4)
+/// and a 256-id chunk (2 KiB) still fits in a leaf without an overflow page.
+pub const PAGE_SIZE: usize = 16 << 10;
+/// Readers: the sync loop, the RPC server's workers and other processes reading the same DB.
+pub const MAX_READERS: u64 = 256;
+
+/// Whether this process may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessMode {
+    /// Creates missing tables; one writer at a time.
+    ReadWrite,
+    /// Never writes; the tables must exist.
+    ReadOnly,
+}
+
+/// An open database: the MDBX environment and a handle to every table of the registry.
+#[derive(Debug, Clone)]
+pub struct Db {
+    env: Environment,
+    tables: Arc<[Database]>,
+}
+
+impl Db {
+    /// Opens (and in read-write mode creates) the database in directory `path`.
+    pub fn open(path: &Path, mode: AccessMode) -> DbResult<Self> {
+        let open_err = |source: MdbxError| DbError::Open {
+            path: path.to_path_buf(),
+            hint: match source {
+                MdbxError::Other(2) => " (no database there yet)",
+                _ => hint_for(&source),
+            },
+            source,
+        };
+        if mode == AccessMode::ReadWrite {
+            std::fs::create_dir_all(path).map_err(|e| DbError::Open {
+                path: path.to_path_buf(),
+                source: MdbxError::Other(e.raw_os_error().unwrap_or(0)),
+                hint: " (cannot create the directory)",
+            })?;
+        }
+        let sync_mode = SyncMode::Durable;
+        let env = Environment::builder()
+            .set_max_dbs(TableId::ALL.len() + 4)
+            .set_max_readers(MAX_READERS)
+            .set_geometry(Geometry {
+                size: Some(0..MAX_DB_SIZE),
+                growth_step: Some(GROWTH_STEP),
+                shrink_threshold: None,
+                page_size: Some(PageSize::Set(PAGE_SIZE)),
+            })
+            .set_flags(EnvironmentFlags {
+                mode: match mode {
+                    AccessMode::ReadWrite => Mode::ReadWrite { sync_mode },
+                    AccessMode::ReadOnly => Mode::ReadOnly,
+                },
+                ..Default::default()
+            })
+            .open(path)
+            .map_err(open_err)?;
+
+        let tables = match mode {
+            AccessMode::ReadWrite => {
+                let tx = env.begin_rw_unsync().map_err(|source| DbError::Txn {
+                    op: "begin",
+                    hint: hint_for(&source),
+                    source,
+                })?;
+                let mut dbs = Vec::with_capacity(TableId::ALL.len());
+                for t in TableId::ALL {
+                    let db = tx.create_db(Some(t.name()), t.layout().flags()).map_err(|source| {
+                        DbError::Table {
+                            op: "create table",
+                            table: t.name(),
+                            key: String::new(),
+                            hint: hint_for(&source),
+                            source,
+                        }
+                    })?;
+                    dbs.push(db);
+                }
+                tx.commit().map_err(|source| DbError::Txn {
+                    op: "commit",
+                    hint: hint_for(&source),
+                    source,
+                })?;
+                dbs
+            }
+            AccessMode::ReadOnly => {
+                let tx = env.begin_ro_unsync().map_err(|source| DbError::Txn {
+                    op: "begin",
+                    hint: hint_for(&source),
+                    source,
+                })?;
+                let mut dbs = Vec::with_capacity(TableId::ALL.len());
+                for t in TableId::ALL {
+                    let db = tx.open_db(Some(t.name())).map_err(|source| match source {
+                        MdbxError::NotFound => {
+                            DbError::MissingTable { path: path.to_path_buf(), table: t.name() }
+                        }
+                        source => DbError::Table {
+                            op: "open table",
+                            table: t.name(),
+                            key: String::new(),
+                            hint: hint_for(&source),
+                            source,
+                        },
+                    })?;
+                    dbs.push(db);
+                }
+                dbs
+            }
+        };
+        debug!(target: "ots::db", path = %path.display(), ?mode, tables = tables.len(), "database open");
+        Ok(Self { env, tables: tables.into() })
+    }
+
+    /// Begins a read-only snapshot.
+    pub fn begin_read(&self) -> DbResult<ReadTxn> {
+        let tx = self.env.begin_ro_unsync().map_err(|source| DbError::Txn {
+            op: "begin",
+            hint: hint_for(&source),
+            source,
+        })?;
+        Ok(Txn::new(tx, self.tables.clone()))
+    }
+
+    /// Begins the write transaction (waits while another one is open).
+    pub fn begin_write(&self) -> DbResult<WriteTxn> {
+        let tx = self.env.begin_rw_unsync().map_err(|source| DbError::Txn {
+            op: "begin",
+            hint: hint_for(&source),
+            source,
+        })?;
+        Ok(Txn::new(tx, self.tables.clone()))
+    }
+
+    /// Bytes the database file takes on disk.
+    pub fn file_size(&self) -> u64 {
+        self.env.info().map(|i| i.map_size() as u64).unwrap_or(0)
+    }
+}

@@ -1,0 +1,114 @@
+//! Storage errors, each carrying the table and key it concerns.
+
+use std::path::PathBuf;
+
+use signet_libmdbx::{MdbxError, ReadError};
+
+use super::codec::CodecError;
+
+/// Result of a storage operation.
+pub type DbResult<T> = Result<T, DbError>;
+
+/// A storage operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    /// The environment could not be opened.
+    #[error("cannot open the database at {path}: {source}{hint}")]
+    Open {
+        /// Database directory.
+        path: PathBuf,
+        /// MDBX's error.
+        source: MdbxError,
+        /// What to do about it, if we know.
+        hint: &'static str,
+    },
+    /// The directory is not an ots-indexer database (a table is missing).
+    #[error("{path} is not an ots-indexer database: table {table} is missing (run `ots-indexer run` once to create it)")]
+    MissingTable {
+        /// Database directory.
+        path: PathBuf,
+        /// The missing table.
+        table: &'static str,
+    },
+    /// A transaction could not begin or commit.
+    #[error("MDBX transaction {op} failed: {source}{hint}")]
+    Txn {
+        /// `begin` or `commit`.
+        op: &'static str,
+        /// MDBX's error.
+        source: MdbxError,
+        /// What to do about it, if we know.
+        hint: &'static str,
+    },
+    /// An operation on one table failed.
+    #[error("{op} on table {table} at key 0x{key} failed: {source}{hint}")]
+    Table {
+        /// What we were doing.
+        op: &'static str,
+        /// The table.
+        table: &'static str,
+        /// Hex of the key involved (empty when none).
+        key: String,
+        /// MDBX's error.
+        source: MdbxError,
+        /// What to do about it, if we know.
+        hint: &'static str,
+    },
+    /// Bytes on disk do not have the shape the table declares.
+    #[error("table {table} holds a malformed entry at key 0x{key}: {source}")]
+    Decode {
+        /// The table.
+        table: &'static str,
+        /// Hex of the key.
+        key: String,
+        /// What was wrong.
+        source: CodecError,
+    },
+    /// The MDBX binding could not hand over the bytes it read.
+    #[error("{op} on table {table} at key 0x{key} failed in the MDBX binding: {message}")]
+    Binding {
+        /// What we were doing.
+        op: &'static str,
+        /// The table.
+        table: &'static str,
+        /// Hex of the key.
+        key: String,
+        /// The binding's message.
+        message: String,
+    },
+    /// Entries that must agree with each other do not.
+    #[error("table {table} is inconsistent at key 0x{key}: {reason}; run `ots-indexer check`, or re-index into a new --datadir")]
+    Corrupt {
+        /// The table.
+        table: &'static str,
+        /// Hex of the key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// Advice for MDBX errors a user can act on.
+pub(crate) const fn hint_for(err: &MdbxError) -> &'static str {
+    match err {
+        MdbxError::MapFull => {
+            " (the database reached its size limit or the disk is full: free disk space and restart; nothing of the failed batch was written)"
+        }
+        MdbxError::Busy => " (another process holds the database for writing: stop it first)",
+        MdbxError::Incompatible => " (the database was created with different table settings)",
+        _ => "",
+    }
+}
+
+pub(crate) fn table_err(op: &'static str, table: &'static str, key: &[u8], source: MdbxError) -> DbError {
+    DbError::Table { op, table, key: alloy_primitives::hex::encode(key), hint: hint_for(&source), source }
+}
+
+pub(crate) fn read_err(op: &'static str, table: &'static str, key: &[u8], err: ReadError) -> DbError {
+    match err {
+        ReadError::Mdbx(source) => table_err(op, table, key, source),
+        ReadError::Decoding(e) => {
+            DbError::Binding { op, table, key: alloy_primitives::hex::encode(key), message: e.to_string() }
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! Storage: the MDBX environment, the table registry, codecs and the indexer's state.
+
+pub mod codec;
+mod env;
+mod error;
+pub mod state;
+pub mod tables;
+mod txn;
+
+pub use env::{AccessMode, Db, GROWTH_STEP, MAX_DB_SIZE, PAGE_SIZE};
+pub use error::{DbError, DbResult};
+pub use txn::{ReadTxn, TableCursor, Txn, WriteTxn};

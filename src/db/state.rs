@@ -1,0 +1,262 @@
+//! The indexer's own state (DESIGN.md decision 3), kept in `OtsIndexerState`.
+//!
+//! | key              | value                                         |
+//! |------------------|-----------------------------------------------|
+//! | `format_version` | u64 BE: [`FORMAT_VERSION`] of the writer      |
+//! | `chain_id`       | u64 BE                                        |
+//! | `genesis_hash`   | 32 bytes                                      |
+//! | `classifiers`    | UTF-8, names joined by `,`                    |
+//! | `db_state`       | UTF-8: `open`, `closed` or `inconsistent`     |
+//! | `last_block`     | block number (u64 BE) ‖ block hash (32 bytes) |
+
+use std::fmt;
+
+use alloy_primitives::B256;
+
+use super::{
+    codec::StateKey,
+    error::{DbError, DbResult},
+    tables::OtsIndexerState,
+    txn::{Txn, WriteTxn},
+};
+use signet_libmdbx::tx::TransactionKind;
+
+/// Version of the on-disk format this build writes and reads. Bump it when a table's bytes
+/// change; an older database is then refused instead of misread.
+pub const FORMAT_VERSION: u64 = 1;
+
+const FORMAT_VERSION_KEY: &str = "format_version";
+const CHAIN_ID_KEY: &str = "chain_id";
+const GENESIS_HASH_KEY: &str = "genesis_hash";
+const CLASSIFIERS_KEY: &str = "classifiers";
+const DB_STATE_KEY: &str = "db_state";
+const LAST_BLOCK_KEY: &str = "last_block";
+
+/// Which chain a database indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChainIdentity {
+    /// `eth_chainId`.
+    pub chain_id: u64,
+    /// Hash of block 0.
+    pub genesis_hash: B256,
+}
+
+impl fmt::Display for ChainIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "chain id {} with genesis {}", self.chain_id, self.genesis_hash)
+    }
+}
+
+/// Whether the last writer left the database in a usable state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbState {
+    /// A writer has it open, or was killed. Every batch commits atomically, so the tables are
+    /// still consistent at `last_block`.
+    Open,
+    /// The last writer stopped cleanly.
+    Closed,
+    /// A multi-transaction operation stopped half-way; the tables cannot be trusted.
+    Inconsistent,
+}
+
+impl DbState {
+    const fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Closed => "closed",
+            Self::Inconsistent => "inconsistent",
+        }
+    }
+
+    fn parse(s: &[u8]) -> Option<Self> {
+        match s {
+            b"open" => Some(Self::Open),
+            b"closed" => Some(Self::Closed),
+            b"inconsistent" => Some(Self::Inconsistent),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for DbState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The last block whose data is fully in the tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Its number.
+    pub number: u64,
+    /// Its hash.
+    pub hash: B256,
+}
+
+/// Everything `OtsIndexerState` holds. A fresh database has none of it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IndexerState {
+    /// Format version of the writer that created the database.
+    pub format_version: Option<u64>,
+    /// The chain indexed.
+    pub chain: Option<ChainIdentity>,
+    /// Enabled classifiers, by name.
+    pub classifiers: Vec<String>,
+    /// Last writer's state.
+    pub db_state: Option<DbState>,
+    /// Last indexed block.
+    pub checkpoint: Option<Checkpoint>,
+}
+
+/// The database cannot be used as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// Written by another format version.
+    #[error("the database uses format version {found}, this build reads version {expected}: re-index into a new --datadir (or use a matching ots-indexer release)")]
+    FormatVersion {
+        /// Stored version.
+        found: u64,
+        /// This build's version.
+        expected: u64,
+    },
+    /// Made for another chain.
+    #[error("the database indexes {stored}, but the node serves {node}: point --rpc-url at the right node or use another --datadir")]
+    ChainMismatch {
+        /// Stored chain.
+        stored: ChainIdentity,
+        /// The node's chain.
+        node: ChainIdentity,
+    },
+    /// Made with other classifiers.
+    #[error("the database was indexed with classifiers [{stored}], but [{requested}] were asked for: keep the same set or re-index into a new --datadir")]
+    ClassifiersMismatch {
+        /// Stored set.
+        stored: String,
+        /// Requested set.
+        requested: String,
+    },
+    /// Left half-written by an interrupted multi-step operation.
+    #[error("the database is marked inconsistent (an operation spanning several transactions was interrupted): re-index into a new --datadir")]
+    Inconsistent,
+    /// Has no state (never initialised by a writer).
+    #[error("the database has not been initialised: run `ots-indexer run` against a node first")]
+    NotInitialised,
+    /// A state value has the wrong shape.
+    #[error("state entry `{key}` is malformed ({len} bytes)")]
+    Malformed {
+        /// The entry.
+        key: &'static str,
+        /// Its length.
+        len: usize,
+    },
+    /// Storage failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+fn get<K: TransactionKind>(txn: &Txn<K>, key: &str) -> DbResult<Option<Vec<u8>>> {
+    txn.get::<OtsIndexerState>(&StateKey(key.to_owned()))
+}
+
+fn put(txn: &WriteTxn, key: &str, value: &[u8]) -> DbResult<()> {
+    txn.put::<OtsIndexerState>(&StateKey(key.to_owned()), &value.to_vec())
+}
+
+fn u64_of(key: &'static str, bytes: &[u8]) -> Result<u64, StateError> {
+    let arr: [u8; 8] = bytes.try_into().map_err(|_| StateError::Malformed { key, len: bytes.len() })?;
+    Ok(u64::from_be_bytes(arr))
+}
+
+/// Reads the whole state.
+pub fn read_state<K: TransactionKind>(txn: &Txn<K>) -> Result<IndexerState, StateError> {
+    let format_version = get(txn, FORMAT_VERSION_KEY)?.map(|v| u64_of(FORMAT_VERSION_KEY, &v)).transpose()?;
+    let chain = match (get(txn, CHAIN_ID_KEY)?, get(txn, GENESIS_HASH_KEY)?) {
+        (Some(id), Some(hash)) => {
+            if hash.len() != 32 {
+                return Err(StateError::Malformed { key: GENESIS_HASH_KEY, len: hash.len() });
+            }
+            Some(ChainIdentity {
+                chain_id: u64_of(CHAIN_ID_KEY, &id)?,
+                genesis_hash: B256::from_slice(&hash),
+            })
+        }
+        _ => None,
+    };
+    let classifiers = match get(txn, CLASSIFIERS_KEY)? {
+        Some(v) => String::from_utf8(v)
+            .map_err(|e| StateError::Malformed { key: CLASSIFIERS_KEY, len: e.as_bytes().len() })?
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        None => Vec::new(),
+    };
+    let db_state = match get(txn, DB_STATE_KEY)? {
+        Some(v) => Some(DbState::parse(&v).ok_or(StateError::Malformed { key: DB_STATE_KEY, len: v.len() })?),
+        None => None,
+    };
+    let checkpoint = match get(txn, LAST_BLOCK_KEY)? {
+        Some(v) if v.len() == 40 => {
+            Some(Checkpoint { number: u64_of(LAST_BLOCK_KEY, &v[..8])?, hash: B256::from_slice(&v[8..]) })
+        }
+        Some(v) => return Err(StateError::Malformed { key: LAST_BLOCK_KEY, len: v.len() }),
+        None => None,
+    };
+    Ok(IndexerState { format_version, chain, classifiers, db_state, checkpoint })
+}
+
+/// Refuses a database this build must not touch: another format version, or left inconsistent.
+/// A fresh database passes.
+pub fn check_usable(state: &IndexerState) -> Result<(), StateError> {
+    if let Some(found) = state.format_version {
+        if found != FORMAT_VERSION {
+            return Err(StateError::FormatVersion { found, expected: FORMAT_VERSION });
+        }
+    }
+    if state.db_state == Some(DbState::Inconsistent) {
+        return Err(StateError::Inconsistent);
+    }
+    Ok(())
+}
+
+/// Refuses a database made for another chain or classifier set; initialises a fresh one.
+pub fn bind(
+    txn: &WriteTxn,
+    chain: ChainIdentity,
+    classifiers: &[String],
+) -> Result<IndexerState, StateError> {
+    let state = read_state(txn)?;
+    check_usable(&state)?;
+    let requested = classifiers.join(",");
+    match state.chain {
+        None => {
+            put(txn, FORMAT_VERSION_KEY, &FORMAT_VERSION.to_be_bytes())?;
+            put(txn, CHAIN_ID_KEY, &chain.chain_id.to_be_bytes())?;
+            put(txn, GENESIS_HASH_KEY, chain.genesis_hash.as_slice())?;
+            put(txn, CLASSIFIERS_KEY, requested.as_bytes())?;
+        }
+        Some(stored) => {
+            if stored != chain {
+                return Err(StateError::ChainMismatch { stored, node: chain });
+            }
+            let stored_set = state.classifiers.join(",");
+            if stored_set != requested {
+                return Err(StateError::ClassifiersMismatch { stored: stored_set, requested });
+            }
+        }
+    }
+    read_state(txn)
+}
+
+/// Records the writer's state.
+pub fn set_db_state(txn: &WriteTxn, db_state: DbState) -> DbResult<()> {
+    put(txn, DB_STATE_KEY, db_state.as_str().as_bytes())
+}
+
+/// Moves the checkpoint (in the same transaction as the batch it covers).
+pub fn set_checkpoint(txn: &WriteTxn, checkpoint: Checkpoint) -> DbResult<()> {
+    let mut v = Vec::with_capacity(40);
+    v.extend_from_slice(&checkpoint.number.to_be_bytes());
+    v.extend_from_slice(checkpoint.hash.as_slice());
+    put(txn, LAST_BLOCK_KEY, &v)
+}

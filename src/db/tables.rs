@@ -1,0 +1,183 @@
+//! The one table registry: every table of the database, declared once, with its layout.
+//!
+//! Names and byte layouts follow the Otterscan V2 ("ots2") format (spec §2); deviations are
+//! listed in docs/format.md. Integers are 8 bytes big-endian, addresses 20 raw bytes.
+
+use super::codec::{
+    Attributes, BlockNumber, ChunkKey, Count, CounterDup, Holding, IdChunk, KeyCodec, StateKey, ValueCodec,
+};
+use alloy_primitives::Address;
+use signet_libmdbx::DatabaseFlags;
+
+/// How a table stores values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// One value per key.
+    Plain,
+    /// Sorted duplicate values per key, of varying size.
+    DupSort,
+    /// Sorted duplicate values per key, all of one size (packed by MDBX, about half the bytes).
+    DupFixed,
+}
+
+impl Layout {
+    /// The MDBX flags that create a table of this layout.
+    pub const fn flags(self) -> DatabaseFlags {
+        match self {
+            Self::Plain => DatabaseFlags::empty(),
+            Self::DupSort => DatabaseFlags::DUP_SORT,
+            Self::DupFixed => DatabaseFlags::DUP_SORT.union(DatabaseFlags::DUP_FIXED),
+        }
+    }
+}
+
+/// A table with typed keys and values.
+pub trait Table: 'static {
+    /// Its entry in the registry.
+    const ID: TableId;
+    /// Key type, with an order-preserving codec.
+    type Key: KeyCodec;
+    /// Value (or dup value) type.
+    type Value: ValueCodec;
+}
+
+macro_rules! tables {
+    ($( $(#[$doc:meta])* $name:ident: $layout:ident, $key:ty => $value:ty; )*) => {
+        /// Every table of the database.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum TableId {
+            $( $(#[$doc])* $name, )*
+        }
+
+        impl TableId {
+            /// All tables, in registry order.
+            pub const ALL: &'static [TableId] = &[$(TableId::$name),*];
+
+            /// The MDBX table name.
+            pub const fn name(self) -> &'static str {
+                match self { $(TableId::$name => stringify!($name),)* }
+            }
+
+            /// How the table stores values.
+            pub const fn layout(self) -> Layout {
+                match self { $(TableId::$name => Layout::$layout,)* }
+            }
+
+            /// Position in [`TableId::ALL`].
+            pub const fn index(self) -> usize {
+                self as usize
+            }
+        }
+
+        $(
+            $(#[$doc])*
+            #[derive(Debug, Clone, Copy)]
+            pub struct $name;
+
+            impl Table for $name {
+                const ID: TableId = TableId::$name;
+                type Key = $key;
+                type Value = $value;
+            }
+        )*
+    };
+}
+
+tables! {
+    /// Every contract, by deployment block. Key: block number (8). Dup: address (20), sorted by
+    /// address bytes. No incarnation suffix (an Erigon-2 internal we do not have).
+    OtsAllContracts: DupFixed, BlockNumber => Address;
+    /// Cumulative contract count → block. Key: count up to and including the block (8).
+    /// Value: block number (8). One row per block with at least one contract; the N-th contract
+    /// is found by seeking the first key ≥ N.
+    OtsAllContractsCounter: Plain, Count => BlockNumber;
+    /// ERC20 tokens by deployment block; layout of `OtsAllContracts`.
+    OtsERC20: DupFixed, BlockNumber => Address;
+    /// Cumulative counter of `OtsERC20`; layout of `OtsAllContractsCounter`.
+    OtsERC20Counter: Plain, Count => BlockNumber;
+    /// ERC165 contracts by deployment block; layout of `OtsAllContracts`.
+    OtsERC165: DupFixed, BlockNumber => Address;
+    /// Cumulative counter of `OtsERC165`.
+    OtsERC165Counter: Plain, Count => BlockNumber;
+    /// ERC721 tokens by deployment block; layout of `OtsAllContracts`.
+    OtsERC721: DupFixed, BlockNumber => Address;
+    /// Cumulative counter of `OtsERC721`.
+    OtsERC721Counter: Plain, Count => BlockNumber;
+    /// ERC1155 tokens by deployment block; layout of `OtsAllContracts`.
+    OtsERC1155: DupFixed, BlockNumber => Address;
+    /// Cumulative counter of `OtsERC1155`.
+    OtsERC1155Counter: Plain, Count => BlockNumber;
+    /// EIP-1167 minimal proxies by deployment block; layout of `OtsAllContracts`.
+    OtsERC1167: DupFixed, BlockNumber => Address;
+    /// Cumulative counter of `OtsERC1167`.
+    OtsERC1167Counter: Plain, Count => BlockNumber;
+    /// ERC4626 vaults by deployment block; layout of `OtsAllContracts`.
+    OtsERC4626: DupFixed, BlockNumber => Address;
+    /// Cumulative counter of `OtsERC4626`.
+    OtsERC4626Counter: Plain, Count => BlockNumber;
+    /// Attributes of an address. Key: address (20). Value: 64-bit portable roaring bitmap with
+    /// bits 0 ERC20, 1 ERC165, 2 ERC721, 3 ERC721 metadata, 4 ERC1155, 5 ERC1167, 6 ERC4626.
+    /// A row exists only while at least one bit is set.
+    OtsAddrAttributes: Plain, Address => Attributes;
+    /// Transactions with an ERC20 Transfer from or to an address. Key: address (20) ‖ chunk id
+    /// (8): the chunk's largest TxId, or `FF…FF` for the last chunk. Value: ascending TxIds, 8
+    /// bytes each; every chunk but the last holds 244, the last 1–244 (up to 256 while the
+    /// counter is in its 1-byte form).
+    OtsERC20TransferIndex: Plain, ChunkKey => IdChunk;
+    /// Counter of `OtsERC20TransferIndex`. Key: address (20). Dups: one 16-byte dup per chunk,
+    /// cumulative count (8) ‖ chunk id (8), the last with chunk `FF…FF`; or a single 1-byte dup
+    /// `total − 1` while the address has one chunk and at most 256 ids.
+    OtsERC20TransferCounter: DupSort, Address => CounterDup;
+    /// ERC721 transfer index; layout of `OtsERC20TransferIndex`.
+    OtsERC721TransferIndex: Plain, ChunkKey => IdChunk;
+    /// Counter of `OtsERC721TransferIndex`; layout of `OtsERC20TransferCounter`.
+    OtsERC721TransferCounter: DupSort, Address => CounterDup;
+    /// Withdrawals to an address; layout of `OtsERC20TransferIndex` with consensus-layer
+    /// withdrawal indexes as ids.
+    OtsWithdrawalsIndex: Plain, ChunkKey => IdChunk;
+    /// Counter of `OtsWithdrawalsIndex`; layout of `OtsERC20TransferCounter`.
+    OtsWithdrawalsCounter: DupSort, Address => CounterDup;
+    /// Index of the last withdrawal in a block → that block. Key: withdrawal index (8). Value:
+    /// block number (8). The block of withdrawal `i` is the value of the first key ≥ `i`.
+    OtsWithdrawalIdx2Block: Plain, Count => BlockNumber;
+    /// Blocks whose fee recipient is an address; layout of `OtsERC20TransferIndex` with block
+    /// numbers as ids.
+    OtsBlocksRewardedIndex: Plain, ChunkKey => IdChunk;
+    /// Counter of `OtsBlocksRewardedIndex`; layout of `OtsERC20TransferCounter`.
+    OtsBlocksRewardedCounter: DupSort, Address => CounterDup;
+    /// ERC20 tokens an address ever sent or received. Key: holder (20). Dup: token (20) ‖ TxId
+    /// of the first such transaction (8), sorted by token; exactly one dup per (holder, token).
+    OtsERC20Holdings: DupFixed, Address => Holding;
+    /// ERC721 tokens an address ever sent or received; layout of `OtsERC20Holdings`.
+    OtsERC721Holdings: DupFixed, Address => Holding;
+    /// The indexer's own state (not part of ots2). Key: ASCII name. Value: defined per name in
+    /// `db::state`: chain id, genesis hash, format version, classifiers, db state, last block.
+    OtsIndexerState: Plain, StateKey => Vec<u8>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_ots_prefixed() {
+        let mut names: Vec<_> = TableId::ALL.iter().map(|t| t.name()).collect();
+        assert!(names.iter().all(|n| n.starts_with("Ots")));
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), TableId::ALL.len());
+    }
+
+    #[test]
+    fn registry_holds_every_ots2_table() {
+        // Spec §2: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
+        // Idx2Block, 2 holdings tables; plus our internal state.
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 1);
+        for (i, t) in TableId::ALL.iter().enumerate() {
+            assert_eq!(t.index(), i);
+        }
+        assert_eq!(TableId::OtsERC20TransferCounter.layout(), Layout::DupSort);
+        assert_eq!(TableId::OtsERC20.layout(), Layout::DupFixed);
+        assert_eq!(TableId::OtsAddrAttributes.layout(), Layout::Plain);
+    }
+}

@@ -1,0 +1,227 @@
+//! Typed transactions and cursors over the table registry.
+//!
+//! Every read decodes through the table's codecs and every error names the table and key, so a
+//! damaged entry is reported where it is rather than as a wrong answer further on.
+
+use std::{borrow::Cow, marker::PhantomData, sync::Arc};
+
+use signet_libmdbx::{
+    tx::{Ro, Rw, TransactionKind, Tx},
+    Cursor, Database, WriteFlags,
+};
+
+use super::{
+    codec::{KeyCodec, ValueCodec},
+    error::{hint_for, read_err, table_err, DbError, DbResult},
+    tables::Table,
+};
+
+/// A read-only transaction: a consistent snapshot, to be kept short.
+pub type ReadTxn = Txn<Ro>;
+/// The single read-write transaction.
+pub type WriteTxn = Txn<Rw>;
+
+/// A transaction with typed access to the registry's tables.
+#[derive(Debug)]
+pub struct Txn<K: TransactionKind> {
+    tx: Tx<K>,
+    tables: Arc<[Database]>,
+}
+
+fn decode_key<T: Table>(bytes: &[u8]) -> DbResult<T::Key> {
+    T::Key::decode_key(bytes).map_err(|source| DbError::Decode {
+        table: T::ID.name(),
+        key: alloy_primitives::hex::encode(bytes),
+        source,
+    })
+}
+
+fn decode_value<T: Table>(key: &[u8], bytes: &[u8]) -> DbResult<T::Value> {
+    T::Value::decode_value(bytes).map_err(|source| DbError::Decode {
+        table: T::ID.name(),
+        key: alloy_primitives::hex::encode(key),
+        source,
+    })
+}
+
+impl<K: TransactionKind> Txn<K> {
+    pub(crate) fn new(tx: Tx<K>, tables: Arc<[Database]>) -> Self {
+        Self { tx, tables }
+    }
+
+    fn db<T: Table>(&self) -> Database {
+        self.tables[T::ID.index()]
+    }
+
+    /// The value at `key` (the first dup in a dupsort table).
+    pub fn get<T: Table>(&self, key: &T::Key) -> DbResult<Option<T::Value>> {
+        let k = key.encode_key();
+        let raw: Option<Cow<'_, [u8]>> = self
+            .tx
+            .get(self.db::<T>().dbi(), k.as_ref())
+            .map_err(|e| read_err("get", T::ID.name(), k.as_ref(), e))?;
+        raw.map(|v| decode_value::<T>(k.as_ref(), &v)).transpose()
+    }
+
+    /// A cursor over table `T`.
+    pub fn cursor<T: Table>(&self) -> DbResult<TableCursor<'_, K, T>> {
+        let cursor =
+            self.tx.cursor(self.db::<T>()).map_err(|e| table_err("open cursor", T::ID.name(), &[], e))?;
+        Ok(TableCursor { cursor, _table: PhantomData })
+    }
+
+    /// Number of entries (dups count one each) in table `T`.
+    pub fn entries<T: Table>(&self) -> DbResult<u64> {
+        let stat = self.tx.db_stat(&self.db::<T>()).map_err(|e| table_err("stat", T::ID.name(), &[], e))?;
+        Ok(stat.entries() as u64)
+    }
+}
+
+impl Txn<Rw> {
+    /// Writes `value` at `key` (adds a dup in a dupsort table; replaces in a plain one).
+    pub fn put<T: Table>(&self, key: &T::Key, value: &T::Value) -> DbResult<()> {
+        let k = key.encode_key();
+        self.tx
+            .put(self.db::<T>(), k.as_ref(), value.encode_value(), WriteFlags::UPSERT)
+            .map_err(|e| table_err("put", T::ID.name(), k.as_ref(), e))
+    }
+
+    /// Deletes `key` (with `Some(value)`, only that dup). Returns whether something was deleted.
+    pub fn delete<T: Table>(&self, key: &T::Key, value: Option<&T::Value>) -> DbResult<bool> {
+        let k = key.encode_key();
+        let v = value.map(ValueCodec::encode_value);
+        self.tx
+            .del(self.db::<T>(), k.as_ref(), v.as_deref())
+            .map_err(|e| table_err("delete", T::ID.name(), k.as_ref(), e))
+    }
+
+    /// Commits every write of this transaction at once.
+    pub fn commit(self) -> DbResult<()> {
+        self.tx.commit().map_err(|source| DbError::Txn { op: "commit", hint: hint_for(&source), source })
+    }
+}
+
+/// A cursor with typed keys and values.
+#[derive(Debug)]
+pub struct TableCursor<'tx, K: TransactionKind, T: Table> {
+    cursor: Cursor<'tx, K>,
+    _table: PhantomData<T>,
+}
+
+type Entry<T> = (<T as Table>::Key, <T as Table>::Value);
+type RawEntry<'tx> = Result<Option<(Cow<'tx, [u8]>, Cow<'tx, [u8]>)>, signet_libmdbx::ReadError>;
+
+impl<'tx, K: TransactionKind, T: Table> TableCursor<'tx, K, T> {
+    fn entry(&self, op: &'static str, raw: RawEntry<'tx>, key_hint: &[u8]) -> DbResult<Option<Entry<T>>> {
+        match raw.map_err(|e| read_err(op, T::ID.name(), key_hint, e))? {
+            None => Ok(None),
+            Some((k, v)) => Ok(Some((decode_key::<T>(&k)?, decode_value::<T>(&k, &v)?))),
+        }
+    }
+
+    fn value(
+        &self,
+        op: &'static str,
+        raw: Result<Option<Cow<'tx, [u8]>>, signet_libmdbx::ReadError>,
+        key: &[u8],
+    ) -> DbResult<Option<T::Value>> {
+        match raw.map_err(|e| read_err(op, T::ID.name(), key, e))? {
+            None => Ok(None),
+            Some(v) => Ok(Some(decode_value::<T>(key, &v)?)),
+        }
+    }
+
+    /// The first entry.
+    pub fn first(&mut self) -> DbResult<Option<Entry<T>>> {
+        let raw = self.cursor.first();
+        self.entry("first", raw, &[])
+    }
+
+    /// The last entry (the last dup of the last key).
+    pub fn last(&mut self) -> DbResult<Option<Entry<T>>> {
+        let raw = self.cursor.last();
+        self.entry("last", raw, &[])
+    }
+
+    /// The next entry (next dup, or the first dup of the next key).
+    pub fn next_entry(&mut self) -> DbResult<Option<Entry<T>>> {
+        let raw = self.cursor.next();
+        self.entry("next", raw, &[])
+    }
+
+    /// The previous entry.
+    pub fn prev_entry(&mut self) -> DbResult<Option<Entry<T>>> {
+        let raw = self.cursor.prev();
+        self.entry("prev", raw, &[])
+    }
+
+    /// The first entry whose key is ≥ `key`.
+    pub fn seek(&mut self, key: &T::Key) -> DbResult<Option<Entry<T>>> {
+        let k = key.encode_key();
+        let raw = self.cursor.set_range(k.as_ref());
+        self.entry("seek", raw, k.as_ref())
+    }
+
+    /// The first value (dup) at exactly `key`.
+    pub fn seek_exact(&mut self, key: &T::Key) -> DbResult<Option<T::Value>> {
+        let k = key.encode_key();
+        let raw = self.cursor.set(k.as_ref());
+        self.value("seek exact", raw, k.as_ref())
+    }
+
+    /// The next dup of the current key.
+    pub fn next_dup(&mut self) -> DbResult<Option<T::Value>> {
+        let raw = self.cursor.next_dup::<Cow<'tx, [u8]>, Cow<'tx, [u8]>>().map(|o| o.map(|(_, v)| v));
+        self.value("next dup", raw, &[])
+    }
+
+    /// The first dup of the next key.
+    pub fn next_key(&mut self) -> DbResult<Option<Entry<T>>> {
+        let raw = self.cursor.next_nodup();
+        self.entry("next key", raw, &[])
+    }
+
+    /// The last dup of the current key.
+    pub fn last_dup(&mut self) -> DbResult<Option<T::Value>> {
+        let raw = self.cursor.last_dup();
+        self.value("last dup", raw, &[])
+    }
+
+    /// Every dup at `key`, in order.
+    pub fn dups(&mut self, key: &T::Key) -> DbResult<Vec<T::Value>> {
+        let mut out = Vec::new();
+        let mut next = self.seek_exact(key)?;
+        while let Some(v) = next {
+            out.push(v);
+            next = self.next_dup()?;
+        }
+        Ok(out)
+    }
+
+    /// The first dup at `key` whose bytes are ≥ `value_prefix` (MDBX's GET_BOTH_RANGE).
+    pub fn seek_dup_at_least(&mut self, key: &T::Key, value_prefix: &[u8]) -> DbResult<Option<T::Value>> {
+        let k = key.encode_key();
+        let raw = self.cursor.get_both_range(k.as_ref(), value_prefix);
+        self.value("seek dup", raw, k.as_ref())
+    }
+
+    /// Number of dups at the cursor's current key.
+    pub fn dup_count(&self) -> DbResult<usize> {
+        self.cursor.dup_count().map_err(|e| table_err("count dups", T::ID.name(), &[], e))
+    }
+}
+
+impl<T: Table> TableCursor<'_, Rw, T> {
+    /// Deletes the entry under the cursor (one dup in a dupsort table).
+    pub fn delete_current(&mut self) -> DbResult<()> {
+        self.cursor.del().map_err(|e| table_err("delete", T::ID.name(), &[], e))
+    }
+
+    /// Writes through the cursor (adds a dup in a dupsort table).
+    pub fn put(&mut self, key: &T::Key, value: &T::Value) -> DbResult<()> {
+        let k = key.encode_key();
+        self.cursor
+            .put(k.as_ref(), &value.encode_value(), WriteFlags::UPSERT)
+            .map_err(|e| table_err("put", T::ID.name(), k.as_ref(), e))
+    }
+}

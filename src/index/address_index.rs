@@ -1,0 +1,234 @@
+//! Chunked per-address id lists and their counters (spec §2.4, §2.5, §4.1, §4.2).
+//!
+//! Ids of one address are kept ascending in chunks keyed `address ‖ largest id`, the last chunk
+//! keyed `address ‖ FF…FF`. The counter table holds one dup per chunk with the cumulative count,
+//! so the chunk holding the N-th id is one range seek away; while an address has at most 256
+//! ids in a single chunk its counter is the single byte `total − 1` instead.
+
+use alloy_primitives::Address;
+use signet_libmdbx::tx::TransactionKind;
+
+use crate::db::{
+    codec::{ChunkKey, CounterDup, IdChunk, LAST_CHUNK, MAX_UNIQUE_CHUNK_COUNT},
+    tables::Table,
+    DbError, DbResult, Txn, WriteTxn,
+};
+
+/// Ids in every chunk but the last: the most whose 8-byte encoding stays under 1,950 bytes, the
+/// value size past which MDBX (at 4 KiB pages) moves values to overflow pages. Kept from ots2
+/// for byte compatibility.
+pub const CHUNK_IDS: usize = 244;
+
+/// An address index table: `address ‖ chunk id` → ids.
+pub trait AddressIndex: Table<Key = ChunkKey, Value = IdChunk> {}
+impl<T: Table<Key = ChunkKey, Value = IdChunk>> AddressIndex for T {}
+
+/// An address counter table: `address` → counter dups.
+pub trait AddressCounter: Table<Key = Address, Value = CounterDup> {}
+impl<T: Table<Key = Address, Value = CounterDup>> AddressCounter for T {}
+
+fn hex_key(address: &Address, chunk: u64) -> String {
+    let mut k = address.to_vec();
+    k.extend_from_slice(&chunk.to_be_bytes());
+    alloy_primitives::hex::encode(k)
+}
+
+fn corrupt<T: Table>(address: &Address, chunk: u64, reason: String) -> DbError {
+    DbError::Corrupt { table: T::ID.name(), key: hex_key(address, chunk), reason }
+}
+
+/// The counter's view of an address before an append.
+struct Tail {
+    /// Ids in all chunks before the last one.
+    base: u64,
+    /// Whether the address is (or may become) a single chunk with a 1-byte counter.
+    unique: bool,
+    /// Ids of the last chunk.
+    last_ids: Vec<u64>,
+    /// The counter dup that describes the last chunk, to be replaced.
+    last_dup: Option<CounterDup>,
+}
+
+fn read_tail<I: AddressIndex, C: AddressCounter>(txn: &WriteTxn, address: &Address) -> DbResult<Tail> {
+    let dups = txn.cursor::<C>()?.dups(address)?;
+    let (base, unique, last_dup) = match dups.as_slice() {
+        [] => (0, true, None),
+        [d @ CounterDup::Unique { .. }] => (0, true, Some(*d)),
+        [.., prev, last @ CounterDup::Regular { chunk: LAST_CHUNK, .. }] => {
+            (prev.cumulative(), false, Some(*last))
+        }
+        [last @ CounterDup::Regular { chunk: LAST_CHUNK, .. }] => (0, false, Some(*last)),
+        _ => {
+            return Err(corrupt::<C>(
+                address,
+                LAST_CHUNK,
+                format!("counter dups {dups:?} do not end in one for the last chunk"),
+            ))
+        }
+    };
+    let last_ids = match last_dup {
+        None => Vec::new(),
+        Some(dup) => {
+            let ids = txn.get::<I>(&ChunkKey::last(*address))?.map(|c| c.0).unwrap_or_default();
+            if ids.len() as u64 != dup.cumulative() - base {
+                return Err(corrupt::<I>(
+                    address,
+                    LAST_CHUNK,
+                    format!(
+                        "last chunk holds {} ids but the counter says {}",
+                        ids.len(),
+                        dup.cumulative() - base
+                    ),
+                ));
+            }
+            ids
+        }
+    };
+    Ok(Tail { base, unique, last_ids, last_dup })
+}
+
+/// Appends `new_ids` (strictly ascending, each larger than every id already stored for the
+/// address) to `address`'s list, re-cutting only its last chunk.
+pub fn append_ids<I: AddressIndex, C: AddressCounter>(
+    txn: &WriteTxn,
+    address: &Address,
+    new_ids: &[u64],
+) -> DbResult<()> {
+    let Some(&first_new) = new_ids.first() else { return Ok(()) };
+    let tail = read_tail::<I, C>(txn, address)?;
+    if let Some(&last_old) = tail.last_ids.last() {
+        if first_new <= last_old {
+            return Err(corrupt::<I>(
+                address,
+                LAST_CHUNK,
+                format!("id {first_new} appended after id {last_old}: ids must grow"),
+            ));
+        }
+    }
+    if let Some(dup) = &tail.last_dup {
+        txn.delete::<C>(address, Some(dup))?;
+    }
+    let mut merged = tail.last_ids;
+    merged.extend_from_slice(new_ids);
+
+    if tail.unique && merged.len() as u64 <= MAX_UNIQUE_CHUNK_COUNT {
+        let total = merged.len() as u64;
+        txn.put::<I>(&ChunkKey::last(*address), &IdChunk(merged))?;
+        return txn.put::<C>(address, &CounterDup::Unique { total });
+    }
+
+    let mut cumulative = tail.base;
+    let pieces = merged.len().div_ceil(CHUNK_IDS);
+    for (i, piece) in merged.chunks(CHUNK_IDS).enumerate() {
+        let chunk = if i + 1 == pieces { LAST_CHUNK } else { piece[piece.len() - 1] };
+        cumulative += piece.len() as u64;
+        txn.put::<I>(&ChunkKey { address: *address, chunk }, &IdChunk(piece.to_vec()))?;
+        txn.put::<C>(address, &CounterDup::Regular { cumulative, chunk })?;
+    }
+    Ok(())
+}
+
+/// Number of ids stored for `address`.
+pub fn id_count<C: AddressCounter, K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<u64> {
+    let mut cursor = txn.cursor::<C>()?;
+    if cursor.seek_exact(address)?.is_none() {
+        return Ok(0);
+    }
+    Ok(cursor.last_dup()?.map_or(0, |d| d.cumulative()))
+}
+
+/// Ids `idx..idx + count` of `address` (0-based, oldest first).
+///
+/// Reads the counter's first dup and branches on its form: the reference range-seeks even
+/// over the 1-byte form, and so returns nothing for an address with exactly one id.
+pub fn id_page<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
+    txn: &Txn<K>,
+    address: &Address,
+    idx: u64,
+    count: u64,
+) -> DbResult<Vec<u64>> {
+    let mut out = Vec::new();
+    if count == 0 {
+        return Ok(out);
+    }
+    let mut counter = txn.cursor::<C>()?;
+    let Some(first) = counter.seek_exact(address)? else { return Ok(out) };
+    let dup = match first {
+        CounterDup::Unique { total } if idx < total => first,
+        CounterDup::Unique { .. } => return Ok(out),
+        CounterDup::Regular { .. } => {
+            let Some(dup) = counter.seek_dup_at_least(address, &(idx + 1).to_be_bytes())? else {
+                return Ok(out);
+            };
+            dup
+        }
+    };
+    let mut index = txn.cursor::<I>()?;
+    let chunk_key = ChunkKey { address: *address, chunk: dup.chunk() };
+    let Some((key, IdChunk(ids))) = index.seek(&chunk_key)? else {
+        return Err(corrupt::<I>(address, dup.chunk(), "the counter names a chunk that is missing".into()));
+    };
+    if key != chunk_key || (ids.len() as u64) > dup.cumulative() {
+        return Err(corrupt::<I>(address, dup.chunk(), "the counter and the chunk disagree".into()));
+    }
+    let before = dup.cumulative() - ids.len() as u64;
+    let skip = usize::try_from(idx - before).unwrap_or(usize::MAX);
+    let want = usize::try_from(count).unwrap_or(usize::MAX);
+    out.extend(ids.iter().skip(skip).take(want));
+    while out.len() < want {
+        match index.next_entry()? {
+            Some((k, IdChunk(ids))) if k.address == *address => {
+                out.extend(ids.iter().take(want - out.len()));
+            }
+            _ => break,
+        }
+    }
+    Ok(out)
+}
+
+/// Checks every invariant of one address's list (spec §2.4, §2.5) and returns its ids.
+pub fn verify_address<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
+    txn: &Txn<K>,
+    address: &Address,
+) -> DbResult<Vec<u64>> {
+    let dups = txn.cursor::<C>()?.dups(address)?;
+    let mut index = txn.cursor::<I>()?;
+    let mut chunks = Vec::new();
+    let mut next = index.seek(&ChunkKey { address: *address, chunk: 0 })?;
+    while let Some((key, IdChunk(ids))) = next {
+        if key.address != *address {
+            break;
+        }
+        chunks.push((key.chunk, ids));
+        next = index.next_entry()?;
+    }
+    let bad = |reason: String| Err(corrupt::<I>(address, LAST_CHUNK, reason));
+    if dups.len() != chunks.len() {
+        return bad(format!("{} counter dups for {} chunks", dups.len(), chunks.len()));
+    }
+    let mut all: Vec<u64> = Vec::new();
+    for (i, ((chunk, ids), dup)) in chunks.iter().zip(&dups).enumerate() {
+        let is_last = i + 1 == chunks.len();
+        if ids.is_empty() {
+            return bad(format!("chunk {chunk:#x} is empty"));
+        }
+        if is_last != (*chunk == LAST_CHUNK) {
+            return bad(format!("chunk {chunk:#x} at position {i} of {}", chunks.len()));
+        }
+        if !is_last && (*chunk != ids[ids.len() - 1] || ids.len() != CHUNK_IDS) {
+            return bad(format!("chunk {chunk:#x} is keyed or sized wrongly ({} ids)", ids.len()));
+        }
+        if all.last().is_some_and(|&l| l >= ids[0]) {
+            return bad(format!("ids do not ascend across chunk {chunk:#x}"));
+        }
+        all.extend(ids);
+        if dup.chunk() != *chunk || dup.cumulative() != all.len() as u64 {
+            return bad(format!("counter dup {dup:?} does not describe chunk {chunk:#x}"));
+        }
+        if matches!(dup, CounterDup::Unique { total } if chunks.len() != 1 || *total > MAX_UNIQUE_CHUNK_COUNT)
+        {
+            return bad("a 1-byte counter on a multi-chunk list".into());
+        }
+    }
+    Ok(all)
+}

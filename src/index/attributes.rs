@@ -1,0 +1,24 @@
+//! `OtsAddrAttributes`: which standards an address implements (spec §2.3).
+
+use alloy_primitives::Address;
+use signet_libmdbx::tx::TransactionKind;
+
+use crate::db::{
+    codec::{AttributeBit, Attributes},
+    tables::OtsAddrAttributes,
+    DbResult, Txn, WriteTxn,
+};
+
+/// The attributes of `address` (empty when it has none).
+pub fn attributes<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<Attributes> {
+    Ok(txn.get::<OtsAddrAttributes>(address)?.unwrap_or_default())
+}
+
+/// ORs `bit` into `address`'s attributes; returns the new attributes.
+pub fn add_attribute(txn: &WriteTxn, address: &Address, bit: AttributeBit) -> DbResult<Attributes> {
+    let mut attrs = attributes(txn, address)?;
+    if attrs.set(bit) {
+        txn.put::<OtsAddrAttributes>(address, &attrs)?;
+    }
+    Ok(attrs)
+}

@@ -1,0 +1,208 @@
+//! Writes one batch of classified blocks in one MDBX transaction.
+//!
+//! Address-index updates are gathered in memory for the whole batch and written once per
+//! address, in address order: MDBX pays per dirtied page, so one sorted pass beats log-by-log
+//! writes (deps-and-limits.md §3b).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use alloy_primitives::Address;
+use ots_classifiers::{BlockData, Fact, Standard};
+use tracing::debug;
+
+use super::{
+    address_index::append_ids,
+    attributes::{add_attribute, attributes},
+    matches::append_matches,
+    transfers::{touches, TokenKind},
+};
+use crate::{
+    db::{
+        codec::{AttributeBit, Attributes},
+        state::{self, Checkpoint},
+        tables::*,
+        Db, DbError, WriteTxn,
+    },
+    txid::TxIdOverflow,
+};
+
+/// A block with what the classifiers found in it.
+#[derive(Debug, Clone)]
+pub struct ClassifiedBlock {
+    /// The block.
+    pub block: BlockData,
+    /// The classifiers' facts.
+    pub facts: Vec<Fact>,
+}
+
+/// Writing a batch failed; nothing of it was committed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// Storage failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// State could not be read or written.
+    #[error(transparent)]
+    State(#[from] state::StateError),
+    /// A block holds more transactions than a TxId can number.
+    #[error(transparent)]
+    TxId(#[from] TxIdOverflow),
+    /// The batch does not continue the indexed chain.
+    #[error("block {number} ({hash}) does not continue the index at {checkpoint:?}: its parent is {parent}")]
+    NotContiguous {
+        /// First block of the batch.
+        number: u64,
+        /// Its hash.
+        hash: alloy_primitives::B256,
+        /// Its parent hash.
+        parent: alloy_primitives::B256,
+        /// The indexed tip.
+        checkpoint: Option<Checkpoint>,
+    },
+}
+
+/// What a batch wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchStats {
+    /// Blocks written.
+    pub blocks: u64,
+    /// Contracts found.
+    pub contracts: u64,
+    /// Classifier matches.
+    pub matches: u64,
+    /// Transfer logs of classified tokens.
+    pub transfer_logs: u64,
+    /// (address, transaction) ids added to the transfer indexes.
+    pub transfer_ids: u64,
+}
+
+fn bit_of(standard: Standard) -> AttributeBit {
+    match standard {
+        Standard::Erc20 => AttributeBit::Erc20,
+        Standard::Erc165 => AttributeBit::Erc165,
+        Standard::Erc721 => AttributeBit::Erc721,
+        Standard::Erc1155 => AttributeBit::Erc1155,
+        Standard::Erc1167 => AttributeBit::Erc1167,
+        Standard::Erc4626 => AttributeBit::Erc4626,
+    }
+}
+
+fn append_standard(
+    txn: &WriteTxn,
+    standard: Standard,
+    block: u64,
+    addresses: &[Address],
+) -> Result<(), DbError> {
+    match standard {
+        Standard::Erc20 => append_matches::<OtsERC20, OtsERC20Counter>(txn, block, addresses),
+        Standard::Erc165 => append_matches::<OtsERC165, OtsERC165Counter>(txn, block, addresses),
+        Standard::Erc721 => append_matches::<OtsERC721, OtsERC721Counter>(txn, block, addresses),
+        Standard::Erc1155 => append_matches::<OtsERC1155, OtsERC1155Counter>(txn, block, addresses),
+        Standard::Erc1167 => append_matches::<OtsERC1167, OtsERC1167Counter>(txn, block, addresses),
+        Standard::Erc4626 => append_matches::<OtsERC4626, OtsERC4626Counter>(txn, block, addresses),
+    }
+}
+
+fn kind_of(attrs: &Attributes) -> Option<TokenKind> {
+    if attrs.has(AttributeBit::Erc721) {
+        Some(TokenKind::Erc721)
+    } else if attrs.has(AttributeBit::Erc20) {
+        Some(TokenKind::Erc20)
+    } else {
+        None
+    }
+}
+
+/// Per-address id lists of one transfer index, gathered over a batch.
+#[derive(Debug, Default)]
+struct IdCollector(BTreeMap<Address, Vec<u64>>);
+
+impl IdCollector {
+    fn touch(&mut self, address: Address, id: u64) -> bool {
+        let ids = self.0.entry(address).or_default();
+        // Ids arrive in chain order, so a repeat can only be the last one pushed.
+        if ids.last() == Some(&id) {
+            return false;
+        }
+        ids.push(id);
+        true
+    }
+}
+
+/// Writes `blocks` (consecutive, continuing the index) and moves the checkpoint to the last one,
+/// all in one transaction.
+pub fn write_batch(db: &Db, blocks: &[ClassifiedBlock]) -> Result<BatchStats, WriteError> {
+    let mut stats = BatchStats::default();
+    let Some(last) = blocks.last() else { return Ok(stats) };
+    let txn = db.begin_write()?;
+    let mut tip = state::read_state(&txn)?.checkpoint;
+
+    let mut kinds: HashMap<Address, Option<TokenKind>> = HashMap::new();
+    let mut erc20 = IdCollector::default();
+    let mut erc721 = IdCollector::default();
+
+    for ClassifiedBlock { block, facts } in blocks {
+        let continues = match tip {
+            None => true,
+            Some(t) => t.number + 1 == block.number && t.hash == block.parent_hash,
+        };
+        if !continues {
+            return Err(WriteError::NotContiguous {
+                number: block.number,
+                hash: block.hash,
+                parent: block.parent_hash,
+                checkpoint: tip,
+            });
+        }
+        tip = Some(Checkpoint { number: block.number, hash: block.hash });
+
+        let created: BTreeSet<Address> = block.created_contracts().into_iter().collect();
+        let created: Vec<Address> = created.into_iter().collect();
+        append_matches::<OtsAllContracts, OtsAllContractsCounter>(&txn, block.number, &created)?;
+        stats.contracts += created.len() as u64;
+
+        let mut by_standard: BTreeMap<Standard, BTreeSet<Address>> = BTreeMap::new();
+        for fact in facts {
+            let Fact::Matched { standard, address } = fact;
+            by_standard.entry(*standard).or_default().insert(*address);
+        }
+        for (standard, addresses) in by_standard {
+            let addresses: Vec<Address> = addresses.into_iter().collect();
+            append_standard(&txn, standard, block.number, &addresses)?;
+            for address in &addresses {
+                let attrs = add_attribute(&txn, address, bit_of(standard))?;
+                kinds.insert(*address, kind_of(&attrs));
+            }
+            stats.matches += addresses.len() as u64;
+        }
+
+        let found = touches(block, |token| -> Result<_, WriteError> {
+            if let Some(kind) = kinds.get(token) {
+                return Ok(*kind);
+            }
+            let kind = kind_of(&attributes(&txn, token)?);
+            kinds.insert(*token, kind);
+            Ok(kind)
+        })?;
+        stats.transfer_logs += (found.len() / 2) as u64;
+        for touch in found {
+            let collector = match touch.kind {
+                TokenKind::Erc20 => &mut erc20,
+                TokenKind::Erc721 => &mut erc721,
+            };
+            stats.transfer_ids += u64::from(collector.touch(touch.address, touch.tx.0));
+        }
+        stats.blocks += 1;
+    }
+
+    for (address, ids) in &erc20.0 {
+        append_ids::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn, address, ids)?;
+    }
+    for (address, ids) in &erc721.0 {
+        append_ids::<OtsERC721TransferIndex, OtsERC721TransferCounter>(&txn, address, ids)?;
+    }
+    state::set_checkpoint(&txn, Checkpoint { number: last.block.number, hash: last.block.hash })?;
+    txn.commit()?;
+    debug!(target: "ots::index", first = blocks[0].block.number, last = last.block.number, ?stats, "batch committed");
+    Ok(stats)
+}

@@ -1,0 +1,73 @@
+//! The JSON-RPC server: `ots_` and `ots2_` over HTTP (jsonrpsee), read-only MDBX snapshots.
+
+pub mod errors;
+mod materialize;
+pub mod ots;
+pub mod ots2;
+
+use std::net::SocketAddr;
+
+use jsonrpsee::{
+    server::{Server, ServerConfig, ServerHandle},
+    RpcModule,
+};
+
+use crate::{db::Db, source::NodeClient};
+pub use materialize::{BlockSummary, TransactionWithReceipt};
+
+/// Default cap on `count` for address lists.
+pub const DEFAULT_MAX_PAGE_SIZE: u64 = 1000;
+/// Default cap on a request body.
+pub const DEFAULT_MAX_REQUEST_BYTES: u32 = 1 << 20;
+
+/// What the handlers share.
+#[derive(Debug, Clone)]
+pub struct RpcContext {
+    /// The index.
+    pub db: Db,
+    /// The node, for what the index does not hold.
+    pub node: NodeClient,
+    /// Largest `count` an address list accepts.
+    pub max_page_size: u64,
+}
+
+/// Starting the server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Two methods share a name (a bug).
+    #[error("method registration failed: {0}")]
+    Register(String),
+}
+
+/// Every method we serve.
+pub fn module(ctx: RpcContext) -> Result<RpcModule<()>, ServeError> {
+    use ots::OtsApiServer;
+    use ots2::Ots2ApiServer;
+    let mut module = RpcModule::new(());
+    module.merge(ots::Ots.into_rpc()).map_err(|e| ServeError::Register(e.to_string()))?;
+    module.merge(ots2::Ots2::new(ctx).into_rpc()).map_err(|e| ServeError::Register(e.to_string()))?;
+    Ok(module)
+}
+
+/// Starts serving on `addr`; returns the bound address (useful with port 0) and a handle that
+/// stops the server.
+pub async fn serve(addr: SocketAddr, ctx: RpcContext) -> Result<(SocketAddr, ServerHandle), ServeError> {
+    let config = ServerConfig::builder().max_request_body_size(DEFAULT_MAX_REQUEST_BYTES).build();
+    let server = Server::builder()
+        .set_config(config)
+        .build(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let bound = server.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
+    let handle = server.start(module(ctx)?);
+    tracing::info!(target: "ots::rpc", addr = %bound, "serving JSON-RPC over HTTP");
+    Ok((bound, handle))
+}

@@ -1,0 +1,5 @@
+//! Where block data comes from.
+
+mod rpc;
+
+pub use rpc::{NodeClient, SourceError};

@@ -1,0 +1,220 @@
+//! The sync loop: fetch a batch of blocks, classify them, write them in one transaction,
+//! repeat; then follow the head by polling.
+
+use std::time::{Duration, Instant};
+
+use futures::TryStreamExt;
+use ots_classifiers::{BlockData, ChainError, Classifier, ClassifyInput};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::{
+    db::{
+        state::{self, ChainIdentity, DbState, StateError},
+        Db, DbError,
+    },
+    index::{write_batch, BatchStats, ClassifiedBlock, WriteError},
+    source::{NodeClient, SourceError},
+};
+
+/// How the loop batches and polls.
+#[derive(Debug, Clone)]
+pub struct SyncConfig {
+    /// Most blocks per write transaction.
+    pub batch_blocks: u64,
+    /// Blocks fetched and classified concurrently.
+    pub concurrency: usize,
+    /// Wait between head polls once caught up.
+    pub poll_interval: Duration,
+}
+
+impl Default for SyncConfig {
+    fn default() -> Self {
+        Self { batch_blocks: 500, concurrency: 16, poll_interval: Duration::from_secs(1) }
+    }
+}
+
+/// Syncing stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The node failed.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// A classifier's probe failed at the node.
+    #[error("classifying failed: {0}")]
+    Chain(#[from] ChainError),
+    /// Writing failed; the batch was not committed.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    /// The database state forbids going on.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// Storage failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The writer thread died.
+    #[error("the database writer thread failed: {0}")]
+    Writer(String),
+}
+
+impl SyncError {
+    /// Whether waiting and trying again may help (the node is down or misbehaving).
+    pub const fn is_transient(&self) -> bool {
+        matches!(self, Self::Source(_) | Self::Chain(_))
+    }
+}
+
+/// Indexes one chain into one database.
+#[derive(Debug)]
+pub struct Indexer {
+    db: Db,
+    node: NodeClient,
+    classifiers: Vec<Box<dyn Classifier>>,
+    config: SyncConfig,
+}
+
+impl Indexer {
+    /// Binds `db` to the node's chain and the classifier set (refusing a database made for
+    /// others) and marks it open.
+    pub async fn open(
+        db: Db,
+        node: NodeClient,
+        classifiers: Vec<Box<dyn Classifier>>,
+        config: SyncConfig,
+    ) -> Result<Self, SyncError> {
+        let chain = node.chain_identity().await?;
+        let names: Vec<String> = classifiers.iter().map(|c| c.name().to_owned()).collect();
+        let db2 = db.clone();
+        blocking(move || bind(&db2, chain, &names)).await??;
+        Ok(Self { db, node, classifiers, config })
+    }
+
+    /// The database.
+    pub const fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The next block to index.
+    pub fn next_block(&self) -> Result<u64, SyncError> {
+        let txn = self.db.begin_read()?;
+        Ok(state::read_state(&txn)?.checkpoint.map_or(0, |c| c.number + 1))
+    }
+
+    async fn classify(&self, block: BlockData) -> Result<ClassifiedBlock, SyncError> {
+        let created = block.created_contracts();
+        let mut facts = Vec::new();
+        for classifier in &self.classifiers {
+            let input = ClassifyInput { block: &block, created: &created };
+            facts.extend(classifier.classify(input, &self.node).await?);
+        }
+        Ok(ClassifiedBlock { block, facts })
+    }
+
+    /// Indexes blocks `from..=to` in one transaction.
+    async fn index_batch(&self, from: u64, to: u64) -> Result<BatchStats, SyncError> {
+        let concurrency = self.config.concurrency;
+        let blocks: Vec<ClassifiedBlock> = self
+            .node
+            .blocks(from, to, concurrency)
+            .map_err(SyncError::from)
+            .map_ok(|block| self.classify(block))
+            .try_buffered(concurrency.max(1))
+            .try_collect()
+            .await?;
+        let db = self.db.clone();
+        Ok(blocking(move || write_batch(&db, &blocks)).await??)
+    }
+
+    /// Indexes every block up to `target`, batch by batch.
+    pub async fn sync_to(&self, target: u64) -> Result<(), SyncError> {
+        let mut next = self.next_block()?;
+        while next <= target {
+            let to = target.min(next + self.config.batch_blocks.max(1) - 1);
+            let started = Instant::now();
+            let stats = self.index_batch(next, to).await?;
+            let secs = started.elapsed().as_secs_f64().max(1e-9);
+            info!(
+                target: "ots::sync",
+                from = next,
+                to,
+                target_block = target,
+                blocks_per_sec = (stats.blocks as f64 / secs).round(),
+                contracts = stats.contracts,
+                matches = stats.matches,
+                transfer_logs = stats.transfer_logs,
+                "indexed batch"
+            );
+            next = to + 1;
+        }
+        Ok(())
+    }
+
+    /// Follows the node's head until `stop` turns true. Node failures are logged and retried
+    /// with growing pauses; storage failures end the loop.
+    pub async fn follow(&self, mut stop: watch::Receiver<bool>) -> Result<(), SyncError> {
+        let mut backoff = self.config.poll_interval;
+        loop {
+            if *stop.borrow() {
+                return Ok(());
+            }
+            let pause = match self.step().await {
+                Ok(true) => {
+                    backoff = self.config.poll_interval;
+                    continue;
+                }
+                Ok(false) => self.config.poll_interval,
+                Err(e) if e.is_transient() => {
+                    warn!(target: "ots::sync", error = %e, retry_in_ms = backoff.as_millis() as u64, "node request failed; will retry");
+                    let pause = backoff;
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                    pause
+                }
+                Err(e) => return Err(e),
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = stop.changed() => {}
+            }
+        }
+    }
+
+    /// Indexes one batch towards the head; `false` when already there.
+    async fn step(&self) -> Result<bool, SyncError> {
+        let head = self.node.head().await?;
+        let next = self.next_block()?;
+        if next > head {
+            return Ok(false);
+        }
+        let to = head.min(next + self.config.batch_blocks.max(1) - 1);
+        self.sync_to(to).await?;
+        Ok(true)
+    }
+
+    /// Marks the database cleanly closed.
+    pub async fn close(self) -> Result<(), SyncError> {
+        let db = self.db.clone();
+        blocking(move || -> Result<(), SyncError> {
+            let txn = db.begin_write()?;
+            state::set_db_state(&txn, DbState::Closed)?;
+            txn.commit()?;
+            Ok(())
+        })
+        .await?
+    }
+}
+
+fn bind(db: &Db, chain: ChainIdentity, names: &[String]) -> Result<(), SyncError> {
+    let txn = db.begin_write()?;
+    let before = state::read_state(&txn)?;
+    state::bind(&txn, chain, names)?;
+    if before.db_state == Some(DbState::Open) {
+        warn!(target: "ots::sync", "the previous writer did not stop cleanly; every batch commits atomically, so the index is intact at its last checkpoint");
+    }
+    state::set_db_state(&txn, DbState::Open)?;
+    txn.commit()?;
+    Ok(())
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, SyncError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| SyncError::Writer(e.to_string()))
+}

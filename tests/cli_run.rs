@@ -1,0 +1,129 @@
+//! The `ots-indexer run` binary against a real node: it indexes to the head, serves over HTTP
+//! while following, stops cleanly on SIGTERM, and refuses a database made for another chain.
+
+mod common;
+
+use std::{
+    net::TcpListener,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use alloy::primitives::B256;
+use common::{anvil::Anvil, workload, Client};
+use ots_indexer::db::{
+    state::{self, ChainIdentity, DbState},
+    AccessMode, Db,
+};
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ots-indexer");
+
+fn free_addr() -> String {
+    let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    format!("127.0.0.1:{port}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_indexes_follows_and_stops_cleanly() {
+    let anvil = Anvil::start(&[]);
+    let work = workload::run(&anvil.url).await;
+    let expected = work.expected_transfer_txs();
+    let a0 = work.accounts[0];
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let http = free_addr();
+    let mut child = Command::new(BIN)
+        .args(["run", "--datadir"])
+        .arg(dir.path())
+        .args(["--http-addr", &http, "--poll-interval-ms", "100", "--batch-blocks", "4"])
+        .env("OTS_RPC_URL", &anvil.url)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawn ots-indexer");
+
+    let client = Client::new(&format!("http://{http}"));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let done = client.try_call("ots2_getERC20TransferCount", json!([a0])).await
+            == Ok(json!(expected[&a0].len()));
+        if done {
+            break;
+        }
+        assert!(child.try_wait().expect("wait").is_none(), "ots-indexer exited early");
+        assert!(Instant::now() < deadline, "ots-indexer did not reach the head in time");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(client.call("ots2_getERC20Count", json!([])).await, json!(2));
+
+    // It keeps following: a new transfer block shows up.
+    let mut chain = workload::Chain::connect(&anvil.url);
+    let before = expected[&work.accounts[2]].len();
+    chain.transfer(work.tokens[0].address, a0, work.accounts[2], 1).await;
+    chain.mine().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client.call("ots2_getERC20TransferCount", json!([work.accounts[2]])).await != json!(before + 1) {
+        assert!(Instant::now() < deadline, "the new block was not indexed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    let exit = child.wait().expect("wait");
+    assert!(exit.success(), "ots-indexer exited with {exit}");
+
+    let db = Db::open(dir.path(), AccessMode::ReadOnly).expect("reopen");
+    let s = state::read_state(&db.begin_read().expect("read")).expect("state");
+    assert_eq!(s.db_state, Some(DbState::Closed));
+    let head: serde_json::Value = client_for(&anvil.url).call("eth_blockNumber", json!([])).await;
+    let head = u64::from_str_radix(head.as_str().expect("hex").trim_start_matches("0x"), 16).expect("hex");
+    assert_eq!(s.checkpoint.map(|c| c.number), Some(head));
+}
+
+fn client_for(url: &str) -> Client {
+    Client::new(url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_refuses_a_database_of_another_chain() {
+    let anvil = Anvil::start(&[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let txn = db.begin_write().expect("write");
+        let mainnet = ChainIdentity { chain_id: 1, genesis_hash: B256::repeat_byte(0xd4) };
+        state::bind(&txn, mainnet, &["erc20".to_owned()]).expect("bind");
+        txn.commit().expect("commit");
+    }
+    let out = Command::new(BIN)
+        .args(["run", "--rpc-url", &anvil.url, "--http-addr", &free_addr(), "--datadir"])
+        .arg(dir.path())
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("chain id 1 ") && stderr.contains("chain id 31337"), "{stderr}");
+}
+
+#[test]
+fn help_explains_every_flag() {
+    let out = Command::new(BIN).args(["run", "--help"]).output().expect("help");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for flag in ["--rpc-url", "--datadir", "--http-addr", "--batch-blocks", "--max-page-size", "OTS_RPC_URL"]
+    {
+        assert!(text.contains(flag), "--help lacks {flag}:\n{text}");
+    }
+}
+
+#[test]
+fn unknown_classifier_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(BIN)
+        .args(["run", "--classifiers", "erc20,nope", "--datadir"])
+        .arg(dir.path())
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown classifier \"nope\""), "{stderr}");
+}

@@ -1,0 +1,109 @@
+//! A real Anvil node from the npm test bed, started on a free loopback port and killed by PID
+//! when dropped (also while a failing test unwinds).
+
+use std::{
+    net::TcpListener,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+/// The test bed folder of this checkout.
+pub fn testbed_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testbed")
+}
+
+static SETUP: Mutex<bool> = Mutex::new(false);
+
+/// Installs the test bed (npm packages, compiled contracts) unless already there.
+pub fn ensure_testbed() {
+    let mut done = SETUP.lock().unwrap_or_else(|e| e.into_inner());
+    if *done {
+        return;
+    }
+    let status = Command::new("bash")
+        .arg(testbed_dir().join("setup.sh"))
+        .status()
+        .expect("cannot run testbed/setup.sh (is bash installed?)");
+    assert!(status.success(), "testbed/setup.sh failed: {status}");
+    *done = true;
+}
+
+/// A running Anvil.
+#[derive(Debug)]
+pub struct Anvil {
+    child: Child,
+    /// Its HTTP URL.
+    pub url: String,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("no free port")
+}
+
+fn answers(url: &str) -> bool {
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
+    let Ok(addr) = url.trim_start_matches("http://").parse::<std::net::SocketAddr>() else { return false };
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    use std::io::{Read, Write};
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    if stream.write_all(req.as_bytes()).is_err() {
+        return false;
+    }
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut out = String::new();
+    let _ = stream.read_to_string(&mut out);
+    out.contains("\"result\"")
+}
+
+impl Anvil {
+    /// Starts Anvil with 30 funded accounts, a fixed start time and manual mining (the workload
+    /// mines with `evm_mine`), plus `extra` arguments.
+    pub fn start(extra: &[&str]) -> Self {
+        ensure_testbed();
+        let bin = testbed_dir().join("node_modules/.bin/anvil");
+        for _attempt in 0..3 {
+            let port = free_port();
+            let child = Command::new(&bin)
+                .args(["--port", &port.to_string(), "--host", "127.0.0.1", "--accounts", "30"])
+                .args(["--no-mining", "--order", "fifo", "--timestamp", "1700000000", "--silent"])
+                .args(extra)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+            let mut anvil = Self { child, url: format!("http://127.0.0.1:{port}") };
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if answers(&anvil.url) {
+                    return anvil;
+                }
+                if let Ok(Some(_)) = anvil.child.try_wait() {
+                    break; // lost the port race; try another
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            anvil.stop();
+        }
+        panic!("anvil did not start");
+    }
+
+    /// Kills the node now.
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Anvil {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

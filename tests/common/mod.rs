@@ -1,0 +1,39 @@
+//! Shared test helpers: a real Anvil node, the standard workload, and a JSON-RPC client.
+
+#![allow(dead_code)]
+
+pub mod anvil;
+pub mod workload;
+
+use alloy::providers::{DynProvider, Provider, ProviderBuilder};
+use serde_json::Value;
+
+/// A real JSON-RPC client over HTTP.
+#[derive(Debug, Clone)]
+pub struct Client {
+    provider: DynProvider,
+    /// Server URL.
+    pub url: String,
+}
+
+impl Client {
+    /// A client for `url`.
+    pub fn new(url: &str) -> Self {
+        let provider = ProviderBuilder::default().connect_http(url.parse().expect("valid URL")).erased();
+        Self { provider, url: url.to_owned() }
+    }
+
+    /// Calls `method`; panics on any error.
+    pub async fn call(&self, method: &'static str, params: Value) -> Value {
+        self.try_call(method, params).await.unwrap_or_else(|e| panic!("{method} failed: {e:?}"))
+    }
+
+    /// Calls `method`; a JSON-RPC error comes back as `(code, message)`.
+    pub async fn try_call(&self, method: &'static str, params: Value) -> Result<Value, (i64, String)> {
+        match self.provider.raw_request::<_, Value>(method.into(), params).await {
+            Ok(v) => Ok(v),
+            Err(alloy::transports::RpcError::ErrorResp(p)) => Err((p.code, p.message.to_string())),
+            Err(e) => Err((0, e.to_string())),
+        }
+    }
+}

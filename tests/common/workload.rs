@@ -1,0 +1,328 @@
+//! Deploys real OpenZeppelin tokens (plus a non-token, a junk-fallback contract and a batch
+//! sender) on a node with unlocked dev accounts, sends a planned set of ERC20 transfers, and
+//! records what it sent, so that tests can compare the index with it.
+//!
+//! Shared by the integration tests and the demo (`examples/demo_chain.rs`).
+
+#![allow(dead_code)]
+
+use std::{collections::BTreeMap, path::Path};
+
+use alloy::{
+    primitives::{Address, Bytes, B256, U256},
+    providers::{DynProvider, Provider, ProviderBuilder},
+    sol,
+    sol_types::{SolCall, SolValue},
+};
+use serde_json::{json, Value};
+
+sol! {
+    function transfer(address to, uint256 value) returns (bool);
+    function approve(address spender, uint256 value) returns (bool);
+    function batchTransfer(address token, address[] to, uint256[] amounts);
+}
+
+/// `(token, from, to)` of one Transfer log.
+pub type Transfer = (Address, Address, Address);
+
+/// A deployed contract.
+#[derive(Debug, Clone)]
+pub struct Deployed {
+    /// Artifact name.
+    pub kind: String,
+    /// Address.
+    pub address: Address,
+    /// Deployment block.
+    pub block: u64,
+    /// Creation transaction.
+    pub tx: B256,
+    /// Deployer.
+    pub deployer: Address,
+}
+
+/// A transaction the workload sent and what transfers it was meant to make.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    /// Hash.
+    pub hash: B256,
+    /// `(token, from, to)` of every Transfer it should emit if it succeeds.
+    pub transfers: Vec<(Address, Address, Address)>,
+    /// Whether the plan expects it to succeed.
+    pub should_succeed: bool,
+    /// Block and index, known after mining.
+    pub block: u64,
+    /// Index in the block.
+    pub index: u64,
+}
+
+/// Everything the workload did.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    /// Dev accounts, in the node's order.
+    pub accounts: Vec<Address>,
+    /// ERC20 tokens deployed (OpenZeppelin), oldest first.
+    pub tokens: Vec<Deployed>,
+    /// Contracts that are not tokens.
+    pub others: Vec<Deployed>,
+    /// Every transaction, in sending order.
+    pub sent: Vec<Sent>,
+}
+
+impl Workload {
+    /// For each address, the hashes of the successful transactions in which it was `from` or
+    /// `to` of a Transfer, in chain order (what `ots2_getERC20TransferList` must return).
+    pub fn expected_transfer_txs(&self) -> BTreeMap<Address, Vec<B256>> {
+        let mut by_address: BTreeMap<Address, Vec<(u64, u64, B256)>> = BTreeMap::new();
+        for s in self.sent.iter().filter(|s| s.should_succeed) {
+            for &(_, from, to) in &s.transfers {
+                for a in [from, to] {
+                    let list = by_address.entry(a).or_default();
+                    if !list.iter().any(|(_, _, h)| *h == s.hash) {
+                        list.push((s.block, s.index, s.hash));
+                    }
+                }
+            }
+        }
+        by_address
+            .into_iter()
+            .map(|(a, mut list)| {
+                list.sort_unstable();
+                (a, list.into_iter().map(|(_, _, h)| h).collect())
+            })
+            .collect()
+    }
+
+    /// All contracts in deployment order (block, then address bytes), as the match tables
+    /// order them.
+    pub fn contracts_in_index_order(&self) -> Vec<Deployed> {
+        let mut all: Vec<Deployed> = self.tokens.iter().chain(&self.others).cloned().collect();
+        all.sort_by_key(|d| (d.block, d.address));
+        all
+    }
+}
+
+/// A node client for the workload: raw JSON-RPC, since the dev accounts sign node-side.
+#[derive(Debug, Clone)]
+pub struct Chain {
+    provider: DynProvider,
+    nonces: BTreeMap<Address, u64>,
+    pending: Vec<(B256, Vec<Transfer>, bool)>,
+    /// Transactions per mined block.
+    pub per_block: usize,
+}
+
+fn artifact(name: &str) -> Bytes {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/build/artifacts.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {} (run testbed/setup.sh): {e}", path.display()));
+    let all: Value = serde_json::from_str(&text).expect("artifacts.json is JSON");
+    let hex = all[name]["bytecode"].as_str().unwrap_or_else(|| panic!("no artifact {name}"));
+    hex.parse().expect("bytecode is hex")
+}
+
+impl Chain {
+    /// Connects to `url`.
+    pub fn connect(url: &str) -> Self {
+        let provider = ProviderBuilder::default().connect_http(url.parse().expect("valid URL")).erased();
+        Self { provider, nonces: BTreeMap::new(), pending: Vec::new(), per_block: 100 }
+    }
+
+    async fn rpc<R: serde::de::DeserializeOwned>(&self, method: &'static str, params: Value) -> R {
+        let answer: Value = self
+            .provider
+            .raw_request(method.into(), params)
+            .await
+            .unwrap_or_else(|e| panic!("{method} failed: {e}"));
+        serde_json::from_value(answer).unwrap_or_else(|e| panic!("{method} answered unexpectedly: {e}"))
+    }
+
+    /// The node's unlocked accounts.
+    pub async fn accounts(&self) -> Vec<Address> {
+        self.rpc("eth_accounts", json!([])).await
+    }
+
+    async fn send(
+        &mut self,
+        from: Address,
+        to: Option<Address>,
+        data: Bytes,
+        transfers: Vec<(Address, Address, Address)>,
+        ok: bool,
+    ) -> B256 {
+        let nonce = match self.nonces.get(&from) {
+            Some(n) => *n,
+            None => {
+                let n: U256 = self.rpc("eth_getTransactionCount", json!([from, "pending"])).await;
+                n.to::<u64>()
+            }
+        };
+        self.nonces.insert(from, nonce + 1);
+        let mut tx = json!({ "from": from, "data": data, "gas": "0x2dc6c0", "nonce": format!("{nonce:#x}") });
+        if let Some(to) = to {
+            tx["to"] = json!(to);
+        }
+        let hash: B256 = self.rpc("eth_sendTransaction", json!([tx])).await;
+        self.pending.push((hash, transfers, ok));
+        if self.pending.len().is_multiple_of(self.per_block) {
+            self.mine().await;
+        }
+        hash
+    }
+
+    /// Sends `amount` base units of `token` from `from` to `to` (mined by the next `mine`).
+    pub async fn transfer(&mut self, token: Address, from: Address, to: Address, amount: u64) -> B256 {
+        let data = transferCall { to, value: U256::from(amount) }.abi_encode();
+        self.send(from, Some(token), data.into(), vec![(token, from, to)], true).await
+    }
+
+    /// Mines what is pending into one block.
+    pub async fn mine(&self) {
+        let _: Value = self.rpc("evm_mine", json!([])).await;
+    }
+
+    /// Deploys artifact `name` with ABI-encoded constructor arguments.
+    async fn deploy(&mut self, from: Address, name: &str, args: Vec<u8>) -> B256 {
+        let mut code = artifact(name).to_vec();
+        code.extend(args);
+        self.send(from, None, code.into(), Vec::new(), true).await
+    }
+
+    async fn receipt(&self, hash: B256) -> Value {
+        let r: Value = self.rpc("eth_getTransactionReceipt", json!([hash])).await;
+        assert!(!r.is_null(), "transaction {hash} was not mined");
+        r
+    }
+
+    /// Mines the rest and resolves every sent transaction's block, index and status.
+    async fn settle(&mut self) -> Vec<(Sent, Value)> {
+        self.mine().await;
+        let mut out = Vec::new();
+        for (hash, transfers, ok) in std::mem::take(&mut self.pending) {
+            let r = self.receipt(hash).await;
+            let num = |f: &str| {
+                u64::from_str_radix(r[f].as_str().expect("hex field").trim_start_matches("0x"), 16)
+                    .expect("hex")
+            };
+            let status = num("status") == 1;
+            assert_eq!(status, ok, "transaction {hash} status {status}, planned {ok}");
+            out.push((
+                Sent {
+                    hash,
+                    transfers,
+                    should_succeed: ok,
+                    block: num("blockNumber"),
+                    index: num("transactionIndex"),
+                },
+                r,
+            ));
+        }
+        out
+    }
+}
+
+fn units(n: u64) -> U256 {
+    U256::from(n) * U256::from(10u64).pow(U256::from(18))
+}
+
+/// A small deterministic generator, so every run sends the same plan.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, bound: usize) -> usize {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % bound as u64) as usize
+    }
+}
+
+/// Runs the standard workload against the node at `url` (which must mine only on `evm_mine`):
+/// account 2 ends with exactly 1 transfer, account 3 with 256, account 4 with 257, account 0
+/// with more than 600; accounts 5–24 trade among themselves in two tokens, including
+/// self-transfers, a transaction with several Transfer logs and a failing transfer.
+pub async fn run(url: &str) -> Workload {
+    let mut chain = Chain::connect(url);
+    let accounts = chain.accounts().await;
+    assert!(accounts.len() >= 25, "the workload needs 25 dev accounts (anvil --accounts 30)");
+    let (a0, a1) = (accounts[0], accounts[1]);
+
+    let supply = units(1_000_000_000);
+    let demo_args = ("Demo Token".to_owned(), "DEMO".to_owned(), supply).abi_encode_params();
+    let second_args = ("Second Token".to_owned(), "SCND".to_owned(), supply).abi_encode_params();
+    let mut deploys = vec![
+        ("DemoToken", a0, chain.deploy(a0, "DemoToken", demo_args).await),
+        ("Counter", a0, chain.deploy(a0, "Counter", Vec::new()).await),
+        ("JunkFallback", a0, chain.deploy(a0, "JunkFallback", Vec::new()).await),
+        ("Batcher", a0, chain.deploy(a0, "Batcher", Vec::new()).await),
+    ];
+    chain.mine().await;
+    deploys.push(("DemoToken", a1, chain.deploy(a1, "DemoToken", second_args).await));
+
+    let mut sent = chain.settle().await;
+    let mut tokens = Vec::new();
+    let mut others = Vec::new();
+    for ((kind, deployer, hash), (s, receipt)) in deploys.into_iter().zip(sent.iter_mut()) {
+        assert_eq!(s.hash, hash);
+        let address: Address =
+            serde_json::from_value(receipt["contractAddress"].clone()).expect("contract address");
+        let d = Deployed { kind: kind.to_owned(), address, block: s.block, tx: hash, deployer };
+        if kind == "DemoToken" {
+            // The constructor mints the supply: a Transfer from the zero address.
+            s.transfers.push((address, Address::ZERO, deployer));
+            tokens.push(d);
+        } else {
+            others.push(d);
+        }
+    }
+    let mut all_sent: Vec<Sent> = sent.into_iter().map(|(s, _)| s).collect();
+    let (demo, second, batcher) = (tokens[0].address, tokens[1].address, others[2].address);
+
+    let mut plan: Vec<(Address, Address, Address, U256, bool)> = Vec::new(); // token, from, to, amount, ok
+    plan.push((demo, a0, accounts[2], units(5), true));
+    plan.extend((0..256).map(|i| (demo, a0, accounts[3], U256::from(i + 1), true)));
+    plan.extend((0..257).map(|i| (demo, a0, accounts[4], U256::from(i + 1), true)));
+    let traders = &accounts[5..25];
+    for round in 0..5 {
+        plan.extend(traders.iter().map(|&t| (demo, a0, t, units(1_000 + round), true)));
+    }
+    plan.extend(traders.iter().take(10).map(|&t| (second, a1, t, units(50), true)));
+    let mut rng = Lcg(42);
+    for i in 0..200 {
+        let from = traders[rng.next(traders.len())];
+        let to = if i % 37 == 0 { from } else { traders[rng.next(traders.len())] };
+        plan.push((demo, from, to, U256::from(1 + rng.next(1000)), true));
+    }
+    for &t in traders.iter().take(10) {
+        plan.push((second, t, a0, units(1), true));
+    }
+    // More than account 2 holds: mined, reverted, no Transfer log.
+    plan.push((demo, accounts[2], accounts[5], units(6), false));
+
+    for (token, from, to, amount, ok) in plan {
+        let data = transferCall { to, value: amount }.abi_encode();
+        let transfers = if ok { vec![(token, from, to)] } else { Vec::new() };
+        chain.send(from, Some(token), data.into(), transfers, ok).await;
+    }
+    // One transaction with three Transfer logs, two of them to the same account.
+    let (payer, r1, r2) = (traders[0], traders[1], traders[2]);
+    chain
+        .send(
+            payer,
+            Some(demo),
+            approveCall { spender: batcher, value: U256::MAX }.abi_encode().into(),
+            Vec::new(),
+            true,
+        )
+        .await;
+    chain.mine().await;
+    let batch = batchTransferCall { token: demo, to: vec![r1, r2, r1], amounts: vec![U256::from(1); 3] };
+    chain
+        .send(
+            payer,
+            Some(batcher),
+            batch.abi_encode().into(),
+            vec![(demo, payer, r1), (demo, payer, r2), (demo, payer, r1)],
+            true,
+        )
+        .await;
+    all_sent.extend(chain.settle().await.into_iter().map(|(s, _)| s));
+    Workload { accounts, tokens, others, sent: all_sent }
+}
