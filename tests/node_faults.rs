@@ -1,0 +1,60 @@
+//! A node that is down, or dies mid-sync, stops progress with a clear error and never changes
+//! the database.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{anvil::Anvil, workload};
+use ots_classifiers::Erc20Classifier;
+use ots_indexer::{
+    db::{state, AccessMode, Db},
+    source::NodeClient,
+    sync::{Indexer, SyncConfig},
+};
+
+fn config() -> SyncConfig {
+    SyncConfig { batch_blocks: 2, concurrency: 2, poll_interval: Duration::from_millis(50) }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_is_down_is_a_transient_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+    let node = NodeClient::connect(&format!("http://127.0.0.1:{port}"), Duration::from_secs(2)).expect("url");
+    let err = Indexer::open(db.clone(), node, vec![Box::new(Erc20Classifier)], config())
+        .await
+        .expect_err("nobody listens there");
+    assert!(err.is_transient(), "{err}");
+    assert!(err.to_string().contains("eth_chainId"), "{err}");
+    let s = state::read_state(&db.begin_read().expect("read")).expect("state");
+    assert_eq!(s.chain, None, "nothing may be written");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_dying_mid_sync_leaves_the_last_batch_intact() {
+    let mut anvil = Anvil::start(&[]);
+    workload::run(&anvil.url).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+    let node = NodeClient::connect(&anvil.url, Duration::from_secs(2)).expect("node");
+    let indexer = Indexer::open(db.clone(), node.clone(), vec![Box::new(Erc20Classifier)], config())
+        .await
+        .expect("open");
+    let head = node.head().await.expect("head");
+    indexer.sync_to(3).await.expect("first blocks");
+    let before = state::read_state(&db.begin_read().expect("read")).expect("state");
+    assert_eq!(before.checkpoint.map(|c| c.number), Some(3));
+
+    anvil.stop();
+    let err = indexer.sync_to(head).await.expect_err("the node is gone");
+    assert!(err.is_transient(), "{err}");
+    let after = state::read_state(&db.begin_read().expect("read")).expect("state");
+    assert_eq!(after.checkpoint, before.checkpoint);
+
+    assert!(
+        NodeClient::connect("ws://127.0.0.1:1", Duration::from_secs(1)).is_err(),
+        "unsupported schemes are refused up front"
+    );
+}
