@@ -9,6 +9,7 @@ pub mod db;
 pub mod index;
 pub mod rpc;
 pub mod source;
+pub mod status;
 pub mod sync;
 pub mod txid;
 

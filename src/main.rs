@@ -1,7 +1,7 @@
 //! Entry point: parse flags, set up logging, dispatch.
 
 use clap::Parser;
-use ots_indexer::cli::{Cli, Command, LogFormat};
+use ots_indexer::cli::{dispatch, Cli, LogFormat};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -15,10 +15,7 @@ async fn main() -> std::process::ExitCode {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
-    let result = match cli.command {
-        Command::Run(args) => ots_indexer::cli::run::run(args).await,
-    };
-    match result {
+    match dispatch(cli.command).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -48,14 +48,19 @@ async fn erc20_index_matches_what_was_sent() {
     let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
     let node = NodeClient::connect(&anvil.url, Duration::from_secs(30)).expect("node");
     // Small batches, so that address lists grow across several write transactions.
-    let config = SyncConfig { batch_blocks: 3, concurrency: 4, poll_interval: Duration::from_millis(50) };
+    let config = SyncConfig {
+        batch_blocks: 3,
+        concurrency: 4,
+        poll_interval: Duration::from_millis(50),
+        ..Default::default()
+    };
     let indexer = Indexer::open(db.clone(), node.clone(), vec![Box::new(Erc20Classifier)], config)
         .await
         .expect("indexer");
     let head = node.head().await.expect("head");
     indexer.sync_to(head).await.expect("sync");
 
-    let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000 };
+    let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000, progress: None };
     let (addr, server) = rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx).await.expect("serve");
     let client = Client::new(&format!("http://{addr}"));
 

@@ -14,7 +14,12 @@ use ots_indexer::{
 };
 
 fn config() -> SyncConfig {
-    SyncConfig { batch_blocks: 2, concurrency: 2, poll_interval: Duration::from_millis(50) }
+    SyncConfig {
+        batch_blocks: 2,
+        concurrency: 2,
+        poll_interval: Duration::from_millis(50),
+        ..Default::default()
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,23 @@
 //! Command-line interface: one file per subcommand.
 
+pub mod args;
+pub mod check;
 pub mod run;
+pub mod serve;
+pub mod status;
+pub mod sync;
+pub mod unwind;
+
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::{
+    db::{state, AccessMode, Db},
+    sync::Indexer,
+};
 
 /// Otterscan V2 token-attribution indexer: runs beside an Ethereum node, indexes contracts and
 /// token transfers into MDBX, and serves them over the `ots_`/`ots2_` JSON-RPC namespaces.
@@ -36,4 +51,89 @@ pub enum LogFormat {
 pub enum Command {
     /// Index the node's chain up to its head, keep following it, and serve the API meanwhile.
     Run(run::RunArgs),
+    /// Index and follow the head without serving (pair it with `serve` in another process).
+    Sync(sync::SyncCmdArgs),
+    /// Serve the API from an existing database, read-only (another process may be syncing it).
+    Serve(serve::ServeCmdArgs),
+    /// Print the indexed block, the node's head, the lag and every table's size.
+    Status(status::StatusArgs),
+    /// Check every invariant of the tables; exits non-zero naming the first broken key.
+    Check(check::CheckArgs),
+    /// Undo every block above a given one (within the reorg window).
+    Unwind(unwind::UnwindArgs),
+}
+
+/// Runs the chosen subcommand.
+pub async fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Run(a) => run::run(a).await,
+        Command::Sync(a) => sync::sync(a).await,
+        Command::Serve(a) => serve::serve(a).await,
+        Command::Status(a) => status::status(a).await,
+        Command::Check(a) => check::check(&a),
+        Command::Unwind(a) => unwind::unwind(&a),
+    }
+}
+
+/// Resolves when Ctrl-C or SIGTERM arrives.
+pub(crate) async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(target: "ots::cli", error = %e, "cannot listen for SIGTERM; only Ctrl-C stops");
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// A channel that turns true on Ctrl-C or SIGTERM.
+pub(crate) fn stop_channel() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        info!(target: "ots::cli", "stop requested; finishing the current batch");
+        let _ = tx.send(true);
+    });
+    rx
+}
+
+/// Opens the database for writing and binds it to the node, waiting for the node if it is down.
+/// `None` if a stop was requested meanwhile.
+pub(crate) async fn start_indexer(
+    node_args: &args::NodeArgs,
+    db_args: &args::DbArgs,
+    sync_args: &args::SyncArgs,
+    stop: &watch::Receiver<bool>,
+) -> anyhow::Result<Option<Indexer>> {
+    sync_args.classifiers()?;
+    let db = Db::open(&db_args.datadir, AccessMode::ReadWrite)?;
+    {
+        let txn = db.begin_read()?;
+        state::check_usable(&state::read_state(&txn)?)?;
+    }
+    let node = node_args.connect()?;
+    loop {
+        match Indexer::open(db.clone(), node.clone(), sync_args.classifiers()?, sync_args.config()).await {
+            Ok(i) => return Ok(Some(i)),
+            Err(e) if e.is_transient() => {
+                warn!(target: "ots::cli", error = %e, url = %node_args.rpc_url, "cannot reach the node; retrying in 2 s");
+                let mut stop = stop.clone();
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    _ = stop.changed() => return Ok(None),
+                }
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context("cannot start indexing")),
+        }
+    }
 }

@@ -4,7 +4,7 @@
 //! numeric order, and addresses are their 20 raw bytes. Value codecs are kept apart because they
 //! only have to round-trip, not sort (except dup values, whose order the tables document).
 
-use alloy_primitives::Address;
+use alloy_primitives::{Address, B256};
 use roaring::RoaringTreemap;
 
 use crate::txid::TxId;
@@ -323,6 +323,64 @@ impl ValueCodec for Holding {
     }
 }
 
+/// Which address index an undo record entry refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum IndexKind {
+    /// `OtsERC20TransferIndex` / `OtsERC20TransferCounter`.
+    Erc20Transfers = 0,
+    /// `OtsERC721TransferIndex` / `OtsERC721TransferCounter`.
+    Erc721Transfers = 1,
+}
+
+impl IndexKind {
+    const fn from_byte(b: u8) -> Option<Self> {
+        match b {
+            0 => Some(Self::Erc20Transfers),
+            1 => Some(Self::Erc721Transfers),
+            _ => None,
+        }
+    }
+}
+
+/// What one block wrote that cannot be found again from its block number: its hash, and the
+/// addresses whose index lists it extended. Kept for the newest blocks only (the reorg window).
+///
+/// Bytes: block hash (32) ‖ repeated [index kind (1) ‖ address (20)], sorted, no repeats.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UndoRecord {
+    /// Hash of the block.
+    pub hash: B256,
+    /// `(index, address)` pairs the block appended ids to.
+    pub touched: Vec<(IndexKind, Address)>,
+}
+
+impl ValueCodec for UndoRecord {
+    fn encode_value(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(32 + 21 * self.touched.len());
+        out.extend_from_slice(self.hash.as_slice());
+        for (kind, address) in &self.touched {
+            out.push(*kind as u8);
+            out.extend_from_slice(address.as_slice());
+        }
+        out
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() < 32 || !(bytes.len() - 32).is_multiple_of(21) {
+            return Err(CodecError::new("undo record", "expected 32 + 21·n bytes", bytes.len()));
+        }
+        let touched = bytes[32..]
+            .chunks_exact(21)
+            .map(|c| {
+                IndexKind::from_byte(c[0])
+                    .map(|k| (k, Address::from_slice(&c[1..])))
+                    .ok_or_else(|| CodecError::new("undo record", "unknown index kind", bytes.len()))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self { hash: B256::from_slice(&bytes[..32]), touched })
+    }
+}
+
 /// Raw bytes, for the internal-state table whose values each key defines.
 impl ValueCodec for Vec<u8> {
     fn encode_value(&self) -> Vec<u8> {
@@ -439,6 +497,25 @@ mod tests {
             Holding { token: address!("00000000000000000000000000000000000000bb"), first: TxId(0x0500003) };
         assert_eq!(round_trip_value(&h), hex!("00000000000000000000000000000000000000bb 0000000000500003"));
         assert!(Holding::decode_value(&[0; 20]).is_err());
+    }
+
+    #[test]
+    fn undo_records_are_hash_then_kind_and_address() {
+        let r = UndoRecord {
+            hash: B256::repeat_byte(0xab),
+            touched: vec![
+                (IndexKind::Erc20Transfers, address!("00000000000000000000000000000000000000c1")),
+                (IndexKind::Erc721Transfers, address!("00000000000000000000000000000000000000c2")),
+            ],
+        };
+        let bytes = round_trip_value(&r);
+        assert_eq!(bytes.len(), 32 + 2 * 21);
+        assert_eq!(&bytes[32..53], &hex!("00 00000000000000000000000000000000000000c1"));
+        assert_eq!(&bytes[53..], &hex!("01 00000000000000000000000000000000000000c2"));
+        assert!(UndoRecord::decode_value(&[0; 40]).is_err());
+        let mut bad = bytes;
+        bad[32] = 9;
+        assert!(UndoRecord::decode_value(&bad).is_err());
     }
 
     #[test]

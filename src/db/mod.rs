@@ -9,4 +9,4 @@ mod txn;
 
 pub use env::{AccessMode, Db, GROWTH_STEP, MAX_DB_SIZE, PAGE_SIZE};
 pub use error::{DbError, DbResult};
-pub use txn::{ReadTxn, TableCursor, Txn, WriteTxn};
+pub use txn::{ReadTxn, TableCursor, TableStats, Txn, WriteTxn};

@@ -4,7 +4,8 @@
 //! listed in docs/format.md. Integers are 8 bytes big-endian, addresses 20 raw bytes.
 
 use super::codec::{
-    Attributes, BlockNumber, ChunkKey, Count, CounterDup, Holding, IdChunk, KeyCodec, StateKey, ValueCodec,
+    Attributes, BlockNumber, ChunkKey, Count, CounterDup, Holding, IdChunk, KeyCodec, StateKey, UndoRecord,
+    ValueCodec,
 };
 use alloy_primitives::Address;
 use signet_libmdbx::DatabaseFlags;
@@ -150,6 +151,10 @@ tables! {
     OtsERC20Holdings: DupFixed, Address => Holding;
     /// ERC721 tokens an address ever sent or received; layout of `OtsERC20Holdings`.
     OtsERC721Holdings: DupFixed, Address => Holding;
+    /// Undo journal (not part of ots2). Key: block number (8). Value: block hash (32) ‖
+    /// repeated [index kind (1) ‖ address (20)]: the address-index lists the block extended.
+    /// Kept for the newest blocks only (the reorg window); reorgs and `unwind` read it.
+    OtsUndoJournal: Plain, BlockNumber => UndoRecord;
     /// The indexer's own state (not part of ots2). Key: ASCII name. Value: defined per name in
     /// `db::state`: chain id, genesis hash, format version, classifiers, db state, last block.
     OtsIndexerState: Plain, StateKey => Vec<u8>;
@@ -171,8 +176,8 @@ mod tests {
     #[test]
     fn registry_holds_every_ots2_table() {
         // Spec §2: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
-        // Idx2Block, 2 holdings tables; plus our internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 1);
+        // Idx2Block, 2 holdings tables; plus our undo journal and internal state.
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 2);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

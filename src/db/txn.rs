@@ -13,7 +13,7 @@ use signet_libmdbx::{
 use super::{
     codec::{KeyCodec, ValueCodec},
     error::{hint_for, read_err, table_err, DbError, DbResult},
-    tables::Table,
+    tables::{Table, TableId},
 };
 
 /// A read-only transaction: a consistent snapshot, to be kept short.
@@ -70,6 +70,42 @@ impl<K: TransactionKind> Txn<K> {
         Ok(TableCursor { cursor, _table: PhantomData })
     }
 
+    /// Entries and bytes of every table of the registry.
+    pub fn table_stats(&self) -> DbResult<Vec<TableStats>> {
+        TableId::ALL
+            .iter()
+            .map(|t| {
+                let stat = self
+                    .tx
+                    .db_stat(&self.tables[t.index()])
+                    .map_err(|e| table_err("stat", t.name(), &[], e))?;
+                let pages = stat.branch_pages() + stat.leaf_pages() + stat.overflow_pages();
+                Ok(TableStats {
+                    table: *t,
+                    entries: stat.entries() as u64,
+                    bytes: pages as u64 * u64::from(stat.page_size()),
+                })
+            })
+            .collect()
+    }
+
+    /// Every entry of `table` as raw bytes, in order (dups one by one).
+    pub fn raw_entries(&self, table: TableId) -> DbResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut cursor = self
+            .tx
+            .cursor(self.tables[table.index()])
+            .map_err(|e| table_err("open cursor", table.name(), &[], e))?;
+        let mut out = Vec::new();
+        let mut next = cursor.first::<Cow<'_, [u8]>, Cow<'_, [u8]>>();
+        loop {
+            match next.map_err(|e| read_err("scan", table.name(), &[], e))? {
+                Some((k, v)) => out.push((k.into_owned(), v.into_owned())),
+                None => return Ok(out),
+            }
+            next = cursor.next();
+        }
+    }
+
     /// Number of entries (dups count one each) in table `T`.
     pub fn entries<T: Table>(&self) -> DbResult<u64> {
         let stat = self.tx.db_stat(&self.db::<T>()).map_err(|e| table_err("stat", T::ID.name(), &[], e))?;
@@ -99,6 +135,17 @@ impl Txn<Rw> {
     pub fn commit(self) -> DbResult<()> {
         self.tx.commit().map_err(|source| DbError::Txn { op: "commit", hint: hint_for(&source), source })
     }
+}
+
+/// Size of one table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableStats {
+    /// The table.
+    pub table: TableId,
+    /// Entries (each dup counts one).
+    pub entries: u64,
+    /// Bytes of its pages (branch, leaf and overflow).
+    pub bytes: u64,
 }
 
 /// A cursor with typed keys and values.

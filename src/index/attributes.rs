@@ -22,3 +22,17 @@ pub fn add_attribute(txn: &WriteTxn, address: &Address, bit: AttributeBit) -> Db
     }
     Ok(attrs)
 }
+
+/// Clears `bit` from `address`'s attributes, deleting the row once no bit is left.
+pub fn remove_attribute(txn: &WriteTxn, address: &Address, bit: AttributeBit) -> DbResult<()> {
+    let mut attrs = attributes(txn, address)?;
+    if !attrs.0.remove(bit as u64) {
+        return Ok(());
+    }
+    if attrs.0.is_empty() {
+        txn.delete::<OtsAddrAttributes>(address, None)?;
+    } else {
+        txn.put::<OtsAddrAttributes>(address, &attrs)?;
+    }
+    Ok(())
+}

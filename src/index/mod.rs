@@ -2,8 +2,10 @@
 
 pub mod address_index;
 pub mod attributes;
+pub mod check;
 pub mod matches;
 pub mod transfers;
+pub mod unwind;
 mod writer;
 
 pub use writer::{write_batch, BatchStats, ClassifiedBlock, WriteError};

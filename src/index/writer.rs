@@ -18,7 +18,7 @@ use super::{
 };
 use crate::{
     db::{
-        codec::{AttributeBit, Attributes},
+        codec::{AttributeBit, Attributes, BlockNumber, IndexKind, UndoRecord},
         state::{self, Checkpoint},
         tables::*,
         Db, DbError, WriteTxn,
@@ -113,6 +113,19 @@ fn kind_of(attrs: &Attributes) -> Option<TokenKind> {
     }
 }
 
+/// Drops undo records of blocks below `keep_from`: they left the reorg window.
+fn prune_journal(txn: &WriteTxn, keep_from: u64) -> Result<(), DbError> {
+    loop {
+        let first = txn.cursor::<OtsUndoJournal>()?.first()?;
+        match first {
+            Some((BlockNumber(b), _)) if b < keep_from => {
+                txn.delete::<OtsUndoJournal>(&BlockNumber(b), None)?;
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
 /// Per-address id lists of one transfer index, gathered over a batch.
 #[derive(Debug, Default)]
 struct IdCollector(BTreeMap<Address, Vec<u64>>);
@@ -130,8 +143,8 @@ impl IdCollector {
 }
 
 /// Writes `blocks` (consecutive, continuing the index) and moves the checkpoint to the last one,
-/// all in one transaction.
-pub fn write_batch(db: &Db, blocks: &[ClassifiedBlock]) -> Result<BatchStats, WriteError> {
+/// all in one transaction. Undo records are kept for the newest `window` blocks.
+pub fn write_batch(db: &Db, blocks: &[ClassifiedBlock], window: u64) -> Result<BatchStats, WriteError> {
     let mut stats = BatchStats::default();
     let Some(last) = blocks.last() else { return Ok(stats) };
     let txn = db.begin_write()?;
@@ -185,15 +198,20 @@ pub fn write_batch(db: &Db, blocks: &[ClassifiedBlock]) -> Result<BatchStats, Wr
             Ok(kind)
         })?;
         stats.transfer_logs += (found.len() / 2) as u64;
+        let mut undo: BTreeSet<(IndexKind, Address)> = BTreeSet::new();
         for touch in found {
-            let collector = match touch.kind {
-                TokenKind::Erc20 => &mut erc20,
-                TokenKind::Erc721 => &mut erc721,
+            let (collector, kind) = match touch.kind {
+                TokenKind::Erc20 => (&mut erc20, IndexKind::Erc20Transfers),
+                TokenKind::Erc721 => (&mut erc721, IndexKind::Erc721Transfers),
             };
             stats.transfer_ids += u64::from(collector.touch(touch.address, touch.tx.0));
+            undo.insert((kind, touch.address));
         }
+        let record = UndoRecord { hash: block.hash, touched: undo.into_iter().collect() };
+        txn.put::<OtsUndoJournal>(&BlockNumber(block.number), &record)?;
         stats.blocks += 1;
     }
+    prune_journal(&txn, last.block.number.saturating_sub(window.max(1) - 1))?;
 
     for (address, ids) in &erc20.0 {
         append_ids::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn, address, ids)?;

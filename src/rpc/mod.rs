@@ -1,6 +1,7 @@
 //! The JSON-RPC server: `ots_` and `ots2_` over HTTP (jsonrpsee), read-only MDBX snapshots.
 
 pub mod errors;
+pub mod ext;
 mod materialize;
 pub mod ots;
 pub mod ots2;
@@ -29,6 +30,8 @@ pub struct RpcContext {
     pub node: NodeClient,
     /// Largest `count` an address list accepts.
     pub max_page_size: u64,
+    /// The sync loop of this process, if it runs one.
+    pub progress: Option<crate::status::SharedProgress>,
 }
 
 /// Starting the server failed.
@@ -49,10 +52,14 @@ pub enum ServeError {
 
 /// Every method we serve.
 pub fn module(ctx: RpcContext) -> Result<RpcModule<()>, ServeError> {
+    use ext::Ots2ExtApiServer;
     use ots::OtsApiServer;
     use ots2::Ots2ApiServer;
     let mut module = RpcModule::new(());
     module.merge(ots::Ots.into_rpc()).map_err(|e| ServeError::Register(e.to_string()))?;
+    module
+        .merge(ext::Ots2Ext::new(ctx.clone()).into_rpc())
+        .map_err(|e| ServeError::Register(e.to_string()))?;
     module.merge(ots2::Ots2::new(ctx).into_rpc()).map_err(|e| ServeError::Register(e.to_string()))?;
     Ok(module)
 }

@@ -110,6 +110,16 @@ impl NodeClient {
         self.provider.get_block_number().await.map_err(request_err("eth_blockNumber"))
     }
 
+    /// The hash of block `number`, or `None` if the node has no such block.
+    pub async fn block_hash(&self, number: u64) -> Result<Option<alloy_primitives::B256>, SourceError> {
+        let block = self
+            .provider
+            .get_block_by_number(BlockNumberOrTag::Number(number))
+            .await
+            .map_err(request_err("eth_getBlockByNumber"))?;
+        Ok(block.map(|b| b.header.hash))
+    }
+
     /// One block with its transactions and receipts, checked for consistency.
     pub async fn block(&self, number: u64) -> Result<BlockData, SourceError> {
         let (block, receipts) = futures::try_join!(

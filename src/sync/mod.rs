@@ -10,11 +10,17 @@ use tracing::{info, warn};
 
 use crate::{
     db::{
-        state::{self, ChainIdentity, DbState, StateError},
+        codec::BlockNumber,
+        state::{self, ChainIdentity, Checkpoint, DbState, StateError},
+        tables::OtsUndoJournal,
         Db, DbError,
     },
-    index::{write_batch, BatchStats, ClassifiedBlock, WriteError},
+    index::{
+        unwind::{unwind_to, UnwindError},
+        write_batch, BatchStats, ClassifiedBlock, WriteError,
+    },
     source::{NodeClient, SourceError},
+    status::{Progress, SharedProgress},
 };
 
 /// How the loop batches and polls.
@@ -26,13 +32,23 @@ pub struct SyncConfig {
     pub concurrency: usize,
     /// Wait between head polls once caught up.
     pub poll_interval: Duration,
+    /// Newest blocks whose undo records are kept: the deepest reorg that can be followed.
+    pub reorg_window: u64,
 }
 
 impl Default for SyncConfig {
     fn default() -> Self {
-        Self { batch_blocks: 500, concurrency: 16, poll_interval: Duration::from_secs(1) }
+        Self {
+            batch_blocks: 500,
+            concurrency: 16,
+            poll_interval: Duration::from_secs(1),
+            reorg_window: DEFAULT_REORG_WINDOW,
+        }
     }
 }
+
+/// Default reorg window, in blocks.
+pub const DEFAULT_REORG_WINDOW: u64 = 128;
 
 /// Syncing stopped.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +68,25 @@ pub enum SyncError {
     /// Storage failed.
     #[error(transparent)]
     Db(#[from] DbError),
+    /// The node's chain changed while a batch was fetched; it is fetched again.
+    #[error("block {number} does not follow block {parent_number} as fetched: the node's chain moved during the fetch")]
+    Moved {
+        /// The block whose parent did not match.
+        number: u64,
+        /// The block before it.
+        parent_number: u64,
+    },
+    /// The chain was reorganised deeper than the journal reaches, or unwinding failed.
+    #[error(transparent)]
+    Unwind(#[from] UnwindError),
+    /// The node's chain forked below the reorg window.
+    #[error("the node's chain differs from the index at every block of the reorg window (blocks {oldest}..={tip}): the reorg is deeper than --reorg-window; re-index into a new --datadir")]
+    ReorgTooDeep {
+        /// Oldest block compared.
+        oldest: u64,
+        /// Indexed tip.
+        tip: u64,
+    },
     /// The writer thread died.
     #[error("the database writer thread failed: {0}")]
     Writer(String),
@@ -60,7 +95,7 @@ pub enum SyncError {
 impl SyncError {
     /// Whether waiting and trying again may help (the node is down or misbehaving).
     pub const fn is_transient(&self) -> bool {
-        matches!(self, Self::Source(_) | Self::Chain(_))
+        matches!(self, Self::Source(_) | Self::Chain(_) | Self::Moved { .. })
     }
 }
 
@@ -71,6 +106,7 @@ pub struct Indexer {
     node: NodeClient,
     classifiers: Vec<Box<dyn Classifier>>,
     config: SyncConfig,
+    progress: SharedProgress,
 }
 
 impl Indexer {
@@ -86,7 +122,7 @@ impl Indexer {
         let names: Vec<String> = classifiers.iter().map(|c| c.name().to_owned()).collect();
         let db2 = db.clone();
         blocking(move || bind(&db2, chain, &names)).await??;
-        Ok(Self { db, node, classifiers, config })
+        Ok(Self { db, node, classifiers, config, progress: SharedProgress::default() })
     }
 
     /// The database.
@@ -94,10 +130,14 @@ impl Indexer {
         &self.db
     }
 
+    /// The loop's latest figures, for a status API in the same process.
+    pub fn progress(&self) -> SharedProgress {
+        self.progress.clone()
+    }
+
     /// The next block to index.
     pub fn next_block(&self) -> Result<u64, SyncError> {
-        let txn = self.db.begin_read()?;
-        Ok(state::read_state(&txn)?.checkpoint.map_or(0, |c| c.number + 1))
+        Ok(self.checkpoint()?.map_or(0, |c| c.number + 1))
     }
 
     async fn classify(&self, block: BlockData) -> Result<ClassifiedBlock, SyncError> {
@@ -110,8 +150,9 @@ impl Indexer {
         Ok(ClassifiedBlock { block, facts })
     }
 
-    /// Indexes blocks `from..=to` in one transaction.
-    async fn index_batch(&self, from: u64, to: u64) -> Result<BatchStats, SyncError> {
+    /// Indexes blocks `from..=to` in one transaction; on finding that the node's chain no longer
+    /// contains the indexed tip, unwinds to the fork point instead (`None`).
+    async fn index_batch(&self, from: u64, to: u64) -> Result<Option<BatchStats>, SyncError> {
         let concurrency = self.config.concurrency;
         let blocks: Vec<ClassifiedBlock> = self
             .node
@@ -121,8 +162,62 @@ impl Indexer {
             .try_buffered(concurrency.max(1))
             .try_collect()
             .await?;
+        for pair in blocks.windows(2) {
+            if pair[1].block.parent_hash != pair[0].block.hash {
+                return Err(SyncError::Moved {
+                    number: pair[1].block.number,
+                    parent_number: pair[0].block.number,
+                });
+            }
+        }
+        let tip = self.checkpoint()?;
+        if let (Some(tip), Some(first)) = (tip, blocks.first()) {
+            if first.block.parent_hash != tip.hash {
+                self.handle_reorg(tip).await?;
+                return Ok(None);
+            }
+        }
         let db = self.db.clone();
-        Ok(blocking(move || write_batch(&db, &blocks)).await??)
+        let window = self.config.reorg_window;
+        Ok(Some(blocking(move || write_batch(&db, &blocks, window)).await??))
+    }
+
+    fn checkpoint(&self) -> Result<Option<Checkpoint>, SyncError> {
+        let txn = self.db.begin_read()?;
+        Ok(state::read_state(&txn)?.checkpoint)
+    }
+
+    /// Finds the newest indexed block the node still has, and unwinds to it.
+    async fn handle_reorg(&self, tip: Checkpoint) -> Result<(), SyncError> {
+        let txn = self.db.begin_read()?;
+        let mut journal = Vec::new();
+        let mut cursor = txn.cursor::<OtsUndoJournal>()?;
+        let mut next = cursor.last()?;
+        while let Some((BlockNumber(b), record)) = next {
+            journal.push((b, record.hash));
+            next = cursor.prev_entry()?;
+        }
+        drop(cursor);
+        drop(txn);
+        let oldest = journal.last().map_or(tip.number, |(b, _)| *b);
+        let mut fork = None;
+        for (number, hash) in &journal {
+            if self.node.block_hash(*number).await? == Some(*hash) {
+                fork = Some(*number);
+                break;
+            }
+        }
+        let Some(fork) = fork else { return Err(SyncError::ReorgTooDeep { oldest, tip: tip.number }) };
+        let db = self.db.clone();
+        let checkpoint = blocking(move || -> Result<Checkpoint, SyncError> {
+            let txn = db.begin_write()?;
+            let c = unwind_to(&txn, fork)?;
+            txn.commit()?;
+            Ok(c)
+        })
+        .await??;
+        warn!(target: "ots::sync", from = tip.number, to = checkpoint.number, depth = tip.number - checkpoint.number, "chain reorganisation: unwound to the fork point");
+        Ok(())
     }
 
     /// Indexes every block up to `target`, batch by batch.
@@ -131,8 +226,12 @@ impl Indexer {
         while next <= target {
             let to = target.min(next + self.config.batch_blocks.max(1) - 1);
             let started = Instant::now();
-            let stats = self.index_batch(next, to).await?;
+            let Some(stats) = self.index_batch(next, to).await? else {
+                next = self.next_block()?;
+                continue;
+            };
             let secs = started.elapsed().as_secs_f64().max(1e-9);
+            self.progress.record(Progress { blocks_per_second: stats.blocks as f64 / secs, head: target });
             info!(
                 target: "ots::sync",
                 from = next,
@@ -181,8 +280,17 @@ impl Indexer {
     /// Indexes one batch towards the head; `false` when already there.
     async fn step(&self) -> Result<bool, SyncError> {
         let head = self.node.head().await?;
-        let next = self.next_block()?;
+        let tip = self.checkpoint()?;
+        let next = tip.map_or(0, |t| t.number + 1);
         if next > head {
+            // Nothing new: make sure the indexed tip is still on the node's chain (a reorg to a
+            // shorter or equally long chain brings no new block to notice it by).
+            if let Some(tip) = tip {
+                if self.node.block_hash(tip.number).await? != Some(tip.hash) {
+                    self.handle_reorg(tip).await?;
+                    return Ok(true);
+                }
+            }
             return Ok(false);
         }
         let to = head.min(next + self.config.batch_blocks.max(1) - 1);

@@ -175,6 +175,29 @@ impl Chain {
         self.send(from, Some(token), data.into(), vec![(token, from, to)], true).await
     }
 
+    /// Deploys a new OpenZeppelin ERC20 from `from` (mined by the next `mine`).
+    pub async fn deploy_token(&mut self, from: Address, name: &str, symbol: &str) -> B256 {
+        let args = (name.to_owned(), symbol.to_owned(), units(1_000_000)).abi_encode_params();
+        self.deploy(from, "DemoToken", args).await
+    }
+
+    /// A transaction request for a token transfer, as `anvil_reorg` takes them.
+    pub fn transfer_request(token: Address, from: Address, to: Address, amount: u64) -> Value {
+        let data: Bytes = transferCall { to, value: U256::from(amount) }.abi_encode().into();
+        json!({ "from": from, "to": token, "data": data, "gas": "0x2dc6c0" })
+    }
+
+    /// Any JSON-RPC call to the node.
+    pub async fn call(&self, method: &'static str, params: Value) -> Value {
+        self.rpc(method, params).await
+    }
+
+    /// Forgets locally tracked nonces (after a reorg rewrote history).
+    pub fn reset_nonces(&mut self) {
+        self.nonces.clear();
+        self.pending.clear();
+    }
+
     /// Mines what is pending into one block.
     pub async fn mine(&self) {
         let _: Value = self.rpc("evm_mine", json!([])).await;

@@ -1,0 +1,106 @@
+//! Flag groups shared by several subcommands. Every flag can also come from the environment
+//! variable named in `--help`.
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use anyhow::bail;
+use clap::Args;
+use ots_classifiers::Classifier;
+
+use crate::{
+    rpc,
+    source::NodeClient,
+    sync::{SyncConfig, DEFAULT_REORG_WINDOW},
+};
+
+/// The node.
+#[derive(Debug, Clone, Args)]
+pub struct NodeArgs {
+    /// JSON-RPC URL of the Ethereum node (needs eth_getBlockReceipts; classifying old contracts
+    /// needs eth_call at old blocks, i.e. an archive node).
+    #[arg(long, env = "OTS_RPC_URL", default_value = "http://127.0.0.1:8545")]
+    pub rpc_url: String,
+
+    /// Seconds before a node request is abandoned (and retried).
+    #[arg(long, env = "OTS_RPC_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rpc_timeout_secs: u64,
+}
+
+impl NodeArgs {
+    /// A client for the node.
+    pub fn connect(&self) -> anyhow::Result<NodeClient> {
+        Ok(NodeClient::connect(&self.rpc_url, Duration::from_secs(self.rpc_timeout_secs))?)
+    }
+}
+
+/// The database.
+#[derive(Debug, Clone, Args)]
+pub struct DbArgs {
+    /// Directory of the index database.
+    #[arg(long, env = "OTS_DATADIR", default_value = "ots-data")]
+    pub datadir: PathBuf,
+}
+
+/// How to index.
+#[derive(Debug, Clone, Args)]
+pub struct SyncArgs {
+    /// Classifiers to run, comma-separated (built-in: erc20). Fixed for the life of a
+    /// database.
+    #[arg(long, env = "OTS_CLASSIFIERS", value_delimiter = ',', default_value = "erc20")]
+    pub classifiers: Vec<String>,
+
+    /// Most blocks written in one database transaction.
+    #[arg(long, env = "OTS_BATCH_BLOCKS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_blocks: u64,
+
+    /// Blocks fetched from the node at the same time.
+    #[arg(long, env = "OTS_FETCH_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub fetch_concurrency: u64,
+
+    /// Milliseconds between head polls once caught up.
+    #[arg(long, env = "OTS_POLL_INTERVAL_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..))]
+    pub poll_interval_ms: u64,
+
+    /// Newest blocks kept undoable: the deepest chain reorganisation that can be followed.
+    #[arg(long, env = "OTS_REORG_WINDOW", default_value_t = DEFAULT_REORG_WINDOW, value_parser = clap::value_parser!(u64).range(1..))]
+    pub reorg_window: u64,
+}
+
+impl SyncArgs {
+    /// The loop's settings.
+    pub fn config(&self) -> SyncConfig {
+        SyncConfig {
+            batch_blocks: self.batch_blocks,
+            concurrency: usize::try_from(self.fetch_concurrency).unwrap_or(16),
+            poll_interval: Duration::from_millis(self.poll_interval_ms),
+            reorg_window: self.reorg_window,
+        }
+    }
+
+    /// The classifiers named by `--classifiers`.
+    pub fn classifiers(&self) -> anyhow::Result<Vec<Box<dyn Classifier>>> {
+        let mut out = Vec::new();
+        for name in &self.classifiers {
+            match ots_classifiers::builtin(name) {
+                Some(c) => out.push(c),
+                None => bail!(
+                    "unknown classifier {name:?}; built-in classifiers are: {}",
+                    ots_classifiers::BUILTIN_NAMES.join(", ")
+                ),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The API server.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address the JSON-RPC server listens on.
+    #[arg(long, env = "OTS_HTTP_ADDR", default_value = "127.0.0.1:8546")]
+    pub http_addr: SocketAddr,
+
+    /// Largest `count` accepted by address lists such as ots2_getERC20TransferList.
+    #[arg(long, env = "OTS_MAX_PAGE_SIZE", default_value_t = rpc::DEFAULT_MAX_PAGE_SIZE)]
+    pub max_page_size: u64,
+}

@@ -1,0 +1,29 @@
+//! `ots-indexer check`: the integrity checker.
+
+use anyhow::Context;
+use clap::Args;
+
+use super::args::DbArgs;
+use crate::{
+    db::{AccessMode, Db},
+    index::check::check as check_db,
+};
+
+/// Flags of `check`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub db: DbArgs,
+}
+
+/// Checks the database read-only (a writer may keep running); fails on the first broken key.
+pub fn check(args: &CheckArgs) -> anyhow::Result<()> {
+    let db = Db::open(&args.db.datadir, AccessMode::ReadOnly)?;
+    let report = check_db(&db.begin_read()?).context("integrity check failed")?;
+    println!(
+        "ok: {} matches, {} address lists holding {} ids; every counter and chunk agrees",
+        report.matches, report.addresses, report.ids
+    );
+    Ok(())
+}

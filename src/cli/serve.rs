@@ -1,0 +1,53 @@
+//! `ots-indexer serve`: the API over an existing database, read-only.
+
+use anyhow::Context;
+use clap::Args;
+use tracing::info;
+
+use super::{
+    args::{DbArgs, NodeArgs, ServeArgs},
+    shutdown_signal,
+};
+use crate::{
+    db::{state, AccessMode, Db},
+    rpc::{self, RpcContext},
+};
+
+/// Flags of `serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeCmdArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub node: NodeArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub serve: ServeArgs,
+}
+
+/// Serves until Ctrl-C or SIGTERM.
+pub async fn serve(args: ServeCmdArgs) -> anyhow::Result<()> {
+    let db = Db::open(&args.db.datadir, AccessMode::ReadOnly)?;
+    {
+        let s = state::read_state(&db.begin_read()?)?;
+        state::check_usable(&s)?;
+        if s.chain.is_none() {
+            return Err(state::StateError::NotInitialised.into());
+        }
+    }
+    let ctx = RpcContext {
+        db,
+        node: args.node.connect()?,
+        max_page_size: args.serve.max_page_size,
+        progress: None,
+    };
+    let (addr, server) = rpc::serve(args.serve.http_addr, ctx).await.context("starting the server")?;
+    info!(target: "ots::cli", %addr, datadir = %args.db.datadir.display(), "serving read-only");
+    shutdown_signal().await;
+    let _ = server.stop();
+    server.stopped().await;
+    info!(target: "ots::cli", "stopped cleanly");
+    Ok(())
+}

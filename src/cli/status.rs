@@ -1,0 +1,69 @@
+//! `ots-indexer status`: where the index stands.
+
+use clap::Args;
+
+use super::args::{DbArgs, NodeArgs};
+use crate::{
+    db::{AccessMode, Db},
+    status::read_status,
+};
+
+/// Flags of `status`.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub node: NodeArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub db: DbArgs,
+    /// Print JSON (the shape of ots2_getIndexerStatus) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+/// Prints the status; the node part is left out when the node does not answer.
+pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
+    let db = Db::open(&args.db.datadir, AccessMode::ReadOnly)?;
+    let head = match args.node.connect() {
+        Ok(node) => node.head().await.ok(),
+        Err(_) => None,
+    };
+    let s = read_status(&db, head, None)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(());
+    }
+    let opt = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), |v| v.to_string());
+    println!("database      {}", args.db.datadir.display());
+    println!("chain id      {}", opt(s.chain_id));
+    println!("state         {}", s.db_state.as_deref().unwrap_or("-"));
+    println!("indexed block {}", opt(s.indexed_block));
+    println!(
+        "node head     {}",
+        head.map_or_else(|| format!("unreachable ({})", args.node.rpc_url), |h| h.to_string())
+    );
+    println!("lag           {}", opt(s.lag));
+    println!("file size     {}", human_bytes(s.file_bytes));
+    println!();
+    println!("{:<28} {:>14} {:>12}", "table", "entries", "size");
+    for t in &s.tables {
+        println!("{:<28} {:>14} {:>12}", t.name, t.entries, human_bytes(t.bytes));
+    }
+    Ok(())
+}

@@ -1,0 +1,47 @@
+//! `ots-indexer sync`: index and follow the head, without serving.
+
+use anyhow::Context;
+use clap::Args;
+use tracing::info;
+
+use super::{
+    args::{DbArgs, NodeArgs, SyncArgs},
+    start_indexer, stop_channel,
+};
+
+/// Flags of `sync`.
+#[derive(Debug, Clone, Args)]
+pub struct SyncCmdArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub node: NodeArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub sync: SyncArgs,
+    /// Stop once the node's head at start-up is indexed, instead of following it.
+    #[arg(long)]
+    pub exit_at_head: bool,
+}
+
+/// Syncs until stopped (or, with `--exit-at-head`, until caught up).
+pub async fn sync(args: SyncCmdArgs) -> anyhow::Result<()> {
+    let stop = stop_channel();
+    let Some(indexer) = start_indexer(&args.node, &args.db, &args.sync, &stop).await? else { return Ok(()) };
+    let result = if args.exit_at_head {
+        let head = args.node.connect()?.head().await.context("reading the node's head")?;
+        let mut stop = stop.clone();
+        tokio::select! {
+            r = indexer.sync_to(head) => r,
+            _ = stop.changed() => Ok(()),
+        }
+    } else {
+        indexer.follow(stop).await
+    };
+    indexer.close().await.context("marking the database closed")?;
+    result.context("indexing stopped")?;
+    info!(target: "ots::cli", "stopped cleanly");
+    Ok(())
+}

@@ -1,0 +1,31 @@
+//! `ots-indexer unwind --to N`: undo every block above N, as a reorg would.
+
+use anyhow::Context;
+use clap::Args;
+
+use super::args::DbArgs;
+use crate::{
+    db::{AccessMode, Db},
+    index::unwind::unwind_to,
+};
+
+/// Flags of `unwind`.
+#[derive(Debug, Clone, Args)]
+pub struct UnwindArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub db: DbArgs,
+    /// The block to keep as the newest indexed one.
+    #[arg(long)]
+    pub to: u64,
+}
+
+/// Unwinds in one transaction (stop `run`/`sync` first: MDBX allows one writer at a time).
+pub fn unwind(args: &UnwindArgs) -> anyhow::Result<()> {
+    let db = Db::open(&args.db.datadir, AccessMode::ReadWrite)?;
+    let txn = db.begin_write()?;
+    let checkpoint = unwind_to(&txn, args.to).context("cannot unwind")?;
+    txn.commit()?;
+    println!("unwound: the newest indexed block is now {} ({})", checkpoint.number, checkpoint.hash);
+    Ok(())
+}

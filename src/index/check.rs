@@ -1,0 +1,183 @@
+//! The integrity checker: every invariant of the format (spec §2 and §4), table by table.
+
+use std::collections::BTreeSet;
+
+use alloy_primitives::Address;
+use signet_libmdbx::tx::TransactionKind;
+
+use super::{
+    address_index::{verify_address, AddressCounter, AddressIndex},
+    attributes::attributes,
+    matches::{MatchCounter, MatchTable},
+};
+use crate::db::{
+    codec::{AttributeBit, BlockNumber, Count},
+    state,
+    tables::*,
+    DbError, Txn,
+};
+
+/// What a passing check saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Match rows checked, over all match tables.
+    pub matches: u64,
+    /// Addresses whose index lists were checked.
+    pub addresses: u64,
+    /// Ids in those lists.
+    pub ids: u64,
+}
+
+fn broken<T: Table>(key: &[u8], reason: String) -> DbError {
+    DbError::Corrupt { table: T::ID.name(), key: alloy_primitives::hex::encode(key), reason }
+}
+
+/// Checks a match table against its counter; returns every matched address.
+fn check_matches<M: MatchTable, C: MatchCounter, K: TransactionKind>(
+    txn: &Txn<K>,
+    report: &mut CheckReport,
+) -> Result<BTreeSet<Address>, DbError> {
+    let mut counters = Vec::new();
+    let mut cursor = txn.cursor::<C>()?;
+    let mut next = cursor.first()?;
+    while let Some((Count(total), BlockNumber(block))) = next {
+        counters.push((total, block));
+        next = cursor.next_entry()?;
+    }
+    let mut matches: Vec<(u64, u64)> = Vec::new(); // (block, dups)
+    let mut addresses = BTreeSet::new();
+    let mut cursor = txn.cursor::<M>()?;
+    let mut next = cursor.first()?;
+    while let Some((BlockNumber(block), address)) = next {
+        match matches.last_mut() {
+            Some((b, n)) if *b == block => *n += 1,
+            _ => matches.push((block, 1)),
+        }
+        addresses.insert(address);
+        next = cursor.next_entry()?;
+    }
+    if counters.len() != matches.len() {
+        return Err(broken::<C>(
+            &[],
+            format!(
+                "{} counter rows for {} blocks with matches in {}",
+                counters.len(),
+                matches.len(),
+                M::ID.name()
+            ),
+        ));
+    }
+    let mut before = 0;
+    for ((total, block), (match_block, dups)) in counters.iter().zip(&matches) {
+        if block != match_block || *total != before + dups {
+            return Err(broken::<C>(
+                &total.to_be_bytes(),
+                format!("row {total} → block {block} does not match block {match_block} with {dups} matches after {before}"),
+            ));
+        }
+        before = *total;
+    }
+    report.matches += before;
+    Ok(addresses)
+}
+
+fn check_attribute<K: TransactionKind>(
+    txn: &Txn<K>,
+    matched: &BTreeSet<Address>,
+    bit: AttributeBit,
+) -> Result<(), DbError> {
+    for address in matched {
+        if !attributes(txn, address)?.has(bit) {
+            return Err(broken::<OtsAddrAttributes>(
+                address.as_slice(),
+                format!("matched but bit {bit:?} is not set"),
+            ));
+        }
+    }
+    let mut cursor = txn.cursor::<OtsAddrAttributes>()?;
+    let mut next = cursor.first()?;
+    while let Some((address, attrs)) = next {
+        if attrs.0.is_empty() {
+            return Err(broken::<OtsAddrAttributes>(address.as_slice(), "empty attribute row".into()));
+        }
+        if attrs.has(bit) && !matched.contains(&address) {
+            return Err(broken::<OtsAddrAttributes>(
+                address.as_slice(),
+                format!("bit {bit:?} set but no match row"),
+            ));
+        }
+        next = cursor.next_entry()?;
+    }
+    Ok(())
+}
+
+fn check_index<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
+    txn: &Txn<K>,
+    report: &mut CheckReport,
+    below: u64,
+) -> Result<(), DbError> {
+    let mut counted = BTreeSet::new();
+    let mut cursor = txn.cursor::<C>()?;
+    let mut next = cursor.first()?;
+    while let Some((address, _)) = next {
+        let ids = verify_address::<I, C, K>(txn, &address)?;
+        if ids.last().is_some_and(|&l| l >= below) {
+            return Err(broken::<I>(
+                address.as_slice(),
+                format!("holds id {:#x}, beyond the indexed tip", ids[ids.len() - 1]),
+            ));
+        }
+        report.addresses += 1;
+        report.ids += ids.len() as u64;
+        counted.insert(address);
+        next = cursor.next_key()?;
+    }
+    let mut cursor = txn.cursor::<I>()?;
+    let mut next = cursor.first()?;
+    while let Some((key, _)) = next {
+        if !counted.contains(&key.address) {
+            return Err(broken::<I>(key.address.as_slice(), "chunk without a counter".into()));
+        }
+        next = cursor.next_entry()?;
+    }
+    Ok(())
+}
+
+/// Checks the whole database; the error names the first broken table and key.
+pub fn check<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckReport, DbError> {
+    let mut report = CheckReport::default();
+    let tip = state::read_state(txn).ok().and_then(|s| s.checkpoint);
+    let below = tip.map_or(0, |t| crate::txid::TxId::first_of_block(t.number + 1).0);
+    check_matches::<OtsAllContracts, OtsAllContractsCounter, K>(txn, &mut report)?;
+    let m = check_matches::<OtsERC20, OtsERC20Counter, K>(txn, &mut report)?;
+    check_attribute(txn, &m, AttributeBit::Erc20)?;
+    let m = check_matches::<OtsERC165, OtsERC165Counter, K>(txn, &mut report)?;
+    check_attribute(txn, &m, AttributeBit::Erc165)?;
+    let m = check_matches::<OtsERC721, OtsERC721Counter, K>(txn, &mut report)?;
+    check_attribute(txn, &m, AttributeBit::Erc721)?;
+    let m = check_matches::<OtsERC1155, OtsERC1155Counter, K>(txn, &mut report)?;
+    check_attribute(txn, &m, AttributeBit::Erc1155)?;
+    let m = check_matches::<OtsERC1167, OtsERC1167Counter, K>(txn, &mut report)?;
+    check_attribute(txn, &m, AttributeBit::Erc1167)?;
+    let m = check_matches::<OtsERC4626, OtsERC4626Counter, K>(txn, &mut report)?;
+    check_attribute(txn, &m, AttributeBit::Erc4626)?;
+    check_index::<OtsERC20TransferIndex, OtsERC20TransferCounter, K>(txn, &mut report, below)?;
+    check_index::<OtsERC721TransferIndex, OtsERC721TransferCounter, K>(txn, &mut report, below)?;
+    Ok(report)
+}
+
+/// One raw entry of [`dump`]: table name, key bytes, value bytes.
+pub type DumpEntry = (&'static str, Vec<u8>, Vec<u8>);
+
+/// Every entry of every ots2 table, as raw bytes: two indexes of the same chain are equal
+/// exactly when their dumps are. Our own state and journal tables are left out (the journal
+/// depends on where batches and reorgs fell).
+pub fn dump<K: TransactionKind>(txn: &Txn<K>) -> Result<Vec<DumpEntry>, DbError> {
+    let mut out = Vec::new();
+    for table in
+        TableId::ALL.iter().filter(|t| !matches!(t, TableId::OtsIndexerState | TableId::OtsUndoJournal))
+    {
+        out.extend(txn.raw_entries(*table)?.into_iter().map(|(k, v)| (table.name(), k, v)));
+    }
+    Ok(out)
+}

@@ -1,0 +1,102 @@
+//! What `ots-indexer status` prints and `ots2_getIndexerStatus` returns.
+
+use std::sync::{Arc, Mutex};
+
+use alloy_primitives::B256;
+use serde::Serialize;
+
+use crate::db::{state, Db, DbError};
+
+/// The sync loop's latest figures, shared with the API of the same process.
+#[derive(Debug, Clone, Default)]
+pub struct SharedProgress(Arc<Mutex<Progress>>);
+
+/// Figures of the latest batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Progress {
+    /// Blocks per second of the latest batch.
+    pub blocks_per_second: f64,
+    /// Node head when the latest batch started.
+    pub head: u64,
+}
+
+impl SharedProgress {
+    /// Records a batch.
+    pub fn record(&self, progress: Progress) {
+        if let Ok(mut p) = self.0.lock() {
+            *p = progress;
+        }
+    }
+
+    /// The latest figures.
+    pub fn get(&self) -> Progress {
+        self.0.lock().map(|p| *p).unwrap_or_default()
+    }
+}
+
+/// One table's size.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct TableStatus {
+    /// Table name.
+    pub name: &'static str,
+    /// Entries (dups count one each).
+    pub entries: u64,
+    /// Bytes of its pages.
+    pub bytes: u64,
+}
+
+/// The indexer's state, for people and scripts.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct IndexerStatus {
+    /// Chain id the database is bound to.
+    pub chain_id: Option<u64>,
+    /// Genesis hash of that chain.
+    pub genesis_hash: Option<B256>,
+    /// On-disk format version.
+    pub format_version: Option<u64>,
+    /// `open`, `closed` or `inconsistent`.
+    pub db_state: Option<String>,
+    /// Last indexed block.
+    pub indexed_block: Option<u64>,
+    /// Its hash.
+    pub indexed_hash: Option<B256>,
+    /// The node's head, when the node answered.
+    pub head_block: Option<u64>,
+    /// `head_block − indexed_block`.
+    pub lag: Option<u64>,
+    /// Speed of the latest batch, when this process is syncing.
+    pub blocks_per_second: Option<f64>,
+    /// Bytes of the database file.
+    pub file_bytes: u64,
+    /// Every table.
+    pub tables: Vec<TableStatus>,
+}
+
+/// Reads the status; `head` is the node's head if known, `progress` the local sync loop's.
+pub fn read_status(db: &Db, head: Option<u64>, progress: Option<Progress>) -> Result<IndexerStatus, DbError> {
+    let txn = db.begin_read()?;
+    let s = state::read_state(&txn).map_err(|e| match e {
+        state::StateError::Db(e) => e,
+        other => DbError::Corrupt { table: "OtsIndexerState", key: String::new(), reason: other.to_string() },
+    })?;
+    let tables = txn
+        .table_stats()?
+        .into_iter()
+        .map(|t| TableStatus { name: t.table.name(), entries: t.entries, bytes: t.bytes })
+        .collect();
+    let indexed = s.checkpoint.map(|c| c.number);
+    Ok(IndexerStatus {
+        chain_id: s.chain.map(|c| c.chain_id),
+        genesis_hash: s.chain.map(|c| c.genesis_hash),
+        format_version: s.format_version,
+        db_state: s.db_state.map(|d| d.to_string()),
+        indexed_block: indexed,
+        indexed_hash: s.checkpoint.map(|c| c.hash),
+        head_block: head,
+        lag: head.map(|h| h.saturating_sub(indexed.unwrap_or(0))),
+        blocks_per_second: progress.map(|p| p.blocks_per_second),
+        file_bytes: db.file_size(),
+        tables,
+    })
+}
