@@ -18,6 +18,8 @@ pub struct Progress {
     pub blocks_per_second: f64,
     /// Node head when the latest batch started.
     pub head: u64,
+    /// Where call frames come from.
+    pub tracer: &'static str,
 }
 
 impl SharedProgress {
@@ -67,6 +69,9 @@ pub struct IndexerStatus {
     pub lag: Option<u64>,
     /// Speed of the latest batch, when this process is syncing.
     pub blocks_per_second: Option<f64>,
+    /// The tracer call frames come from (`trace_block`, `debug_traceBlockByNumber` or `none`),
+    /// when this process is syncing.
+    pub tracer: Option<&'static str>,
     /// Bytes of the database file.
     pub file_bytes: u64,
     /// Every table.
@@ -96,6 +101,7 @@ pub fn read_status(db: &Db, head: Option<u64>, progress: Option<Progress>) -> Re
         head_block: head,
         lag: head.map(|h| h.saturating_sub(indexed.unwrap_or(0))),
         blocks_per_second: progress.map(|p| p.blocks_per_second),
+        tracer: progress.map(|p| p.tracer),
         file_bytes: db.file_size(),
         tables,
     })

@@ -1,6 +1,6 @@
 //! One block's data, as every source (node or recording) delivers it.
 
-use alloy_primitives::{Address, Bytes, B256};
+use alloy_primitives::{Address, Bytes, B256, U256};
 
 /// A block with its transactions and receipts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +21,62 @@ pub struct BlockData {
     pub transactions: Vec<TxData>,
     /// One receipt per transaction, same order.
     pub receipts: Vec<ReceiptData>,
+    /// Every call frame of every transaction, in execution order; `None` when the node offers
+    /// no call traces.
+    pub frames: Option<Vec<CallFrame>>,
+    /// Consensus-layer withdrawals.
+    pub withdrawals: Vec<Withdrawal>,
+}
+
+/// What a call frame did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FrameKind {
+    /// CALL.
+    Call,
+    /// STATICCALL.
+    StaticCall,
+    /// DELEGATECALL.
+    DelegateCall,
+    /// CALLCODE.
+    CallCode,
+    /// CREATE.
+    Create,
+    /// CREATE2.
+    Create2,
+    /// SELFDESTRUCT.
+    SelfDestruct,
+}
+
+/// One call frame (CALL, CREATE, CREATE2, SELFDESTRUCT…) of a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallFrame {
+    /// Index of the transaction in the block.
+    pub tx_index: u64,
+    /// 0 for the transaction's own call.
+    pub depth: u32,
+    /// What it did.
+    pub kind: FrameKind,
+    /// Caller (for SELFDESTRUCT: the destroyed contract).
+    pub from: Address,
+    /// Callee; for CREATE/CREATE2 the new contract; for SELFDESTRUCT the beneficiary.
+    pub to: Address,
+    /// Wei moved.
+    pub value: U256,
+    /// Whether the frame and every frame around it succeeded, i.e. whether its effects stayed.
+    pub success: bool,
+}
+
+/// A consensus-layer withdrawal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Withdrawal {
+    /// Global withdrawal index.
+    pub index: u64,
+    /// Validator index.
+    pub validator_index: u64,
+    /// Recipient.
+    pub address: Address,
+    /// Amount in Gwei.
+    pub amount_gwei: u64,
 }
 
 /// What the index needs of a transaction.
@@ -57,18 +113,28 @@ pub struct LogData {
 }
 
 impl BlockData {
-    /// Contracts deployed by this block's transactions, in transaction order, without repeats.
-    ///
-    /// Without call traces this sees only top-level creations (a receipt's `contractAddress`);
-    /// contracts created by other contracts need traces.
+    /// Contracts deployed by this block, in execution order, without repeats: every successful
+    /// CREATE/CREATE2 frame when the block has call frames (so contracts made by factories count,
+    /// and so does one destroyed later in the same transaction), else the `contractAddress` of
+    /// successful receipts.
     pub fn created_contracts(&self) -> Vec<Address> {
         let mut out: Vec<Address> = Vec::new();
-        for r in &self.receipts {
-            if let (true, Some(a)) = (r.success, r.contract_address) {
-                if !out.contains(&a) {
-                    out.push(a);
-                }
+        let mut add = |a: Address| {
+            if !out.contains(&a) {
+                out.push(a);
             }
+        };
+        match &self.frames {
+            Some(frames) => frames
+                .iter()
+                .filter(|f| f.success && matches!(f.kind, FrameKind::Create | FrameKind::Create2))
+                .for_each(|f| add(f.to)),
+            None => self
+                .receipts
+                .iter()
+                .filter(|r| r.success)
+                .filter_map(|r| r.contract_address)
+                .for_each(&mut add),
         }
         out
     }

@@ -13,7 +13,7 @@ mod erc20;
 mod facts;
 
 pub use abi::{decode_string, decode_uint8, selector};
-pub use block::{BlockData, LogData, ReceiptData, TxData};
+pub use block::{BlockData, CallFrame, FrameKind, LogData, ReceiptData, TxData, Withdrawal};
 pub use chain_view::{BoxFuture, CallOutcome, ChainError, ChainView};
 pub use classifier::{Classifier, ClassifyInput};
 pub use erc20::{Erc20Classifier, Erc20Metadata};

@@ -9,7 +9,7 @@ use ots_classifiers::Classifier;
 
 use crate::{
     rpc,
-    source::NodeClient,
+    source::{NodeClient, TraceChoice},
     sync::{SyncConfig, DEFAULT_REORG_WINDOW},
 };
 
@@ -24,12 +24,41 @@ pub struct NodeArgs {
     /// Seconds before a node request is abandoned (and retried).
     #[arg(long, env = "OTS_RPC_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub rpc_timeout_secs: u64,
+
+    /// Where call frames come from: `auto` asks the node (trace_block, else
+    /// debug_traceBlockByNumber with callTracer, else none). Without frames, contracts created
+    /// by other contracts are not seen.
+    #[arg(long, env = "OTS_TRACES", value_enum, default_value = "auto")]
+    pub traces: Traces,
+}
+
+/// `--traces` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Traces {
+    /// Detect at start-up.
+    Auto,
+    /// `trace_block` (Erigon, reth, Nethermind, Anvil).
+    Parity,
+    /// `debug_traceBlockByNumber` with `callTracer` (geth).
+    Geth,
+    /// No call frames.
+    None,
 }
 
 impl NodeArgs {
-    /// A client for the node.
+    /// A client for the node (no tracer chosen: for serving and status).
     pub fn connect(&self) -> anyhow::Result<NodeClient> {
         Ok(NodeClient::connect(&self.rpc_url, Duration::from_secs(self.rpc_timeout_secs))?)
+    }
+
+    /// What `--traces` asks for.
+    pub const fn trace_choice(&self) -> TraceChoice {
+        match self.traces {
+            Traces::Auto => TraceChoice::Auto,
+            Traces::Parity => TraceChoice::Parity,
+            Traces::Geth => TraceChoice::Geth,
+            Traces::None => TraceChoice::None,
+        }
     }
 }
 

@@ -123,7 +123,11 @@ pub(crate) async fn start_indexer(
     }
     let node = node_args.connect()?;
     loop {
-        match Indexer::open(db.clone(), node.clone(), sync_args.classifiers()?, sync_args.config()).await {
+        let opened = match node.clone().with_traces(node_args.trace_choice()).await {
+            Ok(node) => Indexer::open(db.clone(), node, sync_args.classifiers()?, sync_args.config()).await,
+            Err(e) => Err(e.into()),
+        };
+        match opened {
             Ok(i) => return Ok(Some(i)),
             Err(e) if e.is_transient() => {
                 warn!(target: "ots::cli", error = %e, url = %node_args.rpc_url, "cannot reach the node; retrying in 2 s");

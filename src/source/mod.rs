@@ -1,5 +1,6 @@
 //! Where block data comes from.
 
 mod rpc;
+pub mod traces;
 
-pub use rpc::{NodeClient, SourceError};
+pub use rpc::{NodeClient, SourceError, TraceChoice};

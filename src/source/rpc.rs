@@ -7,17 +7,56 @@ use alloy::{
     eips::{BlockId, BlockNumberOrTag},
     network::{Ethereum, TransactionResponse},
     providers::{DynProvider, Provider, ProviderBuilder},
-    rpc::types::{Block, BlockTransactions, TransactionReceipt, TransactionRequest},
-    transports::{http::reqwest, RpcError, TransportError},
+    rpc::{
+        client::ClientBuilder,
+        types::{Block, BlockTransactions, TransactionReceipt, TransactionRequest},
+    },
+    transports::{http::reqwest, layers::RetryBackoffLayer, RpcError, TransportError},
 };
 use alloy_primitives::{Address, Bytes};
 use futures::{stream, Stream, StreamExt};
 use ots_classifiers::{
-    BlockData, BoxFuture, CallOutcome, ChainError, ChainView, LogData, ReceiptData, TxData,
+    BlockData, BoxFuture, CallOutcome, ChainError, ChainView, LogData, ReceiptData, TxData, Withdrawal,
 };
 use serde::{de::DeserializeOwned, Serialize};
+use serde_json::{json, Value};
+use tracing::info;
 
+use super::traces::{parse_geth, parse_parity, TraceMode};
 use crate::db::state::ChainIdentity;
+
+/// Retries of a request that the node rate-limited (429) or found itself unavailable for (503).
+const RATE_LIMIT_RETRIES: u32 = 10;
+/// First pause before such a retry, in milliseconds; it doubles each time.
+const RATE_LIMIT_BACKOFF_MS: u64 = 250;
+
+/// Which tracer to take call frames from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TraceChoice {
+    /// Ask the node at start-up: `trace_block`, else `debug_traceBlockByNumber`, else none.
+    Auto,
+    /// `trace_block`.
+    Parity,
+    /// `debug_traceBlockByNumber` with `callTracer`.
+    Geth,
+    /// No call frames.
+    None,
+}
+
+fn is_method_missing(err: &TransportError) -> bool {
+    match err {
+        RpcError::ErrorResp(p) => {
+            let m = p.message.to_ascii_lowercase();
+            p.code == -32601
+                || m.contains("not found")
+                || m.contains("not supported")
+                || m.contains("does not exist")
+                || m.contains("not available")
+                || m.contains("unsupported")
+        }
+        _ => false,
+    }
+}
 
 /// The node failed to give usable data. Nothing is written from a failed fetch.
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +99,7 @@ pub enum SourceError {
 #[derive(Debug, Clone)]
 pub struct NodeClient {
     provider: DynProvider<Ethereum>,
+    trace_mode: TraceMode,
 }
 
 fn request_err(method: &'static str) -> impl FnOnce(TransportError) -> SourceError {
@@ -74,9 +114,58 @@ impl NodeClient {
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(bad(format!("scheme {} is not supported; use http:// or https://", parsed.scheme())));
         }
-        let client = reqwest::Client::builder().timeout(timeout).build().map_err(|e| bad(e.to_string()))?;
-        let provider = ProviderBuilder::default().connect_reqwest(client, parsed).erased();
-        Ok(Self { provider })
+        let http = reqwest::Client::builder().timeout(timeout).build().map_err(|e| bad(e.to_string()))?;
+        let client = ClientBuilder::default()
+            .layer(RetryBackoffLayer::new(RATE_LIMIT_RETRIES, RATE_LIMIT_BACKOFF_MS, u64::MAX))
+            .http_with_client(http, parsed);
+        let provider = ProviderBuilder::default().connect_client(client).erased();
+        Ok(Self { provider, trace_mode: TraceMode::None })
+    }
+
+    /// Where call frames come from.
+    pub const fn trace_mode(&self) -> TraceMode {
+        self.trace_mode
+    }
+
+    /// Chooses the tracer, asking the node when `choice` is `Auto`.
+    pub async fn with_traces(mut self, choice: TraceChoice) -> Result<Self, SourceError> {
+        self.trace_mode = match choice {
+            TraceChoice::Parity => TraceMode::Parity,
+            TraceChoice::Geth => TraceMode::Geth,
+            TraceChoice::None => TraceMode::None,
+            TraceChoice::Auto => {
+                let parity: Result<Value, _> = self.provider.raw_request("trace_block".into(), ["0x0"]).await;
+                match parity {
+                    Ok(_) => TraceMode::Parity,
+                    Err(e) if is_method_missing(&e) => {
+                        let geth: Result<Value, _> = self
+                            .provider
+                            .raw_request(
+                                "debug_traceBlockByNumber".into(),
+                                json!(["0x0", {"tracer": "callTracer"}]),
+                            )
+                            .await;
+                        match geth {
+                            Ok(_) => TraceMode::Geth,
+                            Err(RpcError::ErrorResp(_)) => TraceMode::None,
+                            Err(source) => {
+                                return Err(SourceError::Request {
+                                    method: "debug_traceBlockByNumber",
+                                    source,
+                                })
+                            }
+                        }
+                    }
+                    Err(source) => return Err(SourceError::Request { method: "trace_block", source }),
+                }
+            }
+        };
+        if self.trace_mode == TraceMode::None {
+            info!(target: "ots::source", "the node offers no call traces: contracts created by other contracts are not seen");
+        } else {
+            info!(target: "ots::source", tracer = self.trace_mode.name(), "taking call frames from the node's tracer");
+        }
+        Ok(self)
     }
 
     /// Sends any JSON-RPC request and returns the raw answer.
@@ -120,26 +209,79 @@ impl NodeClient {
         Ok(block.map(|b| b.header.hash))
     }
 
-    /// One block with its transactions and receipts, checked for consistency.
+    /// One block with its transactions, receipts and (if the node traces) call frames, fetched
+    /// in one JSON-RPC batch and checked for consistency.
     pub async fn block(&self, number: u64) -> Result<BlockData, SourceError> {
-        let (block, receipts) = futures::try_join!(
-            async {
-                self.provider
-                    .get_block_by_number(BlockNumberOrTag::Number(number))
-                    .full()
-                    .await
-                    .map_err(request_err("eth_getBlockByNumber"))
-            },
-            async {
-                self.provider
-                    .get_block_receipts(BlockId::number(number))
-                    .await
-                    .map_err(request_err("eth_getBlockReceipts"))
+        let n = format!("{number:#x}");
+        let client = self.provider.client();
+        let mut batch = alloy::rpc::client::BatchRequest::new(client);
+        let ser = |method: &'static str| move |source| SourceError::Request { method, source };
+        let block = batch
+            .add_call::<_, Value>("eth_getBlockByNumber", &(n.clone(), true))
+            .map_err(ser("eth_getBlockByNumber"))?;
+        let receipts = batch
+            .add_call::<_, Value>("eth_getBlockReceipts", std::slice::from_ref(&n))
+            .map_err(ser("eth_getBlockReceipts"))?;
+        let traces = match self.trace_mode {
+            TraceMode::Parity => Some(
+                batch
+                    .add_call::<_, Value>("trace_block", std::slice::from_ref(&n))
+                    .map_err(ser("trace_block"))?,
+            ),
+            TraceMode::Geth => Some(
+                batch
+                    .add_call::<_, Value>("debug_traceBlockByNumber", &json!([n, {"tracer": "callTracer"}]))
+                    .map_err(ser("debug_traceBlockByNumber"))?,
+            ),
+            TraceMode::None => None,
+        };
+        batch.send().await.map_err(request_err("JSON-RPC batch"))?;
+
+        let block = block.await.map_err(request_err("eth_getBlockByNumber"))?;
+        if block.is_null() {
+            return Err(SourceError::Missing { what: "block", block: number });
+        }
+        let block: Block = serde_json::from_value(block).map_err(|e| SourceError::Inconsistent {
+            block: number,
+            reason: format!("malformed block: {e}"),
+        })?;
+        let receipts = match receipts.await {
+            Ok(v) if v.is_null() => return Err(SourceError::Missing { what: "receipts", block: number }),
+            Ok(v) => serde_json::from_value::<Vec<TransactionReceipt>>(v).map_err(|e| {
+                SourceError::Inconsistent { block: number, reason: format!("malformed receipts: {e}") }
+            })?,
+            Err(e) if is_method_missing(&e) => self.receipts_one_by_one(&block).await?,
+            Err(source) => return Err(SourceError::Request { method: "eth_getBlockReceipts", source }),
+        };
+        let tx_count = receipts.len();
+        let frames = match traces {
+            None => None,
+            Some(waiter) => {
+                let method = self.trace_mode.name();
+                let answer = waiter.await.map_err(request_err(method))?;
+                let parsed = match self.trace_mode {
+                    TraceMode::Geth => parse_geth(tx_count, answer),
+                    _ => parse_parity(tx_count, answer),
+                };
+                Some(parsed.map_err(|reason| SourceError::Inconsistent { block: number, reason })?)
             }
-        )?;
-        let block = block.ok_or(SourceError::Missing { what: "block", block: number })?;
-        let receipts = receipts.ok_or(SourceError::Missing { what: "receipts", block: number })?;
-        to_block_data(number, block, &receipts)
+        };
+        let mut data = to_block_data(number, block, &receipts)?;
+        data.frames = frames;
+        Ok(data)
+    }
+
+    /// Receipts by `eth_getTransactionReceipt`, for nodes without `eth_getBlockReceipts`.
+    async fn receipts_one_by_one(&self, block: &Block) -> Result<Vec<TransactionReceipt>, SourceError> {
+        let hashes: Vec<_> = block.transactions.hashes().collect();
+        futures::future::try_join_all(hashes.into_iter().map(|h| async move {
+            self.provider
+                .get_transaction_receipt(h)
+                .await
+                .map_err(request_err("eth_getTransactionReceipt"))?
+                .ok_or(SourceError::Missing { what: "receipt", block: block.header.number })
+        }))
+        .await
     }
 
     /// Blocks `from..=to` in order, with up to `concurrency` requests in flight.
@@ -193,6 +335,20 @@ fn to_block_data(
                 .collect(),
         });
     }
+    let withdrawals = block
+        .withdrawals
+        .as_ref()
+        .map(|ws| {
+            ws.iter()
+                .map(|w| Withdrawal {
+                    index: w.index,
+                    validator_index: w.validator_index,
+                    address: w.address,
+                    amount_gwei: w.amount,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     Ok(BlockData {
         number,
         hash: block.header.hash,
@@ -202,6 +358,8 @@ fn to_block_data(
         gas_limit: block.header.gas_limit,
         transactions,
         receipts: receipt_data,
+        frames: None,
+        withdrawals,
     })
 }
 

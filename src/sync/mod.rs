@@ -122,7 +122,9 @@ impl Indexer {
         let names: Vec<String> = classifiers.iter().map(|c| c.name().to_owned()).collect();
         let db2 = db.clone();
         blocking(move || bind(&db2, chain, &names)).await??;
-        Ok(Self { db, node, classifiers, config, progress: SharedProgress::default() })
+        let progress = SharedProgress::default();
+        progress.record(Progress { tracer: node.trace_mode().name(), ..Progress::default() });
+        Ok(Self { db, node, classifiers, config, progress })
     }
 
     /// The database.
@@ -231,7 +233,11 @@ impl Indexer {
                 continue;
             };
             let secs = started.elapsed().as_secs_f64().max(1e-9);
-            self.progress.record(Progress { blocks_per_second: stats.blocks as f64 / secs, head: target });
+            self.progress.record(Progress {
+                blocks_per_second: stats.blocks as f64 / secs,
+                head: target,
+                tracer: self.node.trace_mode().name(),
+            });
             info!(
                 target: "ots::sync",
                 from = next,

@@ -175,6 +175,21 @@ impl Chain {
         self.send(from, Some(token), data.into(), vec![(token, from, to)], true).await
     }
 
+    /// Deploys artifact `name` (no constructor arguments) from `from` (mined by the next `mine`).
+    pub async fn deploy_artifact(&mut self, from: Address, name: &str) -> B256 {
+        self.deploy(from, name, Vec::new()).await
+    }
+
+    /// Sends a call with `data` to `to` (mined by the next `mine`).
+    pub async fn send_call(&mut self, from: Address, to: Address, data: Vec<u8>) -> B256 {
+        self.send(from, Some(to), data.into(), Vec::new(), true).await
+    }
+
+    /// The receipt of a mined transaction.
+    pub async fn receipt_of(&self, hash: B256) -> Value {
+        self.receipt(hash).await
+    }
+
     /// Deploys a new OpenZeppelin ERC20 from `from` (mined by the next `mine`).
     pub async fn deploy_token(&mut self, from: Address, name: &str, symbol: &str) -> B256 {
         let args = (name.to_owned(), symbol.to_owned(), units(1_000_000)).abi_encode_params();

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.24;
+
+import {Counter} from "./Counter.sol";
+import {DemoToken} from "./DemoToken.sol";
+
+/// Created and destroyed in one transaction (EIP-6780 still removes such a contract).
+contract Ephemeral {
+    function destroy(address payable to) external {
+        selfdestruct(to);
+    }
+}
+
+/// Creates contracts from inside a transaction, so that only call traces reveal them.
+contract Factory {
+    event Made(address made);
+
+    function make() external returns (address made) {
+        made = address(new Counter());
+        emit Made(made);
+    }
+
+    function make2(bytes32 salt) external returns (address made) {
+        made = address(new Counter{salt: salt}());
+        emit Made(made);
+    }
+
+    function makeToken(string calldata name, string calldata symbol) external returns (address made) {
+        made = address(new DemoToken(name, symbol, 1e24));
+        emit Made(made);
+    }
+
+    function makeAndDestroy() external {
+        Ephemeral e = new Ephemeral();
+        emit Made(address(e));
+        e.destroy(payable(msg.sender));
+    }
+
+    /// Creates a contract in a call that reverts, inside a transaction that succeeds.
+    function makeInFailingCall() external {
+        try this.createThenRevert() {} catch {}
+    }
+
+    function createThenRevert() external {
+        new Counter();
+        revert("undone");
+    }
+}
