@@ -220,14 +220,12 @@ impl NodeClient {
             .add_call::<_, Value>("eth_getBlockByNumber", &(n.clone(), true))
             .map_err(ser("eth_getBlockByNumber"))?;
         let receipts = batch
-            .add_call::<_, Value>("eth_getBlockReceipts", std::slice::from_ref(&n))
+            .add_call::<_, Value>("eth_getBlockReceipts", &[n.as_str()])
             .map_err(ser("eth_getBlockReceipts"))?;
         let traces = match self.trace_mode {
-            TraceMode::Parity => Some(
-                batch
-                    .add_call::<_, Value>("trace_block", std::slice::from_ref(&n))
-                    .map_err(ser("trace_block"))?,
-            ),
+            TraceMode::Parity => {
+                Some(batch.add_call::<_, Value>("trace_block", &[n.as_str()]).map_err(ser("trace_block"))?)
+            }
             TraceMode::Geth => Some(
                 batch
                     .add_call::<_, Value>("debug_traceBlockByNumber", &json!([n, {"tracer": "callTracer"}]))
