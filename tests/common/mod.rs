@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod anvil;
+pub mod fault_proxy;
 pub mod workload;
 
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};

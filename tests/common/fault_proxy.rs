@@ -1,0 +1,178 @@
+//! A loopback HTTP endpoint in front of a real node that can be told to misbehave: garbage
+//! bodies, 429s and 500s, a wrong block number, truncated receipts.
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        atomic::{AtomicU8, AtomicUsize, Ordering},
+        Arc,
+    },
+};
+
+use alloy::transports::http::reqwest;
+use serde_json::Value;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+};
+
+/// How the endpoint answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Fault {
+    /// Passes everything through.
+    Healthy = 0,
+    /// 200 with a body that is not JSON.
+    Garbage = 1,
+    /// 429 Too Many Requests.
+    TooManyRequests = 2,
+    /// 500 with an HTML body.
+    ServerError = 3,
+    /// Blocks come back with another number.
+    WrongBlockNumber = 4,
+    /// Block receipts come back without their last entry.
+    TruncatedReceipts = 5,
+}
+
+/// The running endpoint.
+#[derive(Debug, Clone)]
+pub struct FaultProxy {
+    /// Its URL.
+    pub url: String,
+    fault: Arc<AtomicU8>,
+    /// Requests served so far.
+    pub requests: Arc<AtomicUsize>,
+}
+
+impl FaultProxy {
+    /// Starts forwarding to `upstream`.
+    pub async fn start(upstream: &str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr: SocketAddr = listener.local_addr().expect("addr");
+        let fault = Arc::new(AtomicU8::new(Fault::Healthy as u8));
+        let requests = Arc::new(AtomicUsize::new(0));
+        let (f, r, up) = (fault.clone(), requests.clone(), upstream.to_owned());
+        tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                let (f, r, up, client) = (f.clone(), r.clone(), up.clone(), client.clone());
+                tokio::spawn(async move {
+                    let _ = serve(stream, &client, &up, &f, &r).await;
+                });
+            }
+        });
+        Self { url: format!("http://{addr}"), fault, requests }
+    }
+
+    /// Changes how it answers from now on.
+    pub fn set(&self, fault: Fault) {
+        self.fault.store(fault as u8, Ordering::SeqCst);
+    }
+}
+
+async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0)))
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let n = stream.read(&mut chunk).await.ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            return Some(buf[end + 4..end + 4 + len].to_vec());
+        }
+    }
+}
+
+fn methods_by_id(request: &Value) -> Vec<(Value, String)> {
+    let one = |r: &Value| (r["id"].clone(), r["method"].as_str().unwrap_or_default().to_owned());
+    match request {
+        Value::Array(items) => items.iter().map(one).collect(),
+        r => vec![one(r)],
+    }
+}
+
+fn tamper(response: &mut Value, method: &str, fault: Fault) {
+    let result = &mut response["result"];
+    match (fault, method) {
+        (Fault::WrongBlockNumber, "eth_getBlockByNumber") if result.is_object() => {
+            result["number"] = Value::String("0x7777".into());
+        }
+        (Fault::TruncatedReceipts, "eth_getBlockReceipts") => {
+            if let Some(list) = result.as_array_mut() {
+                list.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+async fn serve(
+    mut stream: TcpStream,
+    client: &reqwest::Client,
+    upstream: &str,
+    fault: &AtomicU8,
+    requests: &AtomicUsize,
+) -> Option<()> {
+    let body = read_request(&mut stream).await?;
+    requests.fetch_add(1, Ordering::SeqCst);
+    let fault = match fault.load(Ordering::SeqCst) {
+        1 => Fault::Garbage,
+        2 => Fault::TooManyRequests,
+        3 => Fault::ServerError,
+        4 => Fault::WrongBlockNumber,
+        5 => Fault::TruncatedReceipts,
+        _ => Fault::Healthy,
+    };
+    let (status, answer) = match fault {
+        Fault::Garbage => ("200 OK", b"{\"jsonrpc\":\"2.0\",\"id\":1,\"resu".to_vec()),
+        Fault::TooManyRequests => ("429 Too Many Requests", b"rate limited".to_vec()),
+        Fault::ServerError => ("500 Internal Server Error", b"<html>oops</html>".to_vec()),
+        _ => {
+            let upstream_answer =
+                client.post(upstream).header("content-type", "application/json").body(body.clone()).send().await.ok()?;
+            let bytes = upstream_answer.bytes().await.ok()?.to_vec();
+            if fault == Fault::Healthy {
+                ("200 OK", bytes)
+            } else {
+                let request: Value = serde_json::from_slice(&body).ok()?;
+                let mut response: Value = serde_json::from_slice(&bytes).ok()?;
+                let methods = methods_by_id(&request);
+                let method_of = |id: &Value| methods.iter().find(|(i, _)| i == id).map(|(_, m)| m.clone()).unwrap_or_default();
+                match &mut response {
+                    Value::Array(items) => {
+                        for item in items {
+                            let m = method_of(&item["id"]);
+                            tamper(item, &m, fault);
+                        }
+                    }
+                    item => {
+                        let m = method_of(&item["id"]);
+                        tamper(item, &m, fault);
+                    }
+                }
+                ("200 OK", serde_json::to_vec(&response).ok()?)
+            }
+        }
+    };
+    let head = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        answer.len()
+    );
+    stream.write_all(head.as_bytes()).await.ok()?;
+    stream.write_all(&answer).await.ok()?;
+    stream.shutdown().await.ok()
+}
