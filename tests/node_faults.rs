@@ -75,8 +75,9 @@ async fn a_misbehaving_node_changes_nothing_and_sync_resumes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
     let node = NodeClient::connect(&proxy.url, Duration::from_secs(5)).expect("node");
-    let indexer =
-        Indexer::open(db.clone(), node.clone(), vec![Box::new(Erc20Classifier)], config()).await.expect("open");
+    let indexer = Indexer::open(db.clone(), node.clone(), vec![Box::new(Erc20Classifier)], config())
+        .await
+        .expect("open");
     let head = node.head().await.expect("head");
     indexer.sync_to(3).await.expect("healthy start");
     let before = dump(&db.begin_read().expect("read")).expect("dump");
@@ -93,7 +94,11 @@ async fn a_misbehaving_node_changes_nothing_and_sync_resumes() {
         let err = indexer.sync_to(head).await.expect_err("a faulty node must not be indexed");
         assert!(err.is_transient(), "{fault:?}: {err}");
         assert!(err.to_string().contains(says), "{fault:?}: {err}");
-        assert_eq!(dump(&db.begin_read().expect("read")).expect("dump"), before, "{fault:?} changed the index");
+        assert_eq!(
+            dump(&db.begin_read().expect("read")).expect("dump"),
+            before,
+            "{fault:?} changed the index"
+        );
         let now = state::read_state(&db.begin_read().expect("read")).expect("state").checkpoint;
         assert_eq!(now, tip, "{fault:?} moved the checkpoint");
     }

@@ -1,9 +1,10 @@
 //! One block's data, as every source (node or recording) delivers it.
 
 use alloy_primitives::{Address, Bytes, B256, U256};
+use serde::{Deserialize, Serialize};
 
 /// A block with its transactions and receipts.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockData {
     /// Block number.
     pub number: u64,
@@ -29,7 +30,7 @@ pub struct BlockData {
 }
 
 /// What a call frame did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FrameKind {
     /// CALL.
     Call,
@@ -48,7 +49,7 @@ pub enum FrameKind {
 }
 
 /// One call frame (CALL, CREATE, CREATE2, SELFDESTRUCT…) of a transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallFrame {
     /// Index of the transaction in the block.
     pub tx_index: u64,
@@ -67,7 +68,7 @@ pub struct CallFrame {
 }
 
 /// A consensus-layer withdrawal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Withdrawal {
     /// Global withdrawal index.
     pub index: u64,
@@ -80,7 +81,7 @@ pub struct Withdrawal {
 }
 
 /// What the index needs of a transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TxData {
     /// Transaction hash.
     pub hash: B256,
@@ -91,7 +92,7 @@ pub struct TxData {
 }
 
 /// What the index needs of a receipt.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReceiptData {
     /// Whether the transaction succeeded.
     pub success: bool,
@@ -102,7 +103,7 @@ pub struct ReceiptData {
 }
 
 /// An event log.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogData {
     /// Emitting contract.
     pub address: Address,

@@ -3,12 +3,14 @@
 use std::{future::Future, pin::Pin};
 
 use alloy_primitives::{Address, Bytes};
+use serde::{Deserialize, Serialize};
 
 /// A boxed future, so that classifiers and chain views can be trait objects.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// How an `eth_call` ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CallOutcome {
     /// The call returned these bytes.
     Returned(Bytes),

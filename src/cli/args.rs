@@ -90,6 +90,10 @@ pub struct SyncArgs {
     #[arg(long, env = "OTS_POLL_INTERVAL_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..))]
     pub poll_interval_ms: u64,
 
+    /// Index a recording made by `capture` instead of the node (no node needed).
+    #[arg(long, env = "OTS_SOURCE")]
+    pub source: Option<PathBuf>,
+
     /// Newest blocks kept undoable: the deepest chain reorganisation that can be followed.
     #[arg(long, env = "OTS_REORG_WINDOW", default_value_t = DEFAULT_REORG_WINDOW, value_parser = clap::value_parser!(u64).range(1..))]
     pub reorg_window: u64,

@@ -1,6 +1,7 @@
 //! Command-line interface: one file per subcommand.
 
 pub mod args;
+pub mod capture;
 pub mod check;
 pub mod run;
 pub mod serve;
@@ -61,6 +62,9 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Undo every block above a given one (within the reorg window).
     Unwind(unwind::UnwindArgs),
+    /// Record a range of the node's chain (blocks, receipts, call frames, probe answers) to a
+    /// file that `sync --source` indexes with no node.
+    Capture(capture::CaptureArgs),
 }
 
 /// Runs the chosen subcommand.
@@ -72,6 +76,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Status(a) => status::status(a).await,
         Command::Check(a) => check::check(&a),
         Command::Unwind(a) => unwind::unwind(&a),
+        Command::Capture(a) => capture::capture(a).await,
     }
 }
 
@@ -120,6 +125,11 @@ pub(crate) async fn start_indexer(
     {
         let txn = db.begin_read()?;
         state::check_usable(&state::read_state(&txn)?)?;
+    }
+    if let Some(path) = &sync_args.source {
+        let fixture = crate::source::fixture::Fixture::load(path)?;
+        let indexer = Indexer::open(db, fixture, sync_args.classifiers()?, sync_args.config()).await?;
+        return Ok(Some(indexer));
     }
     let node = node_args.connect()?;
     loop {

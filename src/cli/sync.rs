@@ -31,7 +31,7 @@ pub async fn sync(args: SyncCmdArgs) -> anyhow::Result<()> {
     let stop = stop_channel();
     let Some(indexer) = start_indexer(&args.node, &args.db, &args.sync, &stop).await? else { return Ok(()) };
     let result = if args.exit_at_head {
-        let head = args.node.connect()?.head().await.context("reading the node's head")?;
+        let head = indexer.head().await.context("reading the head")?;
         let mut stop = stop.clone();
         tokio::select! {
             r = indexer.sync_to(head) => r,

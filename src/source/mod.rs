@@ -1,6 +1,43 @@
-//! Where block data comes from.
+//! Where block data comes from: the node over JSON-RPC, or a recording of it.
 
+pub mod fixture;
 mod rpc;
 pub mod traces;
 
+use alloy_primitives::B256;
+use ots_classifiers::{BlockData, BoxFuture, ChainView};
+
+use crate::db::state::ChainIdentity;
 pub use rpc::{NodeClient, SourceError, TraceChoice};
+
+/// A chain to index: blocks by number, plus the state queries classifiers make.
+pub trait BlockSource: ChainView + std::fmt::Debug {
+    /// Chain id and genesis hash.
+    fn chain_identity(&self) -> BoxFuture<'_, Result<ChainIdentity, SourceError>>;
+    /// The newest block number.
+    fn head(&self) -> BoxFuture<'_, Result<u64, SourceError>>;
+    /// One block with its transactions, receipts and call frames.
+    fn block(&self, number: u64) -> BoxFuture<'_, Result<BlockData, SourceError>>;
+    /// The hash of block `number`, or `None` if the chain has no such block.
+    fn block_hash(&self, number: u64) -> BoxFuture<'_, Result<Option<B256>, SourceError>>;
+    /// Where call frames come from, for logs and status.
+    fn tracer(&self) -> &'static str;
+}
+
+impl BlockSource for NodeClient {
+    fn chain_identity(&self) -> BoxFuture<'_, Result<ChainIdentity, SourceError>> {
+        Box::pin(NodeClient::chain_identity(self))
+    }
+    fn head(&self) -> BoxFuture<'_, Result<u64, SourceError>> {
+        Box::pin(NodeClient::head(self))
+    }
+    fn block(&self, number: u64) -> BoxFuture<'_, Result<BlockData, SourceError>> {
+        Box::pin(NodeClient::block(self, number))
+    }
+    fn block_hash(&self, number: u64) -> BoxFuture<'_, Result<Option<B256>, SourceError>> {
+        Box::pin(NodeClient::block_hash(self, number))
+    }
+    fn tracer(&self) -> &'static str {
+        self.trace_mode().name()
+    }
+}

@@ -14,7 +14,6 @@ use alloy::{
     transports::{http::reqwest, layers::RetryBackoffLayer, RpcError, TransportError},
 };
 use alloy_primitives::{Address, Bytes};
-use futures::{stream, Stream, StreamExt};
 use ots_classifiers::{
     BlockData, BoxFuture, CallOutcome, ChainError, ChainView, LogData, ReceiptData, TxData, Withdrawal,
 };
@@ -84,6 +83,14 @@ pub enum SourceError {
         what: &'static str,
         /// The block.
         block: u64,
+    },
+    /// A recording could not be read or lacks what was asked.
+    #[error("recording {path}: {reason}")]
+    Fixture {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
     },
     /// The node's answer contradicts itself.
     #[error("the node answered inconsistent data for block {block}: {reason}")]
@@ -280,16 +287,6 @@ impl NodeClient {
                 .ok_or(SourceError::Missing { what: "receipt", block: block.header.number })
         }))
         .await
-    }
-
-    /// Blocks `from..=to` in order, with up to `concurrency` requests in flight.
-    pub fn blocks(
-        &self,
-        from: u64,
-        to: u64,
-        concurrency: usize,
-    ) -> impl Stream<Item = Result<BlockData, SourceError>> + '_ {
-        stream::iter(from..=to).map(move |n| self.block(n)).buffered(concurrency.max(1))
     }
 }
 

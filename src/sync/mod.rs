@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use futures::TryStreamExt;
+use std::sync::Arc;
+
+use futures::{stream, StreamExt, TryStreamExt};
 use ots_classifiers::{BlockData, ChainError, Classifier, ClassifyInput};
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -19,7 +21,7 @@ use crate::{
         unwind::{unwind_to, UnwindError},
         write_batch, BatchStats, ClassifiedBlock, WriteError,
     },
-    source::{NodeClient, SourceError},
+    source::{BlockSource, SourceError},
     status::{Progress, SharedProgress},
 };
 
@@ -103,7 +105,7 @@ impl SyncError {
 #[derive(Debug)]
 pub struct Indexer {
     db: Db,
-    node: NodeClient,
+    source: Arc<dyn BlockSource>,
     classifiers: Vec<Box<dyn Classifier>>,
     config: SyncConfig,
     progress: SharedProgress,
@@ -114,22 +116,28 @@ impl Indexer {
     /// others) and marks it open.
     pub async fn open(
         db: Db,
-        node: NodeClient,
+        source: impl BlockSource + 'static,
         classifiers: Vec<Box<dyn Classifier>>,
         config: SyncConfig,
     ) -> Result<Self, SyncError> {
-        let chain = node.chain_identity().await?;
+        let source: Arc<dyn BlockSource> = Arc::new(source);
+        let chain = source.chain_identity().await?;
         let names: Vec<String> = classifiers.iter().map(|c| c.name().to_owned()).collect();
         let db2 = db.clone();
         blocking(move || bind(&db2, chain, &names)).await??;
         let progress = SharedProgress::default();
-        progress.record(Progress { tracer: node.trace_mode().name(), ..Progress::default() });
-        Ok(Self { db, node, classifiers, config, progress })
+        progress.record(Progress { tracer: source.tracer(), ..Progress::default() });
+        Ok(Self { db, source, classifiers, config, progress })
     }
 
     /// The database.
     pub const fn db(&self) -> &Db {
         &self.db
+    }
+
+    /// The source's newest block.
+    pub async fn head(&self) -> Result<u64, SyncError> {
+        Ok(self.source.head().await?)
     }
 
     /// The loop's latest figures, for a status API in the same process.
@@ -147,7 +155,7 @@ impl Indexer {
         let mut facts = Vec::new();
         for classifier in &self.classifiers {
             let input = ClassifyInput { block: &block, created: &created };
-            facts.extend(classifier.classify(input, &self.node).await?);
+            facts.extend(classifier.classify(input, self.source.as_ref()).await?);
         }
         Ok(ClassifiedBlock { block, facts })
     }
@@ -156,9 +164,9 @@ impl Indexer {
     /// contains the indexed tip, unwinds to the fork point instead (`None`).
     async fn index_batch(&self, from: u64, to: u64) -> Result<Option<BatchStats>, SyncError> {
         let concurrency = self.config.concurrency;
-        let blocks: Vec<ClassifiedBlock> = self
-            .node
-            .blocks(from, to, concurrency)
+        let blocks: Vec<ClassifiedBlock> = stream::iter(from..=to)
+            .map(|n| self.source.block(n))
+            .buffered(concurrency.max(1))
             .map_err(SyncError::from)
             .map_ok(|block| self.classify(block))
             .try_buffered(concurrency.max(1))
@@ -204,7 +212,7 @@ impl Indexer {
         let oldest = journal.last().map_or(tip.number, |(b, _)| *b);
         let mut fork = None;
         for (number, hash) in &journal {
-            if self.node.block_hash(*number).await? == Some(*hash) {
+            if self.source.block_hash(*number).await? == Some(*hash) {
                 fork = Some(*number);
                 break;
             }
@@ -236,7 +244,7 @@ impl Indexer {
             self.progress.record(Progress {
                 blocks_per_second: stats.blocks as f64 / secs,
                 head: target,
-                tracer: self.node.trace_mode().name(),
+                tracer: self.source.tracer(),
             });
             info!(
                 target: "ots::sync",
@@ -285,14 +293,14 @@ impl Indexer {
 
     /// Indexes one batch towards the head; `false` when already there.
     async fn step(&self) -> Result<bool, SyncError> {
-        let head = self.node.head().await?;
+        let head = self.source.head().await?;
         let tip = self.checkpoint()?;
         let next = tip.map_or(0, |t| t.number + 1);
         if next > head {
             // Nothing new: make sure the indexed tip is still on the node's chain (a reorg to a
             // shorter or equally long chain brings no new block to notice it by).
             if let Some(tip) = tip {
-                if self.node.block_hash(tip.number).await? != Some(tip.hash) {
+                if self.source.block_hash(tip.number).await? != Some(tip.hash) {
                     self.handle_reorg(tip).await?;
                     return Ok(true);
                 }

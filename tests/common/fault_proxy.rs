@@ -142,8 +142,13 @@ async fn serve(
         Fault::TooManyRequests => ("429 Too Many Requests", b"rate limited".to_vec()),
         Fault::ServerError => ("500 Internal Server Error", b"<html>oops</html>".to_vec()),
         _ => {
-            let upstream_answer =
-                client.post(upstream).header("content-type", "application/json").body(body.clone()).send().await.ok()?;
+            let upstream_answer = client
+                .post(upstream)
+                .header("content-type", "application/json")
+                .body(body.clone())
+                .send()
+                .await
+                .ok()?;
             let bytes = upstream_answer.bytes().await.ok()?.to_vec();
             if fault == Fault::Healthy {
                 ("200 OK", bytes)
@@ -151,7 +156,9 @@ async fn serve(
                 let request: Value = serde_json::from_slice(&body).ok()?;
                 let mut response: Value = serde_json::from_slice(&bytes).ok()?;
                 let methods = methods_by_id(&request);
-                let method_of = |id: &Value| methods.iter().find(|(i, _)| i == id).map(|(_, m)| m.clone()).unwrap_or_default();
+                let method_of = |id: &Value| {
+                    methods.iter().find(|(i, _)| i == id).map(|(_, m)| m.clone()).unwrap_or_default()
+                };
                 match &mut response {
                     Value::Array(items) => {
                         for item in items {
