@@ -52,6 +52,8 @@ async fn erc20_index_matches_what_was_sent() {
         batch_blocks: 3,
         concurrency: 4,
         poll_interval: Duration::from_millis(50),
+        // Blocks of about 100 transfers: batches also end on the log limit.
+        batch_max_logs: 150,
         ..Default::default()
     };
     let indexer = Indexer::open(db.clone(), node.clone(), vec![Box::new(Erc20Classifier)], config)

@@ -25,6 +25,7 @@ fn config() -> SyncConfig {
         concurrency: 4,
         poll_interval: Duration::from_millis(20),
         reorg_window: 128,
+        ..Default::default()
     }
 }
 

@@ -82,6 +82,14 @@ pub struct SyncArgs {
     #[arg(long, env = "OTS_BATCH_BLOCKS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_blocks: u64,
 
+    /// A batch also ends once its blocks hold this many logs (bounds memory on busy chains).
+    #[arg(long, env = "OTS_BATCH_MAX_LOGS", default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_max_logs: u64,
+
+    /// A batch also ends once fetching it took this many milliseconds (bounds commit latency).
+    #[arg(long, env = "OTS_BATCH_MAX_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_max_ms: u64,
+
     /// Blocks fetched from the node at the same time.
     #[arg(long, env = "OTS_FETCH_CONCURRENCY", default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub fetch_concurrency: u64,
@@ -107,6 +115,8 @@ impl SyncArgs {
             concurrency: usize::try_from(self.fetch_concurrency).unwrap_or(16),
             poll_interval: Duration::from_millis(self.poll_interval_ms),
             reorg_window: self.reorg_window,
+            batch_max_logs: usize::try_from(self.batch_max_logs).unwrap_or(usize::MAX),
+            batch_max_time: Duration::from_millis(self.batch_max_ms),
         }
     }
 

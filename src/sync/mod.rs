@@ -36,6 +36,10 @@ pub struct SyncConfig {
     pub poll_interval: Duration,
     /// Newest blocks whose undo records are kept: the deepest reorg that can be followed.
     pub reorg_window: u64,
+    /// A batch ends once its blocks hold this many logs.
+    pub batch_max_logs: usize,
+    /// A batch ends once fetching it took this long.
+    pub batch_max_time: Duration,
 }
 
 impl Default for SyncConfig {
@@ -45,6 +49,8 @@ impl Default for SyncConfig {
             concurrency: 16,
             poll_interval: Duration::from_secs(1),
             reorg_window: DEFAULT_REORG_WINDOW,
+            batch_max_logs: 500_000,
+            batch_max_time: Duration::from_secs(10),
         }
     }
 }
@@ -163,15 +169,26 @@ impl Indexer {
     /// Indexes blocks `from..=to` in one transaction; on finding that the node's chain no longer
     /// contains the indexed tip, unwinds to the fork point instead (`None`).
     async fn index_batch(&self, from: u64, to: u64) -> Result<Option<BatchStats>, SyncError> {
-        let concurrency = self.config.concurrency;
-        let blocks: Vec<ClassifiedBlock> = stream::iter(from..=to)
+        let concurrency = self.config.concurrency.max(1);
+        let started = Instant::now();
+        let mut fetched = stream::iter(from..=to)
             .map(|n| self.source.block(n))
-            .buffered(concurrency.max(1))
+            .buffered(concurrency)
             .map_err(SyncError::from)
             .map_ok(|block| self.classify(block))
-            .try_buffered(concurrency.max(1))
-            .try_collect()
-            .await?;
+            .try_buffered(concurrency);
+        // The batch also ends early once it holds enough logs or has taken long enough, so that
+        // memory and commit latency stay bounded on busy chains.
+        let mut blocks: Vec<ClassifiedBlock> = Vec::new();
+        let mut logs = 0usize;
+        while let Some(block) = fetched.try_next().await? {
+            logs += block.block.receipts.iter().map(|r| r.logs.len()).sum::<usize>();
+            blocks.push(block);
+            if logs >= self.config.batch_max_logs || started.elapsed() >= self.config.batch_max_time {
+                break;
+            }
+        }
+        drop(fetched);
         for pair in blocks.windows(2) {
             if pair[1].block.parent_hash != pair[0].block.hash {
                 return Err(SyncError::Moved {
@@ -240,6 +257,7 @@ impl Indexer {
                 next = self.next_block()?;
                 continue;
             };
+            let to = next + stats.blocks.max(1) - 1;
             let secs = started.elapsed().as_secs_f64().max(1e-9);
             self.progress.record(Progress {
                 blocks_per_second: stats.blocks as f64 / secs,
