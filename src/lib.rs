@@ -5,6 +5,7 @@
 //! one transaction per batch, and [`rpc`] serves them as `ots_`/`ots2_` JSON-RPC.
 
 pub mod cli;
+pub mod config;
 pub mod db;
 pub mod index;
 pub mod rpc;

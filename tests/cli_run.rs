@@ -127,3 +127,49 @@ fn unknown_classifier_is_a_clear_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("unknown classifier \"nope\""), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_sets_flags_and_flags_override_it() {
+    let anvil = Anvil::start(&[]);
+    workload::run(&anvil.url).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("ots.toml");
+    let datadir = dir.path().join("from-config");
+    std::fs::write(
+        &config,
+        format!(
+            "rpc-url = \"{}\"\ndatadir = \"{}\"\nbatch-blocks = 2\nclassifiers = [\"erc20\"]\n",
+            anvil.url,
+            datadir.display()
+        ),
+    )
+    .expect("write config");
+    let out = Command::new(BIN)
+        .args(["sync", "--exit-at-head", "--config"])
+        .arg(&config)
+        .env_remove("OTS_RPC_URL")
+        .env_remove("OTS_DATADIR")
+        .output()
+        .expect("sync");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let db = Db::open(&datadir, AccessMode::ReadOnly).expect("the config's datadir was used");
+    assert!(state::read_state(&db.begin_read().expect("read")).expect("state").checkpoint.is_some());
+
+    // A flag beats the file.
+    let other = dir.path().join("from-flag");
+    let out = Command::new(BIN)
+        .args(["sync", "--exit-at-head", "--datadir"])
+        .arg(&other)
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .expect("sync");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(other.join("mdbx.dat").exists());
+
+    // Unknown keys are refused, naming the key.
+    std::fs::write(&config, "rpc-ulr = \"x\"\n").expect("write");
+    let out = Command::new(BIN).args(["status", "--config"]).arg(&config).output().expect("status");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown key `rpc-ulr`"));
+}

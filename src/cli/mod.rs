@@ -33,6 +33,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "OTS_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
 
+    /// TOML file whose keys are long flag names (`rpc-url = "…"`, `batch-blocks = 200`);
+    /// flags and environment variables override it.
+    #[arg(long, global = true, env = "OTS_CONFIG")]
+    pub config: Option<std::path::PathBuf>,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
