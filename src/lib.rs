@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod db;
 pub mod index;
+pub mod metrics;
 pub mod rpc;
 pub mod source;
 pub mod status;

@@ -1,7 +1,7 @@
 //! Entry point: parse flags, set up logging, dispatch.
 
 use clap::Parser;
-use ots_indexer::cli::{dispatch, Cli, LogFormat};
+use ots_indexer::cli::{dispatch, progress::LogWriter, Cli, LogFormat};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -17,7 +17,7 @@ async fn main() -> std::process::ExitCode {
     let filter = EnvFilter::try_new(&cli.log).unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(LogWriter::default).with_ansi(ansi);
     match cli.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

@@ -11,22 +11,35 @@ use crate::db::{state, Db, DbError};
 #[derive(Debug, Clone, Default)]
 pub struct SharedProgress(Arc<Mutex<Progress>>);
 
-/// Figures of the latest batch.
+/// Kinds of node failure counted by the metrics.
+pub const ERROR_KINDS: [&str; 4] = ["request", "missing", "inconsistent", "probe"];
+
+/// The sync loop's figures.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Progress {
     /// Blocks per second of the latest batch.
     pub blocks_per_second: f64,
-    /// Node head when the latest batch started.
+    /// Node head as last seen.
     pub head: u64,
+    /// Last indexed block.
+    pub indexed: u64,
     /// Where call frames come from.
     pub tracer: &'static str,
+    /// Batches committed.
+    pub batches: u64,
+    /// Seconds spent in batch writes (the MDBX transaction), in total.
+    pub write_seconds_total: f64,
+    /// Seconds of the latest batch write.
+    pub write_seconds_last: f64,
+    /// Node failures, by the kinds of [`ERROR_KINDS`].
+    pub errors: [u64; 4],
 }
 
 impl SharedProgress {
-    /// Records a batch.
-    pub fn record(&self, progress: Progress) {
+    /// Changes the figures.
+    pub fn update(&self, f: impl FnOnce(&mut Progress)) {
         if let Ok(mut p) = self.0.lock() {
-            *p = progress;
+            f(&mut p);
         }
     }
 

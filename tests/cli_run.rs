@@ -33,10 +33,22 @@ async fn run_indexes_follows_and_stops_cleanly() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let http = free_addr();
+    let metrics = free_addr();
     let mut child = Command::new(BIN)
         .args(["run", "--datadir"])
         .arg(dir.path())
-        .args(["--http-addr", &http, "--poll-interval-ms", "100", "--batch-blocks", "4"])
+        .args([
+            "--http-addr",
+            &http,
+            "--poll-interval-ms",
+            "100",
+            "--batch-blocks",
+            "4",
+            "--metrics-addr",
+            &metrics,
+            "--reorg-window",
+            "8",
+        ])
         .env("OTS_RPC_URL", &anvil.url)
         .stdin(Stdio::null())
         .spawn()
@@ -67,6 +79,30 @@ async fn run_indexes_follows_and_stops_cleanly() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    // Prometheus metrics, and the status method scripts wait on.
+    let head_now = client_for(&anvil.url).call("eth_blockNumber", json!([])).await;
+    let head_now =
+        u64::from_str_radix(head_now.as_str().expect("hex").trim_start_matches("0x"), 16).expect("hex");
+    let page = http_get(&metrics, "/metrics");
+    assert!(page.contains(&format!("\nots_indexed_block {head_now}\n")), "{page}");
+    assert!(
+        page.contains("ots_lag_blocks 0") && page.contains("ots_rpc_errors_total{kind=\"request\"} 0"),
+        "{page}"
+    );
+    assert!(page.contains("ots_batch_write_seconds_total"), "{page}");
+    assert!(http_get(&metrics, "/other").starts_with("HTTP/1.1 404"));
+    let status = client.call("ots2_getIndexerStatus", json!([])).await;
+    assert_eq!(status["indexedBlock"], json!(head_now));
+    assert_eq!(status["headBlock"], json!(head_now));
+    assert_eq!(status["lag"], json!(0));
+    assert_eq!(status["tracer"], json!("trace_block"));
+    assert_eq!(status["dbState"], json!("open"));
+    assert!(status["tables"]
+        .as_array()
+        .expect("tables")
+        .iter()
+        .any(|t| t["name"] == "OtsERC20TransferIndex" && t["entries"].as_u64() > Some(0)));
+
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
     assert!(status.success());
     let exit = child.wait().expect("wait");
@@ -78,6 +114,49 @@ async fn run_indexes_follows_and_stops_cleanly() {
     let head: serde_json::Value = client_for(&anvil.url).call("eth_blockNumber", json!([])).await;
     let head = u64::from_str_radix(head.as_str().expect("hex").trim_start_matches("0x"), 16).expect("hex");
     assert_eq!(s.checkpoint.map(|c| c.number), Some(head));
+    drop(db);
+
+    // status, check and unwind on the stopped database.
+    let cli = |args: &[&str]| {
+        let out = Command::new(BIN)
+            .args(args)
+            .arg("--datadir")
+            .arg(dir.path())
+            .env("OTS_RPC_URL", &anvil.url)
+            .output()
+            .expect("cli");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let status: serde_json::Value = serde_json::from_str(&cli(&["status", "--json"])).expect("json");
+    assert_eq!((status["indexedBlock"].as_u64(), status["lag"].as_u64()), (Some(head), Some(0)));
+    assert_eq!(status["dbState"], json!("closed"));
+    assert!(cli(&["status"]).contains("OtsERC20TransferCounter"));
+    assert!(cli(&["check"]).starts_with("ok: "));
+    assert!(cli(&["unwind", "--to", &(head - 2).to_string()]).contains(&format!("block is now {}", head - 2)));
+    let status: serde_json::Value = serde_json::from_str(&cli(&["status", "--json"])).expect("json");
+    assert_eq!(status["indexedBlock"].as_u64(), Some(head - 2));
+    assert!(cli(&["check"]).starts_with("ok: "));
+    let out = Command::new(BIN)
+        .args(["unwind", "--to", "0", "--datadir"])
+        .arg(dir.path())
+        .output()
+        .expect("unwind");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("reorg window"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("write");
+    let mut out = String::new();
+    stream.read_to_string(&mut out).expect("read");
+    out
 }
 
 fn client_for(url: &str) -> Client {

@@ -102,6 +102,11 @@ pub struct SyncArgs {
     #[arg(long, env = "OTS_SOURCE")]
     pub source: Option<PathBuf>,
 
+    /// Serve Prometheus metrics at http://ADDR/metrics (indexed block, head, lag, speed, batch
+    /// write time, node errors by kind).
+    #[arg(long, env = "OTS_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+
     /// Newest blocks kept undoable: the deepest chain reorganisation that can be followed.
     #[arg(long, env = "OTS_REORG_WINDOW", default_value_t = DEFAULT_REORG_WINDOW, value_parser = clap::value_parser!(u64).range(1..))]
     pub reorg_window: u64,

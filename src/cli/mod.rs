@@ -3,6 +3,7 @@
 pub mod args;
 pub mod capture;
 pub mod check;
+pub mod progress;
 pub mod run;
 pub mod serve;
 pub mod status;
@@ -117,6 +118,15 @@ pub(crate) fn stop_channel() -> watch::Receiver<bool> {
     rx
 }
 
+/// Starts the metrics endpoint and the terminal progress line, as asked.
+async fn with_reporting(indexer: Indexer, sync_args: &args::SyncArgs) -> anyhow::Result<Indexer> {
+    if let Some(addr) = sync_args.metrics_addr {
+        crate::metrics::serve_metrics(addr, indexer.progress()).await?;
+    }
+    progress::spawn_if_terminal(indexer.progress());
+    Ok(indexer)
+}
+
 /// Opens the database for writing and binds it to the node, waiting for the node if it is down.
 /// `None` if a stop was requested meanwhile.
 pub(crate) async fn start_indexer(
@@ -134,7 +144,7 @@ pub(crate) async fn start_indexer(
     if let Some(path) = &sync_args.source {
         let fixture = crate::source::fixture::Fixture::load(path)?;
         let indexer = Indexer::open(db, fixture, sync_args.classifiers()?, sync_args.config()).await?;
-        return Ok(Some(indexer));
+        return Ok(Some(with_reporting(indexer, sync_args).await?));
     }
     let node = node_args.connect()?;
     loop {
@@ -143,7 +153,7 @@ pub(crate) async fn start_indexer(
             Err(e) => Err(e.into()),
         };
         match opened {
-            Ok(i) => return Ok(Some(i)),
+            Ok(i) => return Ok(Some(with_reporting(i, sync_args).await?)),
             Err(e) if e.is_transient() => {
                 warn!(target: "ots::cli", error = %e, url = %node_args.rpc_url, "cannot reach the node; retrying in 2 s");
                 let mut stop = stop.clone();

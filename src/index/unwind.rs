@@ -147,13 +147,13 @@ pub fn journal_start(txn: &WriteTxn) -> Result<Option<u64>, DbError> {
 /// `txn`. Returns the new checkpoint.
 pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
     let tip = state::read_state(txn)?.checkpoint.ok_or(UnwindError::Empty)?;
+    if to >= tip.number {
+        return Ok(tip);
+    }
     let oldest = journal_start(txn)?.unwrap_or(tip.number);
     let Some(target) = txn.get::<OtsUndoJournal>(&BlockNumber(to))? else {
         return Err(UnwindError::BeyondWindow { to, oldest });
     };
-    if to >= tip.number {
-        return Ok(tip);
-    }
     let mut touched: BTreeSet<(IndexKind, Address)> = BTreeSet::new();
     for block in to + 1..=tip.number {
         let record = txn

@@ -22,7 +22,7 @@ use crate::{
         write_batch, BatchStats, ClassifiedBlock, WriteError,
     },
     source::{BlockSource, SourceError},
-    status::{Progress, SharedProgress},
+    status::SharedProgress,
 };
 
 /// How the loop batches and polls.
@@ -132,8 +132,12 @@ impl Indexer {
         let db2 = db.clone();
         blocking(move || bind(&db2, chain, &names)).await??;
         let progress = SharedProgress::default();
-        progress.record(Progress { tracer: source.tracer(), ..Progress::default() });
-        Ok(Self { db, source, classifiers, config, progress })
+        let tracer = source.tracer();
+        progress.update(|p| p.tracer = tracer);
+        let indexer = Self { db, source, classifiers, config, progress };
+        let indexed = indexer.checkpoint()?.map_or(0, |c| c.number);
+        indexer.progress.update(|p| p.indexed = indexed);
+        Ok(indexer)
     }
 
     /// The database.
@@ -206,7 +210,15 @@ impl Indexer {
         }
         let db = self.db.clone();
         let window = self.config.reorg_window;
-        Ok(Some(blocking(move || write_batch(&db, &blocks, window)).await??))
+        let write_started = Instant::now();
+        let stats = blocking(move || write_batch(&db, &blocks, window)).await??;
+        let secs = write_started.elapsed().as_secs_f64();
+        self.progress.update(|p| {
+            p.batches += 1;
+            p.write_seconds_total += secs;
+            p.write_seconds_last = secs;
+        });
+        Ok(Some(stats))
     }
 
     fn checkpoint(&self) -> Result<Option<Checkpoint>, SyncError> {
@@ -243,6 +255,7 @@ impl Indexer {
             Ok(c)
         })
         .await??;
+        self.progress.update(|p| p.indexed = checkpoint.number);
         warn!(target: "ots::sync", from = tip.number, to = checkpoint.number, depth = tip.number - checkpoint.number, "chain reorganisation: unwound to the fork point");
         Ok(())
     }
@@ -259,10 +272,10 @@ impl Indexer {
             };
             let to = next + stats.blocks.max(1) - 1;
             let secs = started.elapsed().as_secs_f64().max(1e-9);
-            self.progress.record(Progress {
-                blocks_per_second: stats.blocks as f64 / secs,
-                head: target,
-                tracer: self.source.tracer(),
+            self.progress.update(|p| {
+                p.blocks_per_second = stats.blocks as f64 / secs;
+                p.head = p.head.max(target);
+                p.indexed = to;
             });
             info!(
                 target: "ots::sync",
@@ -295,6 +308,13 @@ impl Indexer {
                 }
                 Ok(false) => self.config.poll_interval,
                 Err(e) if e.is_transient() => {
+                    let kind = match &e {
+                        SyncError::Source(SourceError::Request { .. }) => 0,
+                        SyncError::Source(SourceError::Missing { .. }) => 1,
+                        SyncError::Chain(_) => 3,
+                        _ => 2,
+                    };
+                    self.progress.update(|p| p.errors[kind] += 1);
                     warn!(target: "ots::sync", error = %e, retry_in_ms = backoff.as_millis() as u64, "node request failed; will retry");
                     let pause = backoff;
                     backoff = (backoff * 2).min(Duration::from_secs(30));
@@ -312,6 +332,7 @@ impl Indexer {
     /// Indexes one batch towards the head; `false` when already there.
     async fn step(&self) -> Result<bool, SyncError> {
         let head = self.source.head().await?;
+        self.progress.update(|p| p.head = head);
         let tip = self.checkpoint()?;
         let next = tip.map_or(0, |t| t.number + 1);
         if next > head {
