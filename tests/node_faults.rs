@@ -59,7 +59,7 @@ async fn a_node_dying_mid_sync_leaves_the_last_batch_intact() {
     assert_eq!(after.checkpoint, before.checkpoint);
 
     assert!(
-        NodeClient::connect("ws://127.0.0.1:1", Duration::from_secs(1)).is_err(),
+        NodeClient::connect("ftp://127.0.0.1:1", Duration::from_secs(1)).is_err(),
         "unsupported schemes are refused up front"
     );
 }

@@ -16,8 +16,9 @@ use crate::{
 /// The node.
 #[derive(Debug, Clone, Args)]
 pub struct NodeArgs {
-    /// JSON-RPC URL of the Ethereum node (needs eth_getBlockReceipts; classifying old contracts
-    /// needs eth_call at old blocks, i.e. an archive node).
+    /// JSON-RPC URL of the Ethereum node: http(s):// polls for new blocks, ws(s):// follows the
+    /// head by newHeads subscription. Classifying old contracts needs eth_call at old blocks,
+    /// i.e. an archive node.
     #[arg(long, env = "OTS_RPC_URL", default_value = "http://127.0.0.1:8545")]
     pub rpc_url: String,
 
@@ -47,8 +48,8 @@ pub enum Traces {
 
 impl NodeArgs {
     /// A client for the node (no tracer chosen: for serving and status).
-    pub fn connect(&self) -> anyhow::Result<NodeClient> {
-        Ok(NodeClient::connect(&self.rpc_url, Duration::from_secs(self.rpc_timeout_secs))?)
+    pub async fn connect(&self) -> anyhow::Result<NodeClient> {
+        Ok(NodeClient::open(&self.rpc_url, Duration::from_secs(self.rpc_timeout_secs)).await?)
     }
 
     /// What `--traces` asks for.

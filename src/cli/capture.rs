@@ -30,7 +30,7 @@ pub struct CaptureArgs {
 
 /// Records the range; the probes of the chosen classifiers are recorded with it.
 pub async fn capture(args: CaptureArgs) -> anyhow::Result<()> {
-    let node = args.node.connect()?.with_traces(args.node.trace_choice()).await?;
+    let node = args.node.connect().await?.with_traces(args.node.trace_choice()).await?;
     let to = match args.to {
         Some(to) => to,
         None => node.head().await.context("reading the node's head")?,

@@ -18,6 +18,7 @@ use tracing::{info, warn};
 
 use crate::{
     db::{state, AccessMode, Db},
+    source::NodeClient,
     sync::Indexer,
 };
 
@@ -146,12 +147,15 @@ pub(crate) async fn start_indexer(
         let indexer = Indexer::open(db, fixture, sync_args.classifiers()?, sync_args.config()).await?;
         return Ok(Some(with_reporting(indexer, sync_args).await?));
     }
-    let node = node_args.connect()?;
+    let timeout = Duration::from_secs(node_args.rpc_timeout_secs);
     loop {
-        let opened = match node.clone().with_traces(node_args.trace_choice()).await {
-            Ok(node) => Indexer::open(db.clone(), node, sync_args.classifiers()?, sync_args.config()).await,
-            Err(e) => Err(e.into()),
-        };
+        let classifiers = sync_args.classifiers()?;
+        let opened = async {
+            let node = NodeClient::open(&node_args.rpc_url, timeout).await?;
+            let node = node.with_traces(node_args.trace_choice()).await?;
+            Indexer::open(db.clone(), node, classifiers, sync_args.config()).await
+        }
+        .await;
         match opened {
             Ok(i) => return Ok(Some(with_reporting(i, sync_args).await?)),
             Err(e) if e.is_transient() => {

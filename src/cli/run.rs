@@ -33,7 +33,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let Some(indexer) = start_indexer(&args.node, &args.db, &args.sync, &stop).await? else { return Ok(()) };
     let ctx = RpcContext {
         db: indexer.db().clone(),
-        node: args.node.connect()?,
+        node: args.node.connect().await?,
         max_page_size: args.serve.max_page_size,
         progress: Some(indexer.progress()),
     };

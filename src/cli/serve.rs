@@ -39,7 +39,7 @@ pub async fn serve(args: ServeCmdArgs) -> anyhow::Result<()> {
     }
     let ctx = RpcContext {
         db,
-        node: args.node.connect()?,
+        node: args.node.connect().await?,
         max_page_size: args.serve.max_page_size,
         progress: None,
     };

@@ -40,7 +40,7 @@ fn human_bytes(n: u64) -> String {
 /// Prints the status; the node part is left out when the node does not answer.
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     let db = Db::open(&args.db.datadir, AccessMode::ReadOnly)?;
-    let head = match args.node.connect() {
+    let head = match args.node.connect().await {
         Ok(node) => node.head().await.ok(),
         Err(_) => None,
     };

@@ -22,6 +22,10 @@ pub trait BlockSource: ChainView + std::fmt::Debug {
     fn block_hash(&self, number: u64) -> BoxFuture<'_, Result<Option<B256>, SourceError>>;
     /// Where call frames come from, for logs and status.
     fn tracer(&self) -> &'static str;
+    /// New head numbers as they are announced, if the source can push them.
+    fn new_heads(&self) -> BoxFuture<'_, Option<futures::stream::BoxStream<'static, u64>>> {
+        Box::pin(async { None })
+    }
 }
 
 impl BlockSource for NodeClient {
@@ -39,5 +43,8 @@ impl BlockSource for NodeClient {
     }
     fn tracer(&self) -> &'static str {
         self.trace_mode().name()
+    }
+    fn new_heads(&self) -> BoxFuture<'_, Option<futures::stream::BoxStream<'static, u64>>> {
+        Box::pin(NodeClient::new_heads(self))
     }
 }

@@ -107,6 +107,7 @@ pub enum SourceError {
 pub struct NodeClient {
     provider: DynProvider<Ethereum>,
     trace_mode: TraceMode,
+    pubsub: bool,
 }
 
 fn request_err(method: &'static str) -> impl FnOnce(TransportError) -> SourceError {
@@ -119,14 +120,49 @@ impl NodeClient {
         let bad = |reason: String| SourceError::BadUrl { url: url.to_owned(), reason };
         let parsed = url.parse::<reqwest::Url>().map_err(|e| bad(e.to_string()))?;
         if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(bad(format!("scheme {} is not supported; use http:// or https://", parsed.scheme())));
+            return Err(bad(format!(
+                "scheme {} is not supported; use http(s):// or ws(s)://",
+                parsed.scheme()
+            )));
         }
         let http = reqwest::Client::builder().timeout(timeout).build().map_err(|e| bad(e.to_string()))?;
         let client = ClientBuilder::default()
             .layer(RetryBackoffLayer::new(RATE_LIMIT_RETRIES, RATE_LIMIT_BACKOFF_MS, u64::MAX))
             .http_with_client(http, parsed);
         let provider = ProviderBuilder::default().connect_client(client).erased();
-        Ok(Self { provider, trace_mode: TraceMode::None })
+        Ok(Self { provider, trace_mode: TraceMode::None, pubsub: false })
+    }
+
+    /// Connects to `url`: `http(s)://` as [`NodeClient::connect`], or `ws(s)://`, over which the
+    /// head is followed by a `newHeads` subscription.
+    pub async fn open(url: &str, timeout: Duration) -> Result<Self, SourceError> {
+        if !(url.starts_with("ws://") || url.starts_with("wss://")) {
+            return Self::connect(url, timeout);
+        }
+        let client = ClientBuilder::default()
+            .layer(RetryBackoffLayer::new(RATE_LIMIT_RETRIES, RATE_LIMIT_BACKOFF_MS, u64::MAX))
+            .ws(alloy::providers::WsConnect::new(url))
+            .await
+            .map_err(|source| SourceError::Request { method: "WebSocket connect", source })?;
+        let provider = ProviderBuilder::default().connect_client(client).erased();
+        Ok(Self { provider, trace_mode: TraceMode::None, pubsub: true })
+    }
+
+    /// New head block numbers as the node announces them (`eth_subscribe` `newHeads`), when
+    /// connected over WebSocket.
+    pub async fn new_heads(&self) -> Option<futures::stream::BoxStream<'static, u64>> {
+        if !self.pubsub {
+            return None;
+        }
+        match self.provider.subscribe_blocks().await {
+            Ok(sub) => {
+                Some(futures::StreamExt::boxed(futures::StreamExt::map(sub.into_stream(), |h| h.number)))
+            }
+            Err(e) => {
+                tracing::warn!(target: "ots::source", error = %e, "newHeads subscription failed; polling instead");
+                None
+            }
+        }
     }
 
     /// Where call frames come from.

@@ -297,6 +297,10 @@ impl Indexer {
     /// with growing pauses; storage failures end the loop.
     pub async fn follow(&self, mut stop: watch::Receiver<bool>) -> Result<(), SyncError> {
         let mut backoff = self.config.poll_interval;
+        let mut heads = self.source.new_heads().await;
+        if heads.is_some() {
+            info!(target: "ots::sync", "following the head by newHeads subscription");
+        }
         loop {
             if *stop.borrow() {
                 return Ok(());
@@ -306,6 +310,8 @@ impl Indexer {
                     backoff = self.config.poll_interval;
                     continue;
                 }
+                // With a subscription, polling is only the fallback for a lost notification.
+                Ok(false) if heads.is_some() => self.config.poll_interval * 10,
                 Ok(false) => self.config.poll_interval,
                 Err(e) if e.is_transient() => {
                     let kind = match &e {
@@ -322,9 +328,21 @@ impl Indexer {
                 }
                 Err(e) => return Err(e),
             };
+            let announced = async {
+                match heads.as_mut() {
+                    Some(stream) => stream.next().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = tokio::time::sleep(pause) => {}
                 _ = stop.changed() => {}
+                head = announced => {
+                    if head.is_none() {
+                        warn!(target: "ots::sync", "the newHeads subscription ended; polling instead");
+                        heads = None;
+                    }
+                }
             }
         }
     }
