@@ -58,10 +58,10 @@ async fn a_node_dying_mid_sync_leaves_the_last_batch_intact() {
     let after = state::read_state(&db.begin_read().expect("read")).expect("state");
     assert_eq!(after.checkpoint, before.checkpoint);
 
-    assert!(
-        NodeClient::connect("ftp://127.0.0.1:1", Duration::from_secs(1)).is_err(),
-        "unsupported schemes are refused up front"
-    );
+    for url in ["ftp://127.0.0.1:1", "https://127.0.0.1:1", "not a url"] {
+        let err = NodeClient::connect(url, Duration::from_secs(1)).expect_err("refused up front");
+        assert!(err.to_string().contains("invalid node URL"), "{err}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,6 +89,7 @@ async fn a_misbehaving_node_changes_nothing_and_sync_resumes() {
         (Fault::ServerError, "500"),
         (Fault::WrongBlockNumber, "asked for block 4, got block 30583"),
         (Fault::TruncatedReceipts, "transactions but"),
+        (Fault::ForgedHash, "is not the hash of its header"),
     ] {
         proxy.set(fault);
         let err = indexer.sync_to(head).await.expect_err("a faulty node must not be indexed");

@@ -16,8 +16,8 @@ use crate::{
 /// The node.
 #[derive(Debug, Clone, Args)]
 pub struct NodeArgs {
-    /// JSON-RPC URL of the Ethereum node: http(s):// polls for new blocks, ws(s):// follows the
-    /// head by newHeads subscription. Classifying old contracts needs eth_call at old blocks,
+    /// JSON-RPC URL of the Ethereum node: http:// polls for new blocks, ws:// follows the head
+    /// by newHeads subscription (no TLS: run beside the node). Classifying old contracts needs eth_call at old blocks,
     /// i.e. an archive node.
     #[arg(long, env = "OTS_RPC_URL", default_value = "http://127.0.0.1:8545")]
     pub rpc_url: String,
@@ -31,6 +31,11 @@ pub struct NodeArgs {
     /// by other contracts are not seen.
     #[arg(long, env = "OTS_TRACES", value_enum, default_value = "auto")]
     pub traces: Traces,
+
+    /// Do not check that each block's hash is the hash of its header (for chains whose headers
+    /// are not Ethereum's).
+    #[arg(long, env = "OTS_NO_HEADER_CHECK")]
+    pub no_header_check: bool,
 }
 
 /// `--traces` values.

@@ -151,7 +151,10 @@ pub(crate) async fn start_indexer(
     loop {
         let classifiers = sync_args.classifiers()?;
         let opened = async {
-            let node = NodeClient::open(&node_args.rpc_url, timeout).await?;
+            let mut node = NodeClient::open(&node_args.rpc_url, timeout).await?;
+            if node_args.no_header_check {
+                node = node.without_header_check();
+            }
             let node = node.with_traces(node_args.trace_choice()).await?;
             Indexer::open(db.clone(), node, classifiers, sync_args.config()).await
         }

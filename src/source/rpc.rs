@@ -108,6 +108,7 @@ pub struct NodeClient {
     provider: DynProvider<Ethereum>,
     trace_mode: TraceMode,
     pubsub: bool,
+    check_header_hash: bool,
 }
 
 fn request_err(method: &'static str) -> impl FnOnce(TransportError) -> SourceError {
@@ -115,37 +116,40 @@ fn request_err(method: &'static str) -> impl FnOnce(TransportError) -> SourceErr
 }
 
 impl NodeClient {
-    /// Connects to `url` (`http://` or `https://`); every request times out after `timeout`.
+    /// Connects to an `http://` URL; every request times out after `timeout`.
     pub fn connect(url: &str, timeout: Duration) -> Result<Self, SourceError> {
         let bad = |reason: String| SourceError::BadUrl { url: url.to_owned(), reason };
         let parsed = url.parse::<reqwest::Url>().map_err(|e| bad(e.to_string()))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(bad(format!(
-                "scheme {} is not supported; use http(s):// or ws(s)://",
-                parsed.scheme()
-            )));
+        match parsed.scheme() {
+            "http" => {}
+            "https" | "wss" => {
+                return Err(bad(
+                    "TLS is not built in (ots-indexer runs beside its node): use http:// or ws://, or a local TLS-terminating proxy".into(),
+                ))
+            }
+            other => return Err(bad(format!("scheme {other} is not supported; use http:// or ws://"))),
         }
         let http = reqwest::Client::builder().timeout(timeout).build().map_err(|e| bad(e.to_string()))?;
         let client = ClientBuilder::default()
             .layer(RetryBackoffLayer::new(RATE_LIMIT_RETRIES, RATE_LIMIT_BACKOFF_MS, u64::MAX))
             .http_with_client(http, parsed);
         let provider = ProviderBuilder::default().connect_client(client).erased();
-        Ok(Self { provider, trace_mode: TraceMode::None, pubsub: false })
+        Ok(Self { provider, trace_mode: TraceMode::None, pubsub: false, check_header_hash: true })
     }
 
-    /// Connects to `url`: `http(s)://` as [`NodeClient::connect`], or `ws(s)://`, over which the
-    /// head is followed by a `newHeads` subscription.
+    /// Connects to `url`: `http://` as [`NodeClient::connect`], or `ws://`, over which the head
+    /// is followed by a `newHeads` subscription.
     pub async fn open(url: &str, timeout: Duration) -> Result<Self, SourceError> {
-        if !(url.starts_with("ws://") || url.starts_with("wss://")) {
+        if !url.starts_with("ws://") {
             return Self::connect(url, timeout);
         }
         let client = ClientBuilder::default()
             .layer(RetryBackoffLayer::new(RATE_LIMIT_RETRIES, RATE_LIMIT_BACKOFF_MS, u64::MAX))
-            .ws(alloy::providers::WsConnect::new(url))
+            .ws(alloy::transports::ws::WsConnect::new(url))
             .await
             .map_err(|source| SourceError::Request { method: "WebSocket connect", source })?;
         let provider = ProviderBuilder::default().connect_client(client).erased();
-        Ok(Self { provider, trace_mode: TraceMode::None, pubsub: true })
+        Ok(Self { provider, trace_mode: TraceMode::None, pubsub: true, check_header_hash: true })
     }
 
     /// New head block numbers as the node announces them (`eth_subscribe` `newHeads`), when
@@ -163,6 +167,13 @@ impl NodeClient {
                 None
             }
         }
+    }
+
+    /// Stops checking that each block's hash is the hash of its header (for chains whose headers
+    /// carry fields Ethereum's do not).
+    pub const fn without_header_check(mut self) -> Self {
+        self.check_header_hash = false;
+        self
     }
 
     /// Where call frames come from.
@@ -294,6 +305,24 @@ impl NodeClient {
             Err(e) if is_method_missing(&e) => self.receipts_one_by_one(&block).await?,
             Err(source) => return Err(SourceError::Request { method: "eth_getBlockReceipts", source }),
         };
+        if block.header.number != number {
+            return Err(SourceError::Inconsistent {
+                block: number,
+                reason: format!("asked for block {number}, got block {}", block.header.number),
+            });
+        }
+        if self.check_header_hash {
+            let computed = block.header.inner.hash_slow();
+            if computed != block.header.hash {
+                return Err(SourceError::Inconsistent {
+                    block: number,
+                    reason: format!(
+                        "its hash {} is not the hash of its header ({computed}); if this chain's headers differ from Ethereum's, run with --no-header-check",
+                        block.header.hash
+                    ),
+                });
+            }
+        }
         let tx_count = receipts.len();
         let frames = match traces {
             None => None,

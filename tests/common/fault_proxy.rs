@@ -32,6 +32,8 @@ pub enum Fault {
     WrongBlockNumber = 4,
     /// Block receipts come back without their last entry.
     TruncatedReceipts = 5,
+    /// Blocks come back with a hash that is not their header's.
+    ForgedHash = 6,
 }
 
 /// The running endpoint.
@@ -111,6 +113,9 @@ fn tamper(response: &mut Value, method: &str, fault: Fault) {
         (Fault::WrongBlockNumber, "eth_getBlockByNumber") if result.is_object() => {
             result["number"] = Value::String("0x7777".into());
         }
+        (Fault::ForgedHash, "eth_getBlockByNumber") if result.is_object() => {
+            result["hash"] = Value::String(format!("0x{}", "ab".repeat(32)));
+        }
         (Fault::TruncatedReceipts, "eth_getBlockReceipts") => {
             if let Some(list) = result.as_array_mut() {
                 list.pop();
@@ -135,6 +140,7 @@ async fn serve(
         3 => Fault::ServerError,
         4 => Fault::WrongBlockNumber,
         5 => Fault::TruncatedReceipts,
+        6 => Fault::ForgedHash,
         _ => Fault::Healthy,
     };
     let (status, answer) = match fault {
