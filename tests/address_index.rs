@@ -158,3 +158,37 @@ fn match_tables_page_across_blocks() {
         }
     }
 }
+
+#[test]
+fn check_names_the_first_broken_key() {
+    use ots_indexer::{db::codec::CounterDup, index::check::check};
+    let (dir, db) = fresh();
+    let a = address!("00000000000000000000000000000000000000e1");
+    let txn = db.begin_write().expect("write");
+    append_ids::<I, C>(&txn, &a, &ids(300)).expect("append");
+    txn.commit().expect("commit");
+    check(&db.begin_read().expect("read")).expect("a good database passes");
+
+    // A counter that claims one id too many.
+    let txn = db.begin_write().expect("write");
+    let last = CounterDup::Regular { cumulative: 300, chunk: LAST_CHUNK };
+    assert!(txn.delete::<C>(&a, Some(&last)).expect("delete"));
+    txn.put::<C>(&a, &CounterDup::Regular { cumulative: 301, chunk: LAST_CHUNK }).expect("put");
+    txn.commit().expect("commit");
+    let err = check(&db.begin_read().expect("read")).expect_err("must fail").to_string();
+    assert!(
+        err.contains("OtsERC20TransferIndex") && err.contains("00000000000000000000000000000000000000e1"),
+        "{err}"
+    );
+
+    // The binary exits non-zero with the same message.
+    drop(db);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ots-indexer"))
+        .arg("check")
+        .arg("--datadir")
+        .arg(dir.path())
+        .output()
+        .expect("check");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("00000000000000000000000000000000000000e1"));
+}

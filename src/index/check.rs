@@ -147,7 +147,8 @@ fn check_index<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
 pub fn check<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckReport, DbError> {
     let mut report = CheckReport::default();
     let tip = state::read_state(txn).ok().and_then(|s| s.checkpoint);
-    let below = tip.map_or(0, |t| crate::txid::TxId::first_of_block(t.number + 1).0);
+    // Without a checkpoint (a database no writer has bound) there is no tip to compare with.
+    let below = tip.map_or(u64::MAX, |t| crate::txid::TxId::first_of_block(t.number + 1).0);
     check_matches::<OtsAllContracts, OtsAllContractsCounter, K>(txn, &mut report)?;
     let m = check_matches::<OtsERC20, OtsERC20Counter, K>(txn, &mut report)?;
     check_attribute(txn, &m, AttributeBit::Erc20)?;
