@@ -25,6 +25,10 @@ pub const PAGE_SIZE: usize = 16 << 10;
 /// Readers: the sync loop, the RPC server's workers and other processes reading the same DB.
 pub const MAX_READERS: u64 = 256;
 
+fn txn_err(op: &'static str) -> impl FnOnce(MdbxError) -> DbError {
+    move |source| DbError::Txn { op, hint: hint_for(&source), source }
+}
+
 /// Whether this process may write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AccessMode {
@@ -81,11 +85,7 @@ impl Db {
 
         let tables = match mode {
             AccessMode::ReadWrite => {
-                let tx = env.begin_rw_unsync().map_err(|source| DbError::Txn {
-                    op: "begin",
-                    hint: hint_for(&source),
-                    source,
-                })?;
+                let tx = env.begin_rw_unsync().map_err(txn_err("begin"))?;
                 let mut dbs = Vec::with_capacity(TableId::ALL.len());
                 for t in TableId::ALL {
                     let db = tx.create_db(Some(t.name()), t.layout().flags()).map_err(|source| {
@@ -99,19 +99,11 @@ impl Db {
                     })?;
                     dbs.push(db);
                 }
-                tx.commit().map_err(|source| DbError::Txn {
-                    op: "commit",
-                    hint: hint_for(&source),
-                    source,
-                })?;
+                tx.commit().map_err(txn_err("commit"))?;
                 dbs
             }
             AccessMode::ReadOnly => {
-                let tx = env.begin_ro_unsync().map_err(|source| DbError::Txn {
-                    op: "begin",
-                    hint: hint_for(&source),
-                    source,
-                })?;
+                let tx = env.begin_ro_unsync().map_err(txn_err("begin"))?;
                 let mut dbs = Vec::with_capacity(TableId::ALL.len());
                 for t in TableId::ALL {
                     let db = tx.open_db(Some(t.name())).map_err(|source| match source {
@@ -137,21 +129,13 @@ impl Db {
 
     /// Begins a read-only snapshot.
     pub fn begin_read(&self) -> DbResult<ReadTxn> {
-        let tx = self.env.begin_ro_unsync().map_err(|source| DbError::Txn {
-            op: "begin",
-            hint: hint_for(&source),
-            source,
-        })?;
+        let tx = self.env.begin_ro_unsync().map_err(txn_err("begin"))?;
         Ok(Txn::new(tx, self.tables.clone()))
     }
 
     /// Begins the write transaction (waits while another one is open).
     pub fn begin_write(&self) -> DbResult<WriteTxn> {
-        let tx = self.env.begin_rw_unsync().map_err(|source| DbError::Txn {
-            op: "begin",
-            hint: hint_for(&source),
-            source,
-        })?;
+        let tx = self.env.begin_rw_unsync().map_err(txn_err("begin"))?;
         Ok(Txn::new(tx, self.tables.clone()))
     }
 
