@@ -8,7 +8,7 @@ use std::sync::Arc;
 use futures::{stream, StreamExt, TryStreamExt};
 use ots_classifiers::{BlockData, ChainError, Classifier, ClassifyInput};
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::{
     db::{
@@ -54,6 +54,9 @@ impl Default for SyncConfig {
         }
     }
 }
+
+/// Least time between two info-level batch lines while catching up.
+const BATCH_LOG_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Default reorg window, in blocks.
 pub const DEFAULT_REORG_WINDOW: u64 = 128;
@@ -115,6 +118,7 @@ pub struct Indexer {
     classifiers: Vec<Box<dyn Classifier>>,
     config: SyncConfig,
     progress: SharedProgress,
+    last_batch_log: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Indexer {
@@ -134,7 +138,7 @@ impl Indexer {
         let progress = SharedProgress::default();
         let tracer = source.tracer();
         progress.update(|p| p.tracer = tracer);
-        let indexer = Self { db, source, classifiers, config, progress };
+        let indexer = Self { db, source, classifiers, config, progress, last_batch_log: Default::default() };
         let indexed = indexer.checkpoint()?.map_or(0, |c| c.number);
         indexer.progress.update(|p| p.indexed = indexed);
         Ok(indexer)
@@ -277,17 +281,35 @@ impl Indexer {
                 p.head = p.head.max(target);
                 p.indexed = to;
             });
-            info!(
-                target: "ots::sync",
-                from = next,
-                to,
-                target_block = target,
-                blocks_per_sec = (stats.blocks as f64 / secs).round(),
-                contracts = stats.contracts,
-                matches = stats.matches,
-                transfer_logs = stats.transfer_logs,
-                "indexed batch"
-            );
+            // One info line per batch while following; while catching up, one every few
+            // seconds at most (each batch still logs at debug).
+            let due = self.last_batch_log.lock().map_or(true, |mut last| {
+                let due = stats.blocks <= 1 || last.is_none_or(|t| t.elapsed() >= BATCH_LOG_INTERVAL);
+                if due {
+                    *last = Some(Instant::now());
+                }
+                due
+            });
+            macro_rules! batch_event {
+                ($level:ident) => {
+                    $level!(
+                        target: "ots::sync",
+                        from = next,
+                        to,
+                        target_block = target,
+                        blocks_per_sec = (stats.blocks as f64 / secs).round(),
+                        contracts = stats.contracts,
+                        matches = stats.matches,
+                        transfer_logs = stats.transfer_logs,
+                        "indexed batch"
+                    )
+                };
+            }
+            if due {
+                batch_event!(info);
+            } else {
+                batch_event!(debug);
+            }
             next = to + 1;
         }
         Ok(())
