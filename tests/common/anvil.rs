@@ -66,10 +66,15 @@ impl Anvil {
     /// Starts Anvil with 30 funded accounts, a fixed start time and manual mining (the workload
     /// mines with `evm_mine`), plus `extra` arguments.
     pub fn start(extra: &[&str]) -> Self {
+        Self::start_on(None, extra)
+    }
+
+    /// As [`Anvil::start`], on `port` if given (to restart a node where clients expect it).
+    pub fn start_on(port: Option<u16>, extra: &[&str]) -> Self {
         ensure_testbed();
         let bin = testbed_dir().join("node_modules/.bin/anvil");
         for _attempt in 0..3 {
-            let port = free_port();
+            let port = port.unwrap_or_else(free_port);
             let child = Command::new(&bin)
                 .args(["--port", &port.to_string(), "--host", "127.0.0.1", "--accounts", "30"])
                 .args(["--no-mining", "--order", "fifo", "--timestamp", "1700000000", "--silent"])
@@ -93,6 +98,17 @@ impl Anvil {
             anvil.stop();
         }
         panic!("anvil did not start");
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port in URL")
+    }
+
+    /// Stops the node with SIGTERM (so that `--dump-state` is written) and waits for it.
+    pub fn terminate(&mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
     }
 
     /// Kills the node now.
