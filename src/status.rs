@@ -80,7 +80,7 @@ pub struct IndexerStatus {
     pub head_block: Option<u64>,
     /// `head_block − indexed_block`.
     pub lag: Option<u64>,
-    /// Speed of the latest batch, when this process is syncing.
+    /// Speed of the latest batch (of this process's sync loop, else as the last writer stored it).
     pub blocks_per_second: Option<f64>,
     /// The tracer call frames come from (`trace_block`, `debug_traceBlockByNumber` or `none`),
     /// when this process is syncing.
@@ -113,7 +113,7 @@ pub fn read_status(db: &Db, head: Option<u64>, progress: Option<Progress>) -> Re
         indexed_hash: s.checkpoint.map(|c| c.hash),
         head_block: head,
         lag: head.map(|h| h.saturating_sub(indexed.unwrap_or(0))),
-        blocks_per_second: progress.map(|p| p.blocks_per_second),
+        blocks_per_second: progress.map(|p| p.blocks_per_second).or(s.sync_rate),
         tracer: progress.map(|p| p.tracer),
         file_bytes: db.file_size(),
         tables,

@@ -131,6 +131,7 @@ async fn run_indexes_follows_and_stops_cleanly() {
     let status: serde_json::Value = serde_json::from_str(&cli(&["status", "--json"])).expect("json");
     assert_eq!((status["indexedBlock"].as_u64(), status["lag"].as_u64()), (Some(head), Some(0)));
     assert_eq!(status["dbState"], json!("closed"));
+    assert!(status["blocksPerSecond"].as_f64().is_some_and(|r| r > 0.0), "{status}");
     assert!(cli(&["status"]).contains("OtsERC20TransferCounter"));
     assert!(cli(&["check"]).starts_with("ok: "));
     assert!(cli(&["unwind", "--to", &(head - 2).to_string()]).contains(&format!("block is now {}", head - 2)));

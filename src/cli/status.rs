@@ -59,6 +59,10 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         head.map_or_else(|| format!("unreachable ({})", args.node.rpc_url), |h| h.to_string())
     );
     println!("lag           {}", opt(s.lag));
+    println!(
+        "speed         {}",
+        s.blocks_per_second.map_or_else(|| "-".to_owned(), |r| format!("{r:.0} blocks/s (last batch)"))
+    );
     println!("file size     {}", human_bytes(s.file_bytes));
     println!();
     println!("{:<28} {:>14} {:>12}", "table", "entries", "size");

@@ -8,6 +8,7 @@
 //! | `classifiers`    | UTF-8, names joined by `,`                    |
 //! | `db_state`       | UTF-8: `open`, `closed` or `inconsistent`     |
 //! | `last_block`     | block number (u64 BE) ‖ block hash (32 bytes) |
+//! | `sync_rate`      | f64 BE bits: blocks/s of the last batch       |
 
 use std::fmt;
 
@@ -31,6 +32,7 @@ const GENESIS_HASH_KEY: &str = "genesis_hash";
 const CLASSIFIERS_KEY: &str = "classifiers";
 const DB_STATE_KEY: &str = "db_state";
 const LAST_BLOCK_KEY: &str = "last_block";
+const SYNC_RATE_KEY: &str = "sync_rate";
 
 /// Which chain a database indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +96,7 @@ pub struct Checkpoint {
 }
 
 /// Everything `OtsIndexerState` holds. A fresh database has none of it.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct IndexerState {
     /// Format version of the writer that created the database.
     pub format_version: Option<u64>,
@@ -106,6 +108,8 @@ pub struct IndexerState {
     pub db_state: Option<DbState>,
     /// Last indexed block.
     pub checkpoint: Option<Checkpoint>,
+    /// Blocks per second of the last batch written.
+    pub sync_rate: Option<f64>,
 }
 
 /// The database cannot be used as asked.
@@ -202,7 +206,9 @@ pub fn read_state<K: TransactionKind>(txn: &Txn<K>) -> Result<IndexerState, Stat
         Some(v) => return Err(StateError::Malformed { key: LAST_BLOCK_KEY, len: v.len() }),
         None => None,
     };
-    Ok(IndexerState { format_version, chain, classifiers, db_state, checkpoint })
+    let sync_rate =
+        get(txn, SYNC_RATE_KEY)?.map(|v| u64_of(SYNC_RATE_KEY, &v).map(f64::from_bits)).transpose()?;
+    Ok(IndexerState { format_version, chain, classifiers, db_state, checkpoint, sync_rate })
 }
 
 /// Refuses a database this build must not touch: another format version, or left inconsistent.
@@ -251,6 +257,11 @@ pub fn bind(
 /// Records the writer's state.
 pub fn set_db_state(txn: &WriteTxn, db_state: DbState) -> DbResult<()> {
     put(txn, DB_STATE_KEY, db_state.as_str().as_bytes())
+}
+
+/// Records the speed of the batch being written (for `status` in another process).
+pub fn set_sync_rate(txn: &WriteTxn, blocks_per_second: f64) -> DbResult<()> {
+    put(txn, SYNC_RATE_KEY, &blocks_per_second.to_bits().to_be_bytes())
 }
 
 /// Moves the checkpoint (in the same transaction as the batch it covers).

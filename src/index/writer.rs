@@ -143,8 +143,14 @@ impl IdCollector {
 }
 
 /// Writes `blocks` (consecutive, continuing the index) and moves the checkpoint to the last one,
-/// all in one transaction. Undo records are kept for the newest `window` blocks.
-pub fn write_batch(db: &Db, blocks: &[ClassifiedBlock], window: u64) -> Result<BatchStats, WriteError> {
+/// all in one transaction. Undo records are kept for the newest `window` blocks;
+/// `blocks_per_second` (how fast the batch was gathered) is stored for `status`.
+pub fn write_batch(
+    db: &Db,
+    blocks: &[ClassifiedBlock],
+    window: u64,
+    blocks_per_second: Option<f64>,
+) -> Result<BatchStats, WriteError> {
     let mut stats = BatchStats::default();
     let Some(last) = blocks.last() else { return Ok(stats) };
     let txn = db.begin_write()?;
@@ -220,6 +226,9 @@ pub fn write_batch(db: &Db, blocks: &[ClassifiedBlock], window: u64) -> Result<B
         append_ids::<OtsERC721TransferIndex, OtsERC721TransferCounter>(&txn, address, ids)?;
     }
     state::set_checkpoint(&txn, Checkpoint { number: last.block.number, hash: last.block.hash })?;
+    if let Some(rate) = blocks_per_second {
+        state::set_sync_rate(&txn, rate)?;
+    }
     txn.commit()?;
     debug!(target: "ots::index", first = blocks[0].block.number, last = last.block.number, ?stats, "batch committed");
     Ok(stats)

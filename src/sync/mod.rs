@@ -214,8 +214,9 @@ impl Indexer {
         }
         let db = self.db.clone();
         let window = self.config.reorg_window;
+        let rate = blocks.len() as f64 / started.elapsed().as_secs_f64().max(1e-9);
         let write_started = Instant::now();
-        let stats = blocking(move || write_batch(&db, &blocks, window)).await??;
+        let stats = blocking(move || write_batch(&db, &blocks, window, Some(rate))).await??;
         let secs = write_started.elapsed().as_secs_f64();
         self.progress.update(|p| {
             p.batches += 1;
