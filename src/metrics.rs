@@ -71,9 +71,16 @@ pub async fn serve_metrics(addr: SocketAddr, progress: SharedProgress) -> std::i
             };
             let progress = progress.clone();
             tokio::spawn(async move {
-                let mut buf = [0u8; 2048];
-                let n = stream.read(&mut buf).await.unwrap_or(0);
-                let request = String::from_utf8_lossy(&buf[..n]);
+                // Read the request head (it may arrive in pieces), at most 8 KiB.
+                let mut buf = Vec::with_capacity(1024);
+                let mut chunk = [0u8; 1024];
+                while buf.len() < 8192 && !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let request = String::from_utf8_lossy(&buf);
                 let (status, body) = if request.starts_with("GET /metrics ") || request.starts_with("GET / ")
                 {
                     ("200 OK", render(&progress))

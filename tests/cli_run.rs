@@ -34,7 +34,7 @@ async fn run_indexes_follows_and_stops_cleanly() {
     let dir = tempfile::tempdir().expect("tempdir");
     let http = free_addr();
     let metrics = free_addr();
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args(["run", "--datadir"])
         .arg(dir.path())
         .args([
@@ -51,8 +51,10 @@ async fn run_indexes_follows_and_stops_cleanly() {
         ])
         .env("OTS_RPC_URL", &anvil.url)
         .stdin(Stdio::null())
+        .stdout(Stdio::null())
         .spawn()
         .expect("spawn ots-indexer");
+    let mut child = KillOnDrop(child);
 
     let client = Client::new(&format!("http://{http}"));
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -151,10 +153,34 @@ async fn run_indexes_follows_and_stops_cleanly() {
     );
 }
 
+/// Kills the child process if the test ends early (a panic), so it never outlives the test.
+struct KillOnDrop(std::process::Child);
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").expect("write");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).expect("write");
     let mut out = String::new();
     stream.read_to_string(&mut out).expect("read");
     out
