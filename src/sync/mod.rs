@@ -282,10 +282,10 @@ impl Indexer {
                 p.head = p.head.max(target);
                 p.indexed = to;
             });
-            // One info line per batch while following; while catching up, one every few
+            // One info line per batch once at the head; while catching up, one every few
             // seconds at most (each batch still logs at debug).
             let due = self.last_batch_log.lock().map_or(true, |mut last| {
-                let due = stats.blocks <= 1 || last.is_none_or(|t| t.elapsed() >= BATCH_LOG_INTERVAL);
+                let due = to >= target || last.is_none_or(|t| t.elapsed() >= BATCH_LOG_INTERVAL);
                 if due {
                     *last = Some(Instant::now());
                 }

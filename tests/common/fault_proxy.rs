@@ -4,9 +4,10 @@
 use std::{
     net::SocketAddr,
     sync::{
-        atomic::{AtomicU8, AtomicUsize, Ordering},
+        atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering},
         Arc,
     },
+    time::Duration,
 };
 
 use alloy::transports::http::reqwest;
@@ -42,6 +43,7 @@ pub struct FaultProxy {
     /// Its URL.
     pub url: String,
     fault: Arc<AtomicU8>,
+    delay_ms: Arc<AtomicU64>,
     /// Requests served so far.
     pub requests: Arc<AtomicUsize>,
 }
@@ -53,17 +55,25 @@ impl FaultProxy {
         let addr: SocketAddr = listener.local_addr().expect("addr");
         let fault = Arc::new(AtomicU8::new(Fault::Healthy as u8));
         let requests = Arc::new(AtomicUsize::new(0));
-        let (f, r, up) = (fault.clone(), requests.clone(), upstream.to_owned());
+        let delay_ms = Arc::new(AtomicU64::new(0));
+        let (f, r, d, up) = (fault.clone(), requests.clone(), delay_ms.clone(), upstream.to_owned());
         tokio::spawn(async move {
             let client = reqwest::Client::new();
             while let Ok((stream, _)) = listener.accept().await {
                 let (f, r, up, client) = (f.clone(), r.clone(), up.clone(), client.clone());
+                let delay = Duration::from_millis(d.load(Ordering::SeqCst));
                 tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
                     let _ = serve(stream, &client, &up, &f, &r).await;
                 });
             }
         });
-        Self { url: format!("http://{addr}"), fault, requests }
+        Self { url: format!("http://{addr}"), fault, delay_ms, requests }
+    }
+
+    /// Makes every request from now on wait this long before it is answered: a slow node.
+    pub fn slow_down(&self, delay: Duration) {
+        self.delay_ms.store(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), Ordering::SeqCst);
     }
 
     /// Changes how it answers from now on.
