@@ -67,7 +67,15 @@ async fn replay_gives_the_same_database_as_the_node() {
 
     // The same through the binary, with no node anywhere.
     let out = Command::new(BIN)
-        .args(["sync", "--exit-at-head", "--rpc-url", "http://127.0.0.1:9", "--source"])
+        .args([
+            "sync",
+            "--exit-at-head",
+            "--classifiers",
+            "erc20",
+            "--rpc-url",
+            "http://127.0.0.1:9",
+            "--source",
+        ])
         .arg(&file)
         .arg("--datadir")
         .arg(dir.path().join("cli"))

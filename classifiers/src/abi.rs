@@ -1,7 +1,7 @@
 //! The little ABI decoding probes need, written out so that its strictness is ours to state
 //! (docs/classifiers.md): a return value must be a well-formed encoding of the expected type.
 
-use alloy_primitives::{keccak256, U256};
+use alloy_primitives::{keccak256, Address, U256};
 
 /// The 4-byte selector of a function signature such as `"decimals()"`.
 pub fn selector(signature: &str) -> [u8; 4] {
@@ -29,6 +29,49 @@ pub fn decode_string(data: &[u8]) -> Option<String> {
     let start = offset.checked_add(32)?;
     let bytes = data.get(start..start.checked_add(len)?)?;
     Some(String::from_utf8_lossy(bytes).into_owned())
+}
+
+/// A `bool` return value: a first word that is exactly 0 or 1.
+pub fn decode_bool(data: &[u8]) -> Option<bool> {
+    let value = word(data, 0)?;
+    if value == U256::ZERO {
+        Some(false)
+    } else if value == U256::from(1) {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// An `address` return value: a first word whose upper 12 bytes are zero.
+pub fn decode_address(data: &[u8]) -> Option<Address> {
+    let first = data.get(..32)?;
+    first[..12].iter().all(|&b| b == 0).then(|| Address::from_slice(&first[12..]))
+}
+
+/// A `uint256` return value: at least one word.
+pub fn decode_uint256(data: &[u8]) -> Option<U256> {
+    word(data, 0)
+}
+
+/// A `bytes32` used as text (the MKR style of `name()`/`symbol()`): exactly one word, read as
+/// UTF-8 up to its first zero byte, with no byte after that other than zero and no control
+/// characters.
+pub fn decode_bytes32_text(data: &[u8]) -> Option<String> {
+    if data.len() != 32 {
+        return None;
+    }
+    let end = data.iter().position(|&b| b == 0).unwrap_or(32);
+    if data[end..].iter().any(|&b| b != 0) {
+        return None;
+    }
+    let text = std::str::from_utf8(&data[..end]).ok()?;
+    (!text.chars().any(char::is_control)).then(|| text.to_owned())
+}
+
+/// A token's `name()` or `symbol()`: an ABI `string`, or else a `bytes32` text.
+pub fn decode_text(data: &[u8]) -> Option<String> {
+    decode_string(data).or_else(|| decode_bytes32_text(data))
 }
 
 #[cfg(test)]
@@ -79,5 +122,45 @@ mod tests {
         let mut far = encode_string("x");
         far[31] = 0xff;
         assert_eq!(decode_string(&far), None);
+    }
+
+    #[test]
+    fn bools_are_zero_or_one() {
+        let mut w = [0u8; 32];
+        assert_eq!(decode_bool(&w), Some(false));
+        w[31] = 1;
+        assert_eq!(decode_bool(&w), Some(true));
+        w[31] = 2;
+        assert_eq!(decode_bool(&w), None);
+        assert_eq!(decode_bool(&w[..31]), None);
+    }
+
+    #[test]
+    fn addresses_need_clean_upper_bytes() {
+        let mut w = [0u8; 32];
+        w[12..].copy_from_slice(&[0x11; 20]);
+        assert_eq!(decode_address(&w), Some(Address::repeat_byte(0x11)));
+        w[0] = 1;
+        assert_eq!(decode_address(&w), None);
+        assert_eq!(decode_address(&[]), None);
+    }
+
+    #[test]
+    fn bytes32_text_is_mkr_style() {
+        let mut w = [0u8; 32];
+        w[..5].copy_from_slice(b"Maker");
+        assert_eq!(decode_bytes32_text(&w).as_deref(), Some("Maker"));
+        assert_eq!(decode_text(&w).as_deref(), Some("Maker"));
+        assert_eq!(decode_text(&encode_string("Dai")).as_deref(), Some("Dai"));
+        // Not one word, bytes after the terminator, control characters, bad UTF-8.
+        assert_eq!(decode_bytes32_text(&[0u8; 64]), None);
+        w[20] = b'x';
+        assert_eq!(decode_bytes32_text(&w), None);
+        let mut control = [0u8; 32];
+        control[0] = 0x07;
+        assert_eq!(decode_bytes32_text(&control), None);
+        let mut invalid = [0u8; 32];
+        invalid[0] = 0xff;
+        assert_eq!(decode_bytes32_text(&invalid), None);
     }
 }

@@ -1,17 +1,18 @@
-//! The ERC20 classifier (spec §3.3).
+//! The ERC20 classifier (spec §3.3, with bytes32 metadata accepted).
 
-use alloy_primitives::{Address, Bytes};
-use futures::future::try_join_all;
+use alloy_primitives::Address;
 
 use crate::{
-    abi::{decode_string, decode_uint8, selector},
-    BoxFuture, CallOutcome, ChainError, ChainView, Classifier, ClassifyInput, Fact, Standard,
+    abi::{decode_text, decode_uint8},
+    probe::{call0, judge_all, union},
+    BoxFuture, ChainError, ChainView, Classifier, ClassifyInput, Fact, Metadata, Standard,
 };
 
-/// Classifies a new contract as ERC20 when, at its deployment block, `decimals()` returns a
-/// `uint8` and `name()` and `symbol()` return ABI strings — unless `junkjunkjunk()`, which no
-/// token has, returns the very same bytes as all three (a contract whose fallback answers
-/// everything alike).
+/// Classifies a contract as ERC20 when, at the classified block, `decimals()` returns a `uint8`
+/// and `name()` and `symbol()` return text (an ABI string, or a `bytes32` as MKR does) — unless
+/// `junkjunkjunk()`, which no token has, returns the very same bytes as all three (a contract
+/// whose fallback answers everything alike). Judges new contracts, and contracts that emitted
+/// a Transfer-shaped log while unclassified (tokens initialised after deployment).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Erc20Classifier;
 
@@ -36,23 +37,18 @@ impl Erc20Classifier {
         address: Address,
         block: u64,
     ) -> Result<Option<Erc20Metadata>, ChainError> {
-        let call = |sig: &str| chain.call_at(address, Bytes::copy_from_slice(&selector(sig)), block);
+        let call = |sig: &'static str| call0(chain, address, sig, block);
         let (decimals, name, symbol) =
             futures::try_join!(call("decimals()"), call("name()"), call("symbol()"))?;
-        let (
-            CallOutcome::Returned(decimals_raw),
-            CallOutcome::Returned(name_raw),
-            CallOutcome::Returned(symbol_raw),
-        ) = (decimals, name, symbol)
-        else {
+        let (Some(decimals_raw), Some(name_raw), Some(symbol_raw)) = (decimals, name, symbol) else {
             return Ok(None);
         };
         let (Some(decimals), Some(name), Some(symbol)) =
-            (decode_uint8(&decimals_raw), decode_string(&name_raw), decode_string(&symbol_raw))
+            (decode_uint8(&decimals_raw), decode_text(&name_raw), decode_text(&symbol_raw))
         else {
             return Ok(None);
         };
-        if let CallOutcome::Returned(junk) = call("junkjunkjunk()").await? {
+        if let Some(junk) = call("junkjunkjunk()").await? {
             if junk == name_raw && junk == symbol_raw && junk == decimals_raw {
                 return Ok(None);
             }
@@ -66,6 +62,10 @@ impl Classifier for Erc20Classifier {
         Self::NAME
     }
 
+    fn produces(&self) -> &'static [Standard] {
+        &[Standard::Erc20]
+    }
+
     fn classify<'a>(
         &'a self,
         input: ClassifyInput<'a>,
@@ -73,15 +73,21 @@ impl Classifier for Erc20Classifier {
     ) -> BoxFuture<'a, Result<Vec<Fact>, ChainError>> {
         Box::pin(async move {
             let block = input.block.number;
-            let verdicts = try_join_all(input.created.iter().map(|&address| async move {
-                Ok::<_, ChainError>((address, Self::probe(chain, address, block).await?))
-            }))
-            .await?;
-            Ok(verdicts
-                .into_iter()
-                .filter(|(_, meta)| meta.is_some())
-                .map(|(address, _)| Fact::Matched { standard: Standard::Erc20, address })
-                .collect())
+            let candidates = union(input.contracts, input.transfer_emitters);
+            judge_all(&candidates, |address| async move {
+                let Some(meta) = Self::probe(chain, address, block).await? else { return Ok(vec![]) };
+                let metadata = Metadata {
+                    name: Some(meta.name),
+                    symbol: Some(meta.symbol),
+                    decimals: Some(meta.decimals),
+                    ..Metadata::default()
+                };
+                Ok(vec![
+                    Fact::Matched { standard: Standard::Erc20, address },
+                    Fact::Described { address, metadata },
+                ])
+            })
+            .await
         })
     }
 }

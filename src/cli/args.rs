@@ -79,9 +79,15 @@ pub struct DbArgs {
 /// How to index.
 #[derive(Debug, Clone, Args)]
 pub struct SyncArgs {
-    /// Classifiers to run, comma-separated (built-in: erc20). Fixed for the life of a
+    /// Classifiers to run, comma-separated, in order: one that reads another's matches comes
+    /// after it (erc721 and erc1155 after erc165, erc4626 after erc20). Fixed for the life of a
     /// database.
-    #[arg(long, env = "OTS_CLASSIFIERS", value_delimiter = ',', default_value = "erc20")]
+    #[arg(
+        long,
+        env = "OTS_CLASSIFIERS",
+        value_delimiter = ',',
+        default_value = "erc20,erc165,erc721,erc1155,erc1167,erc4626"
+    )]
     pub classifiers: Vec<String>,
 
     /// Most blocks written in one database transaction.
@@ -143,6 +149,7 @@ impl SyncArgs {
                 ),
             }
         }
+        ots_classifiers::check_dependencies(&out)?;
         Ok(out)
     }
 }

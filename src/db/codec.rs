@@ -9,6 +9,9 @@ use roaring::RoaringTreemap;
 
 use crate::txid::TxId;
 
+mod contract_info;
+pub use contract_info::ContractInfo;
+
 /// A value read from disk did not have the shape its table declares.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{what}: {reason} (got {len} bytes)")]
@@ -22,7 +25,7 @@ pub struct CodecError {
 }
 
 impl CodecError {
-    fn new(what: &'static str, reason: &'static str, len: usize) -> Self {
+    pub(crate) fn new(what: &'static str, reason: &'static str, len: usize) -> Self {
         Self { what, reason, len }
     }
 }
@@ -45,13 +48,13 @@ pub trait ValueCodec: Sized {
     fn decode_value(bytes: &[u8]) -> Result<Self, CodecError>;
 }
 
-fn be_u64(bytes: &[u8], what: &'static str) -> Result<u64, CodecError> {
+pub(crate) fn be_u64(bytes: &[u8], what: &'static str) -> Result<u64, CodecError> {
     let arr: [u8; 8] =
         bytes.try_into().map_err(|_| CodecError::new(what, "expected 8 bytes", bytes.len()))?;
     Ok(u64::from_be_bytes(arr))
 }
 
-fn address(bytes: &[u8], what: &'static str) -> Result<Address, CodecError> {
+pub(crate) fn address(bytes: &[u8], what: &'static str) -> Result<Address, CodecError> {
     if bytes.len() != 20 {
         return Err(CodecError::new(what, "expected a 20-byte address", bytes.len()));
     }
@@ -331,6 +334,10 @@ pub enum IndexKind {
     Erc20Transfers = 0,
     /// `OtsERC721TransferIndex` / `OtsERC721TransferCounter`.
     Erc721Transfers = 1,
+    /// `OtsContractInfo`: the block wrote this contract's row.
+    ContractInfo = 2,
+    /// `OtsTransferProbes`: the block re-probed this Transfer emitter in vain.
+    TransferProbe = 3,
 }
 
 impl IndexKind {
@@ -338,6 +345,8 @@ impl IndexKind {
         match b {
             0 => Some(Self::Erc20Transfers),
             1 => Some(Self::Erc721Transfers),
+            2 => Some(Self::ContractInfo),
+            3 => Some(Self::TransferProbe),
             _ => None,
         }
     }

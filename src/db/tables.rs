@@ -4,8 +4,8 @@
 //! listed in docs/format.md. Integers are 8 bytes big-endian, addresses 20 raw bytes.
 
 use super::codec::{
-    Attributes, BlockNumber, ChunkKey, Count, CounterDup, Holding, IdChunk, KeyCodec, StateKey, UndoRecord,
-    ValueCodec,
+    Attributes, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup, Holding, IdChunk, KeyCodec, StateKey,
+    UndoRecord, ValueCodec,
 };
 use alloy_primitives::Address;
 use signet_libmdbx::DatabaseFlags;
@@ -151,6 +151,16 @@ tables! {
     OtsERC20Holdings: DupFixed, Address => Holding;
     /// ERC721 tokens an address ever sent or received; layout of `OtsERC20Holdings`.
     OtsERC721Holdings: DupFixed, Address => Holding;
+    /// Contract metadata (not part of ots2, whose lists call the node per row). Key: contract
+    /// (20). Dup: block whose classification wrote it (8) ‖ presence flags (1) ‖ optional
+    /// decimals (1), asset (20), implementation (20), name and symbol (2-byte length ‖ UTF-8);
+    /// see `codec::ContractInfo`. Dups sort by block; a reader merges them, newer fields winning,
+    /// and an unwind drops the dups of unwound blocks.
+    OtsContractInfo: DupSort, Address => ContractInfo;
+    /// Contracts that emitted a Transfer-shaped log while unclassified and were re-probed then
+    /// in vain (not part of ots2): they are never re-probed again. Key: contract (20). Value:
+    /// block of that probe (8).
+    OtsTransferProbes: Plain, Address => BlockNumber;
     /// Undo journal (not part of ots2). Key: block number (8). Value: block hash (32) ‖
     /// repeated [index kind (1) ‖ address (20)]: the address-index lists the block extended.
     /// Kept for the newest blocks only (the reorg window); reorgs and `unwind` read it.

@@ -3,7 +3,9 @@
 pub mod address_index;
 pub mod attributes;
 pub mod check;
+pub mod contract_info;
 pub mod matches;
+pub mod reprobe;
 pub mod transfers;
 pub mod unwind;
 mod writer;

@@ -1,12 +1,10 @@
 //! Which addresses a block's Transfer logs touch (spec §3.3, "log analyzer").
 
-use alloy_primitives::{b256, Address, B256};
+use alloy_primitives::Address;
 use ots_classifiers::BlockData;
+pub use ots_classifiers::TRANSFER_TOPIC;
 
 use crate::txid::{TxId, TxIdOverflow};
-
-/// `keccak256("Transfer(address,address,uint256)")`, shared by ERC20 and ERC721.
-pub const TRANSFER_TOPIC: B256 = b256!("ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef");
 
 /// Which transfer index a token's logs go to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

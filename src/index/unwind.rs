@@ -171,12 +171,28 @@ pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
             IndexKind::Erc721Transfers => {
                 truncate_ids::<OtsERC721TransferIndex, OtsERC721TransferCounter>(txn, address, cut)?
             }
+            IndexKind::ContractInfo => {
+                for info in txn.cursor::<OtsContractInfo>()?.dups(address)? {
+                    if info.block > to {
+                        txn.delete::<OtsContractInfo>(address, Some(&info))?;
+                    }
+                }
+            }
+            IndexKind::TransferProbe => {
+                if txn.get::<OtsTransferProbes>(address)?.is_some_and(|BlockNumber(b)| b > to) {
+                    txn.delete::<OtsTransferProbes>(address, None)?;
+                }
+            }
         }
     }
     unwind_matches::<OtsAllContracts, OtsAllContractsCounter>(txn, to)?;
     unwind_standard::<OtsERC20, OtsERC20Counter>(txn, to, AttributeBit::Erc20)?;
     unwind_standard::<OtsERC165, OtsERC165Counter>(txn, to, AttributeBit::Erc165)?;
-    unwind_standard::<OtsERC721, OtsERC721Counter>(txn, to, AttributeBit::Erc721)?;
+    // The metadata flag is only ever set with the ERC721 match of the same block.
+    for address in unwind_matches::<OtsERC721, OtsERC721Counter>(txn, to)? {
+        remove_attribute(txn, &address, AttributeBit::Erc721)?;
+        remove_attribute(txn, &address, AttributeBit::Erc721Metadata)?;
+    }
     unwind_standard::<OtsERC1155, OtsERC1155Counter>(txn, to, AttributeBit::Erc1155)?;
     unwind_standard::<OtsERC1167, OtsERC1167Counter>(txn, to, AttributeBit::Erc1167)?;
     unwind_standard::<OtsERC4626, OtsERC4626Counter>(txn, to, AttributeBit::Erc4626)?;

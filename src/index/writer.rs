@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use alloy_primitives::Address;
-use ots_classifiers::{BlockData, Fact, Standard};
+use ots_classifiers::{BlockData, Fact, Flag, Metadata, Standard};
 use tracing::debug;
 
 use super::{
@@ -18,7 +18,7 @@ use super::{
 };
 use crate::{
     db::{
-        codec::{AttributeBit, Attributes, BlockNumber, IndexKind, UndoRecord},
+        codec::{AttributeBit, Attributes, BlockNumber, ContractInfo, IndexKind, UndoRecord},
         state::{self, Checkpoint},
         tables::*,
         Db, DbError, WriteTxn,
@@ -33,6 +33,8 @@ pub struct ClassifiedBlock {
     pub block: BlockData,
     /// The classifiers' facts.
     pub facts: Vec<Fact>,
+    /// Transfer emitters re-probed at this block that are still no token.
+    pub probe_misses: Vec<Address>,
 }
 
 /// Writing a batch failed; nothing of it was committed.
@@ -113,6 +115,11 @@ fn kind_of(attrs: &Attributes) -> Option<TokenKind> {
     }
 }
 
+fn contract_info(block: u64, metadata: Metadata) -> ContractInfo {
+    let Metadata { name, symbol, decimals, asset, implementation } = metadata;
+    ContractInfo { block, name, symbol, decimals, asset, implementation }
+}
+
 /// Drops undo records of blocks below `keep_from`: they left the reorg window.
 fn prune_journal(txn: &WriteTxn, keep_from: u64) -> Result<(), DbError> {
     loop {
@@ -160,7 +167,7 @@ pub fn write_batch(
     let mut erc20 = IdCollector::default();
     let mut erc721 = IdCollector::default();
 
-    for ClassifiedBlock { block, facts } in blocks {
+    for ClassifiedBlock { block, facts, probe_misses } in blocks {
         let continues = match tip {
             None => true,
             Some(t) => t.number + 1 == block.number && t.hash == block.parent_hash,
@@ -181,9 +188,20 @@ pub fn write_batch(
         stats.contracts += created.len() as u64;
 
         let mut by_standard: BTreeMap<Standard, BTreeSet<Address>> = BTreeMap::new();
+        let mut flagged: BTreeSet<(Address, Flag)> = BTreeSet::new();
+        let mut described: BTreeMap<Address, Metadata> = BTreeMap::new();
         for fact in facts {
-            let Fact::Matched { standard, address } = fact;
-            by_standard.entry(*standard).or_default().insert(*address);
+            match fact {
+                Fact::Matched { standard, address } => {
+                    by_standard.entry(*standard).or_default().insert(*address);
+                }
+                Fact::Flagged { flag, address } => {
+                    flagged.insert((*address, *flag));
+                }
+                Fact::Described { address, metadata } => {
+                    described.entry(*address).or_default().merge(metadata.clone());
+                }
+            }
         }
         for (standard, addresses) in by_standard {
             let addresses: Vec<Address> = addresses.into_iter().collect();
@@ -193,6 +211,18 @@ pub fn write_batch(
                 kinds.insert(*address, kind_of(&attrs));
             }
             stats.matches += addresses.len() as u64;
+        }
+        for (address, Flag::Erc721Metadata) in flagged {
+            add_attribute(&txn, &address, AttributeBit::Erc721Metadata)?;
+        }
+        let mut undo: BTreeSet<(IndexKind, Address)> = BTreeSet::new();
+        for (address, metadata) in described {
+            txn.put::<OtsContractInfo>(&address, &contract_info(block.number, metadata))?;
+            undo.insert((IndexKind::ContractInfo, address));
+        }
+        for address in probe_misses {
+            txn.put::<OtsTransferProbes>(address, &BlockNumber(block.number))?;
+            undo.insert((IndexKind::TransferProbe, *address));
         }
 
         let found = touches(block, |token| -> Result<_, WriteError> {
@@ -204,7 +234,6 @@ pub fn write_batch(
             Ok(kind)
         })?;
         stats.transfer_logs += (found.len() / 2) as u64;
-        let mut undo: BTreeSet<(IndexKind, Address)> = BTreeSet::new();
         for touch in found {
             let (collector, kind) = match touch.kind {
                 TokenKind::Erc20 => (&mut erc20, IndexKind::Erc20Transfers),

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use alloy_primitives::{Address, Bytes, U64};
 use futures::future::try_join_all;
 use jsonrpsee::types::ErrorObjectOwned;
-use ots_classifiers::{decode_string, decode_uint8, selector};
+use ots_classifiers::{decode_uint256, selector};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{value::RawValue, Value};
 
 use super::errors::{node_error, server_error};
 use crate::{source::NodeClient, txid::TxId};
@@ -88,14 +88,11 @@ pub async fn transactions(
     .await
 }
 
-/// ERC20 `name`, `symbol`, `decimals` at the latest block, read at request time as ots2 does;
-/// a failed call gives `"<ERROR>"` or 0.
-pub async fn erc20_metadata(node: &NodeClient, token: Address) -> (String, String, u8) {
-    let call = |sig: &'static str| async move {
-        let request = serde_json::json!({ "to": token, "data": Bytes::copy_from_slice(&selector(sig)) });
-        node.raw::<_, Bytes>("eth_call", (request, "latest")).await.ok()
-    };
-    let (name, symbol, decimals) = futures::join!(call("name()"), call("symbol()"), call("decimals()"));
-    let text = |b: Option<Bytes>| b.and_then(|b| decode_string(&b)).unwrap_or_else(|| "<ERROR>".to_owned());
-    (text(name), text(symbol), decimals.and_then(|b| decode_uint8(&b)).unwrap_or(0))
+/// A vault's `totalAssets()` at the latest block as a JSON number of any size (ots2 writes a Go
+/// big.Int); `None` when the call fails or does not return a uint256.
+pub async fn total_assets(node: &NodeClient, vault: Address) -> Option<Box<RawValue>> {
+    let request =
+        serde_json::json!({ "to": vault, "data": Bytes::copy_from_slice(&selector("totalAssets()")) });
+    let answer = node.raw::<_, Bytes>("eth_call", (request, "latest")).await.ok()?;
+    RawValue::from_string(decode_uint256(&answer)?.to_string()).ok()
 }

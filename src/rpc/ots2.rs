@@ -5,18 +5,24 @@ use std::collections::BTreeMap;
 use alloy_primitives::{Address, U64};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 use serde::Serialize;
+use serde_json::value::RawValue;
 
 use super::{
     errors::{db_error, invalid_params, server_error},
-    materialize::{block_summaries, erc20_metadata, transactions, BlockSummary, TransactionWithReceipt},
+    materialize::{block_summaries, total_assets, transactions, BlockSummary, TransactionWithReceipt},
     RpcContext,
 };
 use crate::{
-    db::{codec::AttributeBit, tables::*, DbError},
+    db::{
+        codec::{AttributeBit, ContractInfo},
+        tables::*,
+        DbError,
+    },
     index::{
         address_index::{id_count, id_page},
         attributes::attributes,
-        matches::{match_count, match_page, MAX_MATCH_PAGE},
+        contract_info::contract_info,
+        matches::{match_count, match_page, MatchCounter, MatchTable, MAX_MATCH_PAGE},
     },
     txid::TxId,
 };
@@ -49,12 +55,59 @@ pub struct Erc20Match {
     pub block_number: U64,
     /// The token.
     pub address: Address,
-    /// `name()` now, or `"<ERROR>"`.
+    /// `name()` as classified, or `"<ERROR>"`.
     pub name: String,
-    /// `symbol()` now, or `"<ERROR>"`.
+    /// `symbol()` as classified, or `"<ERROR>"`.
     pub symbol: String,
-    /// `decimals()` now, or 0.
+    /// `decimals()` as classified, or 0.
     pub decimals: u8,
+}
+
+/// A row of `getERC721List` and `getERC1155List`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NamedMatch {
+    /// Block the contract was classified in (its deployment block unless it was classified
+    /// later, at its first Transfer), hex.
+    pub block_number: U64,
+    /// The token.
+    pub address: Address,
+    /// `name()` as classified, or `"<ERROR>"`.
+    pub name: String,
+    /// `symbol()` as classified, or `"<ERROR>"`.
+    pub symbol: String,
+}
+
+/// A row of `getERC1167List`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProxyMatch {
+    /// Deployment block, hex.
+    pub block_number: U64,
+    /// The proxy.
+    pub address: Address,
+    /// The contract it delegates to.
+    pub implementation: Address,
+}
+
+/// A row of `getERC4626List`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VaultMatch {
+    /// Block the vault was classified in, hex.
+    pub block_number: U64,
+    /// The vault.
+    pub address: Address,
+    /// `name()` as classified, or `"<ERROR>"`.
+    pub name: String,
+    /// `symbol()` as classified, or `"<ERROR>"`.
+    pub symbol: String,
+    /// `decimals()` as classified, or 0.
+    pub decimals: u8,
+    /// `asset()` as classified.
+    pub asset: Address,
+    /// `totalAssets()` at the latest block, as a JSON number of any size; null if the call fails.
+    pub total_assets: Option<Box<RawValue>>,
 }
 
 /// `getAddressAttributes`: each flag present only when set.
@@ -77,6 +130,15 @@ pub struct AddressAttributes {
     pub erc1167: bool,
 }
 
+/// Stored text, or ots2's marker for a value that could not be read.
+fn text(value: Option<String>) -> String {
+    value.unwrap_or_else(|| "<ERROR>".to_owned())
+}
+
+fn named((block, address, info): (u64, Address, ContractInfo)) -> NamedMatch {
+    NamedMatch { block_number: U64::from(block), address, name: text(info.name), symbol: text(info.symbol) }
+}
+
 /// `ots2_` methods.
 #[rpc(server, namespace = "ots2")]
 pub trait Ots2Api {
@@ -95,6 +157,42 @@ pub trait Ots2Api {
     /// ERC20 tokens `idx..idx+count` in deployment order (count ≤ 500), with metadata.
     #[method(name = "getERC20List")]
     async fn get_erc20_list(&self, idx: u64, count: u64) -> RpcResult<Page<Erc20Match>>;
+
+    /// Number of ERC721 tokens.
+    #[method(name = "getERC721Count")]
+    fn get_erc721_count(&self) -> RpcResult<u64>;
+
+    /// ERC721 tokens `idx..idx+count` in classification order (count ≤ 500), with metadata.
+    #[method(name = "getERC721List")]
+    async fn get_erc721_list(&self, idx: u64, count: u64) -> RpcResult<Page<NamedMatch>>;
+
+    /// Number of ERC1155 tokens.
+    #[method(name = "getERC1155Count")]
+    fn get_erc1155_count(&self) -> RpcResult<u64>;
+
+    /// ERC1155 tokens `idx..idx+count` in deployment order (count ≤ 500), with metadata.
+    #[method(name = "getERC1155List")]
+    async fn get_erc1155_list(&self, idx: u64, count: u64) -> RpcResult<Page<NamedMatch>>;
+
+    /// Number of EIP-1167 minimal proxies.
+    #[method(name = "getERC1167Count")]
+    fn get_erc1167_count(&self) -> RpcResult<u64>;
+
+    /// Minimal proxies `idx..idx+count` in deployment order (count ≤ 500), with implementation.
+    #[method(name = "getERC1167List")]
+    async fn get_erc1167_list(&self, idx: u64, count: u64) -> RpcResult<Page<ProxyMatch>>;
+
+    /// The implementation behind a minimal proxy; null for any other address.
+    #[method(name = "getERC1167Impl")]
+    fn get_erc1167_impl(&self, address: Address) -> RpcResult<Option<Address>>;
+
+    /// Number of ERC4626 vaults.
+    #[method(name = "getERC4626Count")]
+    fn get_erc4626_count(&self) -> RpcResult<u64>;
+
+    /// ERC4626 vaults `idx..idx+count` in classification order (count ≤ 500).
+    #[method(name = "getERC4626List")]
+    async fn get_erc4626_list(&self, idx: u64, count: u64) -> RpcResult<Page<VaultMatch>>;
 
     /// Which standards an address implements.
     #[method(name = "getAddressAttributes")]
@@ -129,6 +227,23 @@ impl Ots2 {
     fn read<T>(&self, f: impl FnOnce(&crate::db::ReadTxn) -> Result<T, DbError>) -> RpcResult<T> {
         let txn = self.ctx.db.begin_read().map_err(|e| db_error(&e))?;
         f(&txn).map_err(|e| db_error(&e))
+    }
+
+    /// A page of a match table with each contract's stored metadata, and its block summaries.
+    async fn described_page<M: MatchTable, C: MatchCounter>(
+        &self,
+        idx: u64,
+        count: u64,
+    ) -> RpcResult<(BTreeMap<String, BlockSummary>, Vec<(u64, Address, ContractInfo)>)> {
+        Self::check_match_page(count)?;
+        let rows = self.read(|t| {
+            match_page::<M, C, _>(t, idx, count)?
+                .into_iter()
+                .map(|(b, a)| Ok((b, a, contract_info(t, &a)?.unwrap_or_default())))
+                .collect::<Result<Vec<_>, DbError>>()
+        })?;
+        let blocks_summary = block_summaries(&self.ctx.node, rows.iter().map(|(b, _, _)| *b)).await?;
+        Ok((blocks_summary, rows))
     }
 
     fn check_match_page(count: u64) -> RpcResult<()> {
@@ -171,25 +286,86 @@ impl Ots2ApiServer for Ots2 {
     }
 
     async fn get_erc20_list(&self, idx: u64, count: u64) -> RpcResult<Page<Erc20Match>> {
-        Self::check_match_page(count)?;
-        let rows = self.read(|t| match_page::<OtsERC20, OtsERC20Counter, _>(t, idx, count))?;
-        let node = &self.ctx.node;
-        let (blocks_summary, metadata) = futures::join!(
-            block_summaries(node, rows.iter().map(|(b, _)| *b)),
-            futures::future::join_all(rows.iter().map(|(_, a)| erc20_metadata(node, *a)))
-        );
+        let (blocks_summary, rows) = self.described_page::<OtsERC20, OtsERC20Counter>(idx, count).await?;
         let results = rows
             .into_iter()
-            .zip(metadata)
-            .map(|((b, address), (name, symbol, decimals))| Erc20Match {
+            .map(|(b, address, info)| Erc20Match {
                 block_number: U64::from(b),
                 address,
-                name,
-                symbol,
-                decimals,
+                name: text(info.name),
+                symbol: text(info.symbol),
+                decimals: info.decimals.unwrap_or(0),
             })
             .collect();
-        Ok(Page { blocks_summary: blocks_summary?, results })
+        Ok(Page { blocks_summary, results })
+    }
+
+    fn get_erc721_count(&self) -> RpcResult<u64> {
+        self.read(match_count::<OtsERC721Counter, _>)
+    }
+
+    async fn get_erc721_list(&self, idx: u64, count: u64) -> RpcResult<Page<NamedMatch>> {
+        let (blocks_summary, rows) = self.described_page::<OtsERC721, OtsERC721Counter>(idx, count).await?;
+        Ok(Page { blocks_summary, results: rows.into_iter().map(named).collect() })
+    }
+
+    fn get_erc1155_count(&self) -> RpcResult<u64> {
+        self.read(match_count::<OtsERC1155Counter, _>)
+    }
+
+    async fn get_erc1155_list(&self, idx: u64, count: u64) -> RpcResult<Page<NamedMatch>> {
+        let (blocks_summary, rows) = self.described_page::<OtsERC1155, OtsERC1155Counter>(idx, count).await?;
+        Ok(Page { blocks_summary, results: rows.into_iter().map(named).collect() })
+    }
+
+    fn get_erc1167_count(&self) -> RpcResult<u64> {
+        self.read(match_count::<OtsERC1167Counter, _>)
+    }
+
+    async fn get_erc1167_list(&self, idx: u64, count: u64) -> RpcResult<Page<ProxyMatch>> {
+        let (blocks_summary, rows) = self.described_page::<OtsERC1167, OtsERC1167Counter>(idx, count).await?;
+        let results = rows
+            .into_iter()
+            .map(|(b, address, info)| ProxyMatch {
+                block_number: U64::from(b),
+                address,
+                implementation: info.implementation.unwrap_or_default(),
+            })
+            .collect();
+        Ok(Page { blocks_summary, results })
+    }
+
+    fn get_erc1167_impl(&self, address: Address) -> RpcResult<Option<Address>> {
+        self.read(|t| {
+            if !attributes(t, &address)?.has(AttributeBit::Erc1167) {
+                return Ok(None);
+            }
+            Ok(contract_info(t, &address)?.and_then(|i| i.implementation))
+        })
+    }
+
+    fn get_erc4626_count(&self) -> RpcResult<u64> {
+        self.read(match_count::<OtsERC4626Counter, _>)
+    }
+
+    async fn get_erc4626_list(&self, idx: u64, count: u64) -> RpcResult<Page<VaultMatch>> {
+        let (blocks_summary, rows) = self.described_page::<OtsERC4626, OtsERC4626Counter>(idx, count).await?;
+        let node = &self.ctx.node;
+        let totals = futures::future::join_all(rows.iter().map(|(_, a, _)| total_assets(node, *a))).await;
+        let results = rows
+            .into_iter()
+            .zip(totals)
+            .map(|((b, address, info), total_assets)| VaultMatch {
+                block_number: U64::from(b),
+                address,
+                name: text(info.name),
+                symbol: text(info.symbol),
+                decimals: info.decimals.unwrap_or(0),
+                asset: info.asset.unwrap_or_default(),
+                total_assets,
+            })
+            .collect();
+        Ok(Page { blocks_summary, results })
     }
 
     fn get_address_attributes(&self, address: Address) -> RpcResult<AddressAttributes> {

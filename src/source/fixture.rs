@@ -5,7 +5,7 @@
 //! and the `eth_call`/`eth_getCode` answers its classification needed, sorted.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, HashSet},
     fs::File,
     io::{BufRead, BufReader, BufWriter, Write},
     path::{Path, PathBuf},
@@ -14,11 +14,19 @@ use std::{
 
 use alloy_primitives::{Address, Bytes, B256};
 use flate2::{read::GzDecoder, write::GzEncoder, Compression};
-use ots_classifiers::{BlockData, BoxFuture, CallOutcome, ChainError, ChainView, Classifier, ClassifyInput};
+use ots_classifiers::{
+    classify_block, BlockData, BoxFuture, CallOutcome, ChainError, ChainView, Classifier, Fact, Standard,
+};
 use serde::{Deserialize, Serialize};
 
 use super::{BlockSource, NodeClient, SourceError};
-use crate::db::state::ChainIdentity;
+use crate::{
+    db::state::ChainIdentity,
+    index::{
+        reprobe::{emitters_to_reprobe, reprobe},
+        ClassifiedBlock,
+    },
+};
 
 /// Version of the recording format.
 pub const FIXTURE_FORMAT: u32 = 1;
@@ -264,13 +272,24 @@ pub async fn capture(
     };
     write(&mut w, &header)?;
     let mut stats = CaptureStats { blocks: 0, probes: 0, bytes: 0 };
+    // Tokens and failed re-probes seen so far: the indexer, starting from the same block, knows
+    // no more than this, so it never asks for a probe this file lacks.
+    let mut known: HashSet<Address> = HashSet::new();
     for number in from..=to {
         let block = node.block(number).await?;
         let view = RecordingView { node, calls: Mutex::default(), codes: Mutex::default() };
         let created = block.created_contracts();
-        for c in classifiers {
-            c.classify(ClassifyInput { block: &block, created: &created }, &view).await?;
-        }
+        let facts = classify_block(classifiers, &block, &created, &[], &view).await?;
+        let mut batch = [ClassifiedBlock { block, facts, probe_misses: Vec::new() }];
+        let todo = emitters_to_reprobe(&batch, |a| Ok::<_, std::convert::Infallible>(known.contains(a)))
+            .unwrap_or_else(|never| match never {});
+        reprobe(classifiers, &mut batch, &todo, &view).await?;
+        let [ClassifiedBlock { block, facts, probe_misses }] = batch;
+        known.extend(probe_misses);
+        known.extend(facts.iter().filter_map(|f| match f {
+            Fact::Matched { standard: Standard::Erc20 | Standard::Erc721, address } => Some(*address),
+            _ => None,
+        }));
         write(&mut w, &Record::Block { block: Box::new(block) })?;
         for ((to, input, block), outcome) in view.calls.into_inner().unwrap_or_default() {
             write(&mut w, &Record::Call { to, input, block, outcome })?;

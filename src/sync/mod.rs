@@ -6,18 +6,22 @@ use std::time::{Duration, Instant};
 use std::sync::Arc;
 
 use futures::{stream, StreamExt, TryStreamExt};
-use ots_classifiers::{BlockData, ChainError, Classifier, ClassifyInput};
+use ots_classifiers::{
+    check_dependencies, classify_block, BlockData, ChainError, Classifier, DependencyError,
+};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::{
     db::{
-        codec::BlockNumber,
+        codec::{AttributeBit, BlockNumber},
         state::{self, ChainIdentity, Checkpoint, DbState, StateError},
-        tables::OtsUndoJournal,
+        tables::{OtsTransferProbes, OtsUndoJournal},
         Db, DbError,
     },
     index::{
+        attributes::attributes,
+        reprobe::{emitters_to_reprobe, reprobe},
         unwind::{unwind_to, UnwindError},
         write_batch, BatchStats, ClassifiedBlock, WriteError,
     },
@@ -99,6 +103,9 @@ pub enum SyncError {
         tip: u64,
     },
     /// The writer thread died.
+    /// The classifiers are not in an order that satisfies their dependencies.
+    #[error(transparent)]
+    Classifiers(#[from] DependencyError),
     #[error("the database writer thread failed: {0}")]
     Writer(String),
 }
@@ -130,6 +137,7 @@ impl Indexer {
         classifiers: Vec<Box<dyn Classifier>>,
         config: SyncConfig,
     ) -> Result<Self, SyncError> {
+        check_dependencies(&classifiers)?;
         let source: Arc<dyn BlockSource> = Arc::new(source);
         let chain = source.chain_identity().await?;
         let names: Vec<String> = classifiers.iter().map(|c| c.name().to_owned()).collect();
@@ -166,16 +174,27 @@ impl Indexer {
 
     async fn classify(&self, block: BlockData) -> Result<ClassifiedBlock, SyncError> {
         let created = block.created_contracts();
-        let mut facts = Vec::new();
-        for classifier in &self.classifiers {
-            let input = ClassifyInput { block: &block, created: &created };
-            facts.extend(classifier.classify(input, self.source.as_ref()).await?);
-        }
-        Ok(ClassifiedBlock { block, facts })
+        let facts = classify_block(&self.classifiers, &block, &created, &[], self.source.as_ref()).await?;
+        Ok(ClassifiedBlock { block, facts, probe_misses: Vec::new() })
     }
 
-    /// Indexes blocks `from..=to` in one transaction; on finding that the node's chain no longer
-    /// contains the indexed tip, unwinds to the fork point instead (`None`).
+    /// Gives unclassified Transfer emitters of the batch their one re-probe.
+    async fn reprobe(&self, blocks: &mut [ClassifiedBlock]) -> Result<(), SyncError> {
+        let todo = {
+            let txn = self.db.begin_read()?;
+            emitters_to_reprobe(blocks, |address| -> Result<bool, DbError> {
+                let attrs = attributes(&txn, address)?;
+                Ok(attrs.has(AttributeBit::Erc20)
+                    || attrs.has(AttributeBit::Erc721)
+                    || txn.get::<OtsTransferProbes>(address)?.is_some())
+            })?
+        };
+        if todo.iter().any(|t| !t.is_empty()) {
+            reprobe(&self.classifiers, blocks, &todo, self.source.as_ref()).await?;
+        }
+        Ok(())
+    }
+
     async fn index_batch(&self, from: u64, to: u64) -> Result<Option<BatchStats>, SyncError> {
         let concurrency = self.config.concurrency.max(1);
         let started = Instant::now();
@@ -197,6 +216,7 @@ impl Indexer {
             }
         }
         drop(fetched);
+        self.reprobe(&mut blocks).await?;
         for pair in blocks.windows(2) {
             if pair[1].block.parent_hash != pair[0].block.hash {
                 return Err(SyncError::Moved {

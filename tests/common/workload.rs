@@ -218,8 +218,8 @@ impl Chain {
         let _: Value = self.rpc("evm_mine", json!([])).await;
     }
 
-    /// Deploys artifact `name` with ABI-encoded constructor arguments.
-    async fn deploy(&mut self, from: Address, name: &str, args: Vec<u8>) -> B256 {
+    /// Deploys artifact `name` with ABI-encoded constructor arguments (mined by the next `mine`).
+    pub async fn deploy(&mut self, from: Address, name: &str, args: Vec<u8>) -> B256 {
         let mut code = artifact(name).to_vec();
         code.extend(args);
         self.send(from, None, code.into(), Vec::new(), true).await

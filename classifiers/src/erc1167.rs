@@ -1,0 +1,93 @@
+//! The EIP-1167 minimal proxy classifier (spec §3.3): bytecode only, no calls.
+
+use alloy_primitives::Address;
+
+use crate::{
+    probe::judge_all, BoxFuture, ChainError, ChainView, Classifier, ClassifyInput, Fact, Metadata, Standard,
+};
+
+const PREFIX: [u8; 10] = [0x36, 0x3d, 0x3d, 0x37, 0x3d, 0x3d, 0x3d, 0x36, 0x3d, 0x73];
+const SUFFIX: [u8; 15] =
+    [0x5a, 0xf4, 0x3d, 0x82, 0x80, 0x3e, 0x90, 0x3d, 0x91, 0x60, 0x2b, 0x57, 0xfd, 0x5b, 0xf3];
+
+/// The implementation a minimal proxy delegates to, if `code` is exactly the 45-byte EIP-1167
+/// runtime code (the push-optimised vanity variants are not recognised).
+pub fn minimal_proxy_target(code: &[u8]) -> Option<Address> {
+    (code.len() == 45 && code.starts_with(&PREFIX) && code.ends_with(&SUFFIX))
+        .then(|| Address::from_slice(&code[10..30]))
+}
+
+/// Classifies new contracts whose runtime code is an EIP-1167 minimal proxy, recording the
+/// implementation.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Erc1167Classifier;
+
+impl Erc1167Classifier {
+    /// Name on the command line and in the database state.
+    pub const NAME: &'static str = "erc1167";
+}
+
+impl Classifier for Erc1167Classifier {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn produces(&self) -> &'static [Standard] {
+        &[Standard::Erc1167]
+    }
+
+    fn classify<'a>(
+        &'a self,
+        input: ClassifyInput<'a>,
+        chain: &'a dyn ChainView,
+    ) -> BoxFuture<'a, Result<Vec<Fact>, ChainError>> {
+        Box::pin(async move {
+            let block = input.block.number;
+            judge_all(input.contracts, |address| async move {
+                let code = chain.code_at(address, block).await?;
+                Ok(match minimal_proxy_target(&code) {
+                    Some(implementation) => vec![
+                        Fact::Matched { standard: Standard::Erc1167, address },
+                        Fact::Described {
+                            address,
+                            metadata: Metadata {
+                                implementation: Some(implementation),
+                                ..Metadata::default()
+                            },
+                        },
+                    ],
+                    None => vec![],
+                })
+            })
+            .await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clone_code(target: Address) -> Vec<u8> {
+        let mut code = PREFIX.to_vec();
+        code.extend_from_slice(target.as_slice());
+        code.extend_from_slice(&SUFFIX);
+        code
+    }
+
+    #[test]
+    fn exact_code_only() {
+        let target = Address::repeat_byte(0x42);
+        assert_eq!(minimal_proxy_target(&clone_code(target)), Some(target));
+        let mut longer = clone_code(target);
+        longer.push(0);
+        assert_eq!(minimal_proxy_target(&longer), None);
+        let mut other = clone_code(target);
+        other[0] = 0x00;
+        assert_eq!(minimal_proxy_target(&other), None);
+        // An EIP-7702 delegation designator is 23 bytes: never a minimal proxy.
+        let mut delegation = vec![0xef, 0x01, 0x00];
+        delegation.extend_from_slice(target.as_slice());
+        assert_eq!(minimal_proxy_target(&delegation), None);
+    }
+}

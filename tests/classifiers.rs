@@ -1,0 +1,354 @@
+//! Every built-in classifier on real OpenZeppelin contracts and on the real-world quirks, on
+//! Anvil: each list, count, attribute set and implementation over HTTP equals what was
+//! deployed, in the spec's order; the same after an unwind and a re-index; and a recorded copy
+//! of the chain replays into the same database.
+
+mod common;
+
+use std::time::Duration;
+
+use alloy::{
+    primitives::{Address, B256, U256},
+    sol,
+    sol_types::{SolCall, SolValue},
+};
+use common::{anvil::Anvil, workload::Chain, Client};
+use ots_indexer::{
+    db::{AccessMode, Db},
+    index::{check::dump, unwind::unwind_to},
+    rpc::{self, RpcContext},
+    source::{
+        fixture::{capture, Fixture},
+        NodeClient, TraceChoice,
+    },
+    sync::{Indexer, SyncConfig},
+};
+use serde_json::{json, Value};
+
+sol! {
+    interface Nft { function mint(address to, uint256 id) external; }
+    interface Multi { function mint(address to, uint256 id, uint256 amount) external; }
+    interface Factory {
+        function clone(address implementation) external returns (address);
+        function cloneDeterministic(address implementation, bytes32 salt) external returns (address);
+        function cloneAndInitialize(address implementation, string name_, string symbol_) external returns (address);
+    }
+    interface Cloneable { function initialize(string name_, string symbol_, address to, uint256 amount) external; }
+    interface Fake { function emitTransfer(address from, address to, uint256 value) external; }
+    interface Token { function transfer(address to, uint256 value) external; }
+}
+
+/// What the test deployed, and where.
+struct Deployed {
+    blocks: [u64; 4],
+    asset: Address,
+    mkr: Address,
+    usdt: Address,
+    nft: Address,
+    multi: Address,
+    implementation: Address,
+    factory: Address,
+    plain_nft: Address,
+    fake: Address,
+    vault: Address,
+    clone: Address,
+    clone_create2: Address,
+    clone_initialised: Address,
+    accounts: Vec<Address>,
+}
+
+fn hex_u64(v: &Value) -> u64 {
+    u64::from_str_radix(v.as_str().expect("hex string").trim_start_matches("0x"), 16).expect("hex")
+}
+
+async fn mined_block(chain: &Chain, hash: B256) -> u64 {
+    let r = chain.receipt_of(hash).await;
+    assert_eq!(r["status"], json!("0x1"), "transaction {hash} failed");
+    hex_u64(&r["blockNumber"])
+}
+
+async fn created(chain: &Chain, hash: B256) -> Address {
+    serde_json::from_value(chain.receipt_of(hash).await["contractAddress"].clone()).expect("contract address")
+}
+
+/// The `Cloned(address)` event of a factory call.
+async fn cloned(chain: &Chain, hash: B256) -> Address {
+    let r = chain.receipt_of(hash).await;
+    let log = r["logs"].as_array().expect("logs").last().expect("Cloned log").clone();
+    let data: alloy::primitives::Bytes = serde_json::from_value(log["data"].clone()).expect("data");
+    Address::from_slice(&data[12..32])
+}
+
+async fn deploy_everything(url: &str) -> Deployed {
+    let mut chain = Chain::connect(url);
+    let accounts = chain.accounts().await;
+    let a0 = accounts[0];
+
+    // Block 1: the contracts themselves.
+    let asset_args = ("Asset Token".to_owned(), "AST".to_owned(), U256::from(10u64).pow(U256::from(24)));
+    let asset = chain.deploy(a0, "DemoToken", asset_args.abi_encode_params()).await;
+    let mkr = chain.deploy_artifact(a0, "Bytes32MetadataToken").await;
+    let usdt = chain.deploy_artifact(a0, "NoReturnToken").await;
+    let nft = chain.deploy_artifact(a0, "DemoNft").await;
+    let multi = chain.deploy_artifact(a0, "DemoMulti").await;
+    let implementation = chain.deploy_artifact(a0, "CloneableToken").await;
+    let factory = chain.deploy_artifact(a0, "CloneFactory").await;
+    let plain_nft = chain.deploy_artifact(a0, "PlainNft").await;
+    let fake = chain.deploy_artifact(a0, "FakeTransferEmitter").await;
+    chain.mine().await;
+    let b1 = mined_block(&chain, asset).await;
+    let (asset, mkr, usdt, nft, multi, implementation, factory, plain_nft, fake) = (
+        created(&chain, asset).await,
+        created(&chain, mkr).await,
+        created(&chain, usdt).await,
+        created(&chain, nft).await,
+        created(&chain, multi).await,
+        created(&chain, implementation).await,
+        created(&chain, factory).await,
+        created(&chain, plain_nft).await,
+        created(&chain, fake).await,
+    );
+
+    // Block 2: a vault, and clones made inside the factory (CREATE, CREATE2, initialised at once).
+    let vault = chain.deploy(a0, "DemoVault", asset.abi_encode()).await;
+    let clone = chain.send_call(a0, factory, Factory::cloneCall { implementation }.abi_encode()).await;
+    let salt = B256::repeat_byte(0x5a);
+    let clone2 = chain
+        .send_call(a0, factory, Factory::cloneDeterministicCall { implementation, salt }.abi_encode())
+        .await;
+    let init =
+        Factory::cloneAndInitializeCall { implementation, name_: "Clone A".into(), symbol_: "CLA".into() };
+    let clone_init = chain.send_call(a0, factory, init.abi_encode()).await;
+    chain.mine().await;
+    let b2 = mined_block(&chain, vault).await;
+    let (vault, clone, clone_create2, clone_initialised) = (
+        created(&chain, vault).await,
+        cloned(&chain, clone).await,
+        cloned(&chain, clone2).await,
+        cloned(&chain, clone_init).await,
+    );
+
+    // Block 3: transfers of the quirky tokens, an NFT without ERC165, fake Transfer logs.
+    let t = |to: Address| Token::transferCall { to, value: U256::from(5) }.abi_encode();
+    let first = chain.send_call(a0, mkr, t(accounts[1])).await;
+    chain.send_call(a0, usdt, t(accounts[2])).await;
+    chain.send_call(a0, nft, Nft::mintCall { to: accounts[3], id: U256::from(1) }.abi_encode()).await;
+    let mint = Multi::mintCall { to: accounts[4], id: U256::from(7), amount: U256::from(10) };
+    chain.send_call(a0, multi, mint.abi_encode()).await;
+    let fake_log = Fake::emitTransferCall { from: accounts[5], to: accounts[6], value: U256::from(1) };
+    chain.send_call(a0, fake, fake_log.abi_encode()).await;
+    chain.send_call(a0, plain_nft, Nft::mintCall { to: accounts[7], id: U256::from(42) }.abi_encode()).await;
+    chain.mine().await;
+    let b3 = mined_block(&chain, first).await;
+
+    // Block 4: the plain clone is initialised (its first Transfer), the fake logs again.
+    let init = Cloneable::initializeCall {
+        name_: "Late".into(),
+        symbol_: "LATE".into(),
+        to: accounts[8],
+        amount: U256::from(9),
+    };
+    let late = chain.send_call(a0, clone, init.abi_encode()).await;
+    chain.send_call(a0, fake, fake_log.abi_encode()).await;
+    chain.mine().await;
+    let b4 = mined_block(&chain, late).await;
+
+    Deployed {
+        blocks: [b1, b2, b3, b4],
+        asset,
+        mkr,
+        usdt,
+        nft,
+        multi,
+        implementation,
+        factory,
+        plain_nft,
+        fake,
+        vault,
+        clone,
+        clone_create2,
+        clone_initialised,
+        accounts,
+    }
+}
+
+/// `(block, address)` rows in the spec's order: by block, then by address bytes.
+fn ordered(mut rows: Vec<(u64, Address)>) -> Vec<(u64, Address)> {
+    rows.sort();
+    rows
+}
+
+async fn listed(client: &Client, method: &'static str) -> (Vec<(u64, Address)>, Vec<Value>) {
+    let page = client.call(method, json!([0, 500])).await;
+    let results = page["results"].as_array().expect("results").clone();
+    let rows: Vec<(u64, Address)> = results
+        .iter()
+        .map(|r| (hex_u64(&r["blockNumber"]), serde_json::from_value(r["address"].clone()).expect("address")))
+        .collect();
+    for (block, _) in &rows {
+        assert!(page["blocksSummary"][format!("{block:#x}")].is_object(), "{method}: no summary of {block}");
+    }
+    (rows, results)
+}
+
+fn row(results: &[Value], address: Address) -> &Value {
+    results.iter().find(|r| r["address"] == json!(address)).unwrap_or_else(|| panic!("{address} not listed"))
+}
+
+/// `late`: blocks 3 and 4 (the transfers and late classifications) are indexed.
+async fn check_lists(client: &Client, d: &Deployed, late: bool) {
+    let [b1, b2, b3, b4] = d.blocks;
+    let counts = |method: &'static str| client.call(method, json!([]));
+
+    let all = ordered(
+        [d.asset, d.mkr, d.usdt, d.nft, d.multi, d.implementation, d.factory, d.plain_nft, d.fake]
+            .map(|a| (b1, a))
+            .into_iter()
+            .chain([d.vault, d.clone, d.clone_create2, d.clone_initialised].map(|a| (b2, a)))
+            .collect(),
+    );
+    assert_eq!(listed(client, "ots2_getAllContractsList").await.0, all);
+    assert_eq!(counts("ots2_getAllContractsCount").await, json!(all.len()));
+
+    let mut erc20 = vec![(b1, d.asset), (b1, d.mkr), (b1, d.usdt), (b2, d.vault), (b2, d.clone_initialised)];
+    if late {
+        erc20.push((b4, d.clone));
+    }
+    let (rows, results) = listed(client, "ots2_getERC20List").await;
+    assert_eq!(rows, ordered(erc20.clone()));
+    assert_eq!(counts("ots2_getERC20Count").await, json!(erc20.len()));
+    let mkr = row(&results, d.mkr);
+    assert_eq!(
+        (&mkr["name"], &mkr["symbol"], &mkr["decimals"]),
+        (&json!("Maker"), &json!("MKR"), &json!(18))
+    );
+    let usdt = row(&results, d.usdt);
+    assert_eq!(
+        (&usdt["name"], &usdt["symbol"], &usdt["decimals"]),
+        (&json!("Tether USD"), &json!("USDT"), &json!(6))
+    );
+    assert_eq!(row(&results, d.clone_initialised)["symbol"], json!("CLA"));
+    if late {
+        assert_eq!(row(&results, d.clone)["name"], json!("Late"));
+    }
+
+    let mut erc721 = vec![(b1, d.nft)];
+    if late {
+        erc721.push((b3, d.plain_nft));
+    }
+    let (rows, results) = listed(client, "ots2_getERC721List").await;
+    assert_eq!(rows, erc721);
+    assert_eq!(counts("ots2_getERC721Count").await, json!(erc721.len()));
+    assert_eq!(
+        (&row(&results, d.nft)["name"], &row(&results, d.nft)["symbol"]),
+        (&json!("Demo NFT"), &json!("DNFT"))
+    );
+    if late {
+        assert_eq!(row(&results, d.plain_nft)["symbol"], json!("PNFT"));
+    }
+
+    let (rows, results) = listed(client, "ots2_getERC1155List").await;
+    assert_eq!(rows, vec![(b1, d.multi)]);
+    assert_eq!(row(&results, d.multi)["name"], json!("<ERROR>"), "OpenZeppelin ERC1155 has no name()");
+    assert_eq!(counts("ots2_getERC1155Count").await, json!(1));
+
+    let proxies = ordered(vec![(b2, d.clone), (b2, d.clone_create2), (b2, d.clone_initialised)]);
+    let (rows, results) = listed(client, "ots2_getERC1167List").await;
+    assert_eq!(rows, proxies);
+    assert!(results.iter().all(|r| r["implementation"] == json!(d.implementation)));
+    assert_eq!(counts("ots2_getERC1167Count").await, json!(3));
+
+    let (rows, results) = listed(client, "ots2_getERC4626List").await;
+    assert_eq!(rows, vec![(b2, d.vault)]);
+    let vault = row(&results, d.vault);
+    assert_eq!(vault["asset"], json!(d.asset));
+    assert_eq!(vault["totalAssets"], json!(0));
+    assert_eq!((&vault["name"], &vault["decimals"]), (&json!("Demo Vault"), &json!(18)));
+    assert_eq!(counts("ots2_getERC4626Count").await, json!(1));
+
+    let attrs = |a: Address| client.call("ots2_getAddressAttributes", json!([a]));
+    assert_eq!(attrs(d.nft).await, json!({"erc165": true, "erc721": true}));
+    assert_eq!(attrs(d.multi).await, json!({"erc165": true, "erc1155": true}));
+    assert_eq!(attrs(d.vault).await, json!({"erc20": true}));
+    assert_eq!(attrs(d.clone_create2).await, json!({"erc1167": true}));
+    assert_eq!(attrs(d.clone_initialised).await, json!({"erc20": true, "erc1167": true}));
+    assert_eq!(attrs(d.fake).await, json!({}));
+    assert_eq!(attrs(d.factory).await, json!({}));
+    let plain = if late { json!({"erc721": true}) } else { json!({}) };
+    assert_eq!(attrs(d.plain_nft).await, plain);
+    let clone = if late { json!({"erc20": true, "erc1167": true}) } else { json!({"erc1167": true}) };
+    assert_eq!(attrs(d.clone).await, clone);
+
+    let implementation = |a: Address| client.call("ots2_getERC1167Impl", json!([a]));
+    assert_eq!(implementation(d.clone).await, json!(d.implementation));
+    assert_eq!(implementation(d.asset).await, Value::Null);
+
+    // Transfers of quirky tokens are indexed; fake Transfer logs are not.
+    let transfers = |a: Address| client.call("ots2_getERC20TransferCount", json!([a]));
+    assert_eq!(transfers(d.accounts[1]).await, json!(u64::from(late)), "MKR-style token");
+    assert_eq!(transfers(d.accounts[2]).await, json!(u64::from(late)), "USDT-style token");
+    assert_eq!(transfers(d.accounts[5]).await, json!(0), "not a token");
+    assert_eq!(transfers(d.accounts[6]).await, json!(0), "not a token");
+    assert_eq!(transfers(d.accounts[8]).await, json!(u64::from(late)), "clone initialised later");
+}
+
+fn config() -> SyncConfig {
+    SyncConfig {
+        batch_blocks: 2,
+        concurrency: 4,
+        poll_interval: Duration::from_millis(50),
+        ..Default::default()
+    }
+}
+
+fn all_classifiers() -> Vec<Box<dyn ots_classifiers::Classifier>> {
+    ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_builtin_classifier_on_real_contracts() {
+    let mut anvil = Anvil::start(&[]);
+    let deployed = deploy_everything(&anvil.url).await;
+    let node = NodeClient::connect(&anvil.url, Duration::from_secs(30))
+        .expect("node")
+        .with_traces(TraceChoice::Auto)
+        .await
+        .expect("traces");
+    let head = node.head().await.expect("head");
+    assert_eq!(head, deployed.blocks[3]);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(&dir.path().join("node"), AccessMode::ReadWrite).expect("open db");
+    let indexer =
+        Indexer::open(db.clone(), node.clone(), all_classifiers(), config()).await.expect("indexer");
+    indexer.sync_to(head).await.expect("sync");
+    let clean = dump(&db.begin_read().expect("read")).expect("dump");
+
+    let ctx = RpcContext { db: db.clone(), node: node.clone(), max_page_size: 1000, progress: None };
+    let (addr, server) = rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx).await.expect("serve");
+    let client = Client::new(&format!("http://{addr}"));
+    check_lists(&client, &deployed, true).await;
+
+    // Unwind to block 2: the late classifications go, with their metadata and attributes.
+    let txn = db.begin_write().expect("write");
+    unwind_to(&txn, deployed.blocks[1]).expect("unwind");
+    txn.commit().expect("commit");
+    check_lists(&client, &deployed, false).await;
+    indexer.sync_to(head).await.expect("re-index");
+    check_lists(&client, &deployed, true).await;
+    assert!(
+        dump(&db.begin_read().expect("read")).expect("dump") == clean,
+        "re-index differs from a clean index"
+    );
+
+    // Recorded and replayed with no node: the same database.
+    let file = dir.path().join("chain.jsonl.gz");
+    capture(&node, &all_classifiers(), 0, head, &file).await.expect("capture");
+    anvil.stop();
+    let replayed = Db::open(&dir.path().join("file"), AccessMode::ReadWrite).expect("open");
+    let fixture = Fixture::load(&file).expect("load");
+    let indexer = Indexer::open(replayed.clone(), fixture, all_classifiers(), config()).await.expect("open");
+    indexer.sync_to(head).await.expect("replay");
+    assert!(dump(&replayed.begin_read().expect("read")).expect("dump") == clean, "replay differs");
+    server.stop().ok();
+}
