@@ -186,8 +186,9 @@ mod tests {
     #[test]
     fn registry_holds_every_ots2_table() {
         // Spec §2: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
-        // Idx2Block, 2 holdings tables; plus our undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 2);
+        // Idx2Block, 2 holdings tables; plus our contract info, transfer probes, undo journal
+        // and internal state.
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 4);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }
