@@ -14,8 +14,16 @@ use alloy::{
 };
 use common::{anvil::Anvil, workload::Chain, Client};
 use ots_indexer::{
-    db::{AccessMode, Db},
-    index::{check::dump, unwind::unwind_to},
+    db::{
+        codec::{AttributeBit, BlockNumber},
+        tables::OtsTransferProbes,
+        AccessMode, Db,
+    },
+    index::{
+        attributes::attributes,
+        check::{check, dump},
+        unwind::unwind_to,
+    },
     rpc::{self, RpcContext},
     source::{
         fixture::{capture, Fixture},
@@ -322,6 +330,14 @@ async fn every_builtin_classifier_on_real_contracts() {
     let indexer =
         Indexer::open(db.clone(), node.clone(), all_classifiers(), config()).await.expect("indexer");
     indexer.sync_to(head).await.expect("sync");
+    check(&db.begin_read().expect("read")).expect("a clean index passes check");
+    {
+        // The metadata bit (not exposed by getAddressAttributes, as in ots2).
+        let txn = db.begin_read().expect("read");
+        assert!(attributes(&txn, &deployed.nft).expect("attrs").has(AttributeBit::Erc721Metadata));
+        assert!(!attributes(&txn, &deployed.plain_nft).expect("attrs").has(AttributeBit::Erc721Metadata));
+        assert!(attributes(&txn, &deployed.vault).expect("attrs").has(AttributeBit::Erc4626));
+    }
     let clean = dump(&db.begin_read().expect("read")).expect("dump");
 
     let ctx = RpcContext { db: db.clone(), node: node.clone(), max_page_size: 1000, progress: None };
@@ -351,4 +367,11 @@ async fn every_builtin_classifier_on_real_contracts() {
     indexer.sync_to(head).await.expect("replay");
     assert!(dump(&replayed.begin_read().expect("read")).expect("dump") == clean, "replay differs");
     server.stop().ok();
+
+    // `check` notices a failed re-probe recorded for a token.
+    let txn = db.begin_write().expect("write");
+    txn.put::<OtsTransferProbes>(&deployed.mkr, &BlockNumber(3)).expect("tamper");
+    txn.commit().expect("commit");
+    let err = check(&db.begin_read().expect("read")).expect_err("tampered").to_string();
+    assert!(err.contains("OtsTransferProbes") && err.contains("token"), "{err}");
 }

@@ -1,9 +1,10 @@
 //! The ERC1155 classifier (spec §3.3).
 
+use alloy_primitives::Address;
+
 use crate::{
-    erc721::names,
-    probe::{judge_all, supports_interface},
-    BoxFuture, Candidates, ChainError, ChainView, Classifier, ClassifyInput, Fact, Standard,
+    erc721::names, probe::supports_interface, Candidates, ChainError, ChainView, ContractClassifier, Fact,
+    Standard,
 };
 
 /// ERC1155's interface id.
@@ -19,38 +20,25 @@ impl Erc1155Classifier {
     pub const NAME: &'static str = "erc1155";
 }
 
-impl Classifier for Erc1155Classifier {
-    fn name(&self) -> &'static str {
-        Self::NAME
-    }
+impl ContractClassifier for Erc1155Classifier {
+    const NAME: &'static str = Self::NAME;
+    const CANDIDATES: Candidates = Candidates::MatchesOf(Standard::Erc165);
+    const PRODUCES: &'static [Standard] = &[Standard::Erc1155];
 
-    fn candidates(&self) -> Candidates {
-        Candidates::MatchesOf(Standard::Erc165)
-    }
-
-    fn produces(&self) -> &'static [Standard] {
-        &[Standard::Erc1155]
-    }
-
-    fn classify<'a>(
-        &'a self,
-        input: ClassifyInput<'a>,
-        chain: &'a dyn ChainView,
-    ) -> BoxFuture<'a, Result<Vec<Fact>, ChainError>> {
-        Box::pin(async move {
-            let block = input.block.number;
-            judge_all(input.contracts, |address| async move {
-                if !supports_interface(chain, address, ERC1155_ID, block).await? {
-                    return Ok(vec![]);
-                }
-                let metadata = names(chain, address, block).await?;
-                let mut facts = vec![Fact::Matched { standard: Standard::Erc1155, address }];
-                if metadata.name.is_some() || metadata.symbol.is_some() {
-                    facts.push(Fact::Described { address, metadata });
-                }
-                Ok(facts)
-            })
-            .await
-        })
+    async fn judge(
+        &self,
+        chain: &dyn ChainView,
+        address: Address,
+        block: u64,
+    ) -> Result<Vec<Fact>, ChainError> {
+        if !supports_interface(chain, address, ERC1155_ID, block).await? {
+            return Ok(vec![]);
+        }
+        let metadata = names(chain, address, block).await?;
+        let mut facts = vec![Fact::Matched { standard: Standard::Erc1155, address }];
+        if metadata.name.is_some() || metadata.symbol.is_some() {
+            facts.push(Fact::Described { address, metadata });
+        }
+        Ok(facts)
     }
 }

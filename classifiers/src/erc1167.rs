@@ -2,9 +2,7 @@
 
 use alloy_primitives::Address;
 
-use crate::{
-    probe::judge_all, BoxFuture, ChainError, ChainView, Classifier, ClassifyInput, Fact, Metadata, Standard,
-};
+use crate::{ChainError, ChainView, ContractClassifier, Fact, Metadata, Standard};
 
 const PREFIX: [u8; 10] = [0x36, 0x3d, 0x3d, 0x37, 0x3d, 0x3d, 0x3d, 0x36, 0x3d, 0x73];
 const SUFFIX: [u8; 15] =
@@ -27,40 +25,23 @@ impl Erc1167Classifier {
     pub const NAME: &'static str = "erc1167";
 }
 
-impl Classifier for Erc1167Classifier {
-    fn name(&self) -> &'static str {
-        Self::NAME
-    }
+impl ContractClassifier for Erc1167Classifier {
+    const NAME: &'static str = Self::NAME;
+    const PRODUCES: &'static [Standard] = &[Standard::Erc1167];
 
-    fn produces(&self) -> &'static [Standard] {
-        &[Standard::Erc1167]
-    }
-
-    fn classify<'a>(
-        &'a self,
-        input: ClassifyInput<'a>,
-        chain: &'a dyn ChainView,
-    ) -> BoxFuture<'a, Result<Vec<Fact>, ChainError>> {
-        Box::pin(async move {
-            let block = input.block.number;
-            judge_all(input.contracts, |address| async move {
-                let code = chain.code_at(address, block).await?;
-                Ok(match minimal_proxy_target(&code) {
-                    Some(implementation) => vec![
-                        Fact::Matched { standard: Standard::Erc1167, address },
-                        Fact::Described {
-                            address,
-                            metadata: Metadata {
-                                implementation: Some(implementation),
-                                ..Metadata::default()
-                            },
-                        },
-                    ],
-                    None => vec![],
-                })
-            })
-            .await
-        })
+    async fn judge(
+        &self,
+        chain: &dyn ChainView,
+        address: Address,
+        block: u64,
+    ) -> Result<Vec<Fact>, ChainError> {
+        let code = chain.code_at(address, block).await?;
+        let Some(implementation) = minimal_proxy_target(&code) else { return Ok(vec![]) };
+        let metadata = Metadata { implementation: Some(implementation), ..Metadata::default() };
+        Ok(vec![
+            Fact::Matched { standard: Standard::Erc1167, address },
+            Fact::Described { address, metadata },
+        ])
     }
 }
 

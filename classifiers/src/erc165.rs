@@ -1,8 +1,11 @@
 //! The ERC165 classifier (spec §3.3).
 
+use alloy_primitives::Address;
+
 use crate::{
-    probe::{judge_all, supports_interface},
-    BoxFuture, ChainError, ChainView, Classifier, ClassifyInput, Fact, Standard,
+    abi::decode_bool,
+    probe::{call1, supports_interface},
+    ChainError, ChainView, ContractClassifier, Fact, Standard,
 };
 
 /// The ERC165 interface id itself.
@@ -20,40 +23,24 @@ impl Erc165Classifier {
     pub const NAME: &'static str = "erc165";
 }
 
-impl Classifier for Erc165Classifier {
-    fn name(&self) -> &'static str {
-        Self::NAME
-    }
+impl ContractClassifier for Erc165Classifier {
+    const NAME: &'static str = Self::NAME;
+    const PRODUCES: &'static [Standard] = &[Standard::Erc165];
 
-    fn produces(&self) -> &'static [Standard] {
-        &[Standard::Erc165]
-    }
-
-    fn classify<'a>(
-        &'a self,
-        input: ClassifyInput<'a>,
-        chain: &'a dyn ChainView,
-    ) -> BoxFuture<'a, Result<Vec<Fact>, ChainError>> {
-        Box::pin(async move {
-            let block = input.block.number;
-            judge_all(input.contracts, |address| async move {
-                let (yes, no) =
-                    futures::try_join!(supports_interface(chain, address, ERC165_ID, block), async {
-                        // `false` must be an answer, not a revert: call it directly.
-                        let mut word = [0u8; 32];
-                        word[..4].copy_from_slice(&INVALID_ID);
-                        let answer =
-                            crate::probe::call1(chain, address, "supportsInterface(bytes4)", word, block)
-                                .await?;
-                        Ok(answer.and_then(|b| crate::abi::decode_bool(&b)) == Some(false))
-                    })?;
-                Ok(if yes && no {
-                    vec![Fact::Matched { standard: Standard::Erc165, address }]
-                } else {
-                    vec![]
-                })
-            })
-            .await
-        })
+    async fn judge(
+        &self,
+        chain: &dyn ChainView,
+        address: Address,
+        block: u64,
+    ) -> Result<Vec<Fact>, ChainError> {
+        let mut invalid = [0u8; 32];
+        invalid[..4].copy_from_slice(&INVALID_ID);
+        // `false` must be an answer, not a revert, so the invalid id is called directly.
+        let (yes, no) = futures::try_join!(
+            supports_interface(chain, address, ERC165_ID, block),
+            call1(chain, address, "supportsInterface(bytes4)", invalid, block),
+        )?;
+        let no = no.and_then(|b| decode_bool(&b)) == Some(false);
+        Ok(if yes && no { vec![Fact::Matched { standard: Standard::Erc165, address }] } else { vec![] })
     }
 }

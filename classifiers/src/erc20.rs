@@ -4,8 +4,8 @@ use alloy_primitives::Address;
 
 use crate::{
     abi::{decode_text, decode_uint8},
-    probe::{call0, judge_all, union},
-    BoxFuture, ChainError, ChainView, Classifier, ClassifyInput, Fact, Metadata, Standard,
+    probe::call0,
+    ChainError, ChainView, ContractClassifier, Fact, Metadata, Standard,
 };
 
 /// Classifies a contract as ERC20 when, at the classified block, `decimals()` returns a `uint8`
@@ -57,37 +57,24 @@ impl Erc20Classifier {
     }
 }
 
-impl Classifier for Erc20Classifier {
-    fn name(&self) -> &'static str {
-        Self::NAME
-    }
+impl ContractClassifier for Erc20Classifier {
+    const NAME: &'static str = Self::NAME;
+    const PRODUCES: &'static [Standard] = &[Standard::Erc20];
+    const JUDGES_TRANSFER_EMITTERS: bool = true;
 
-    fn produces(&self) -> &'static [Standard] {
-        &[Standard::Erc20]
-    }
-
-    fn classify<'a>(
-        &'a self,
-        input: ClassifyInput<'a>,
-        chain: &'a dyn ChainView,
-    ) -> BoxFuture<'a, Result<Vec<Fact>, ChainError>> {
-        Box::pin(async move {
-            let block = input.block.number;
-            let candidates = union(input.contracts, input.transfer_emitters);
-            judge_all(&candidates, |address| async move {
-                let Some(meta) = Self::probe(chain, address, block).await? else { return Ok(vec![]) };
-                let metadata = Metadata {
-                    name: Some(meta.name),
-                    symbol: Some(meta.symbol),
-                    decimals: Some(meta.decimals),
-                    ..Metadata::default()
-                };
-                Ok(vec![
-                    Fact::Matched { standard: Standard::Erc20, address },
-                    Fact::Described { address, metadata },
-                ])
-            })
-            .await
-        })
+    async fn judge(
+        &self,
+        chain: &dyn ChainView,
+        address: Address,
+        block: u64,
+    ) -> Result<Vec<Fact>, ChainError> {
+        let Some(meta) = Self::probe(chain, address, block).await? else { return Ok(vec![]) };
+        let metadata = Metadata {
+            name: Some(meta.name),
+            symbol: Some(meta.symbol),
+            decimals: Some(meta.decimals),
+            ..Metadata::default()
+        };
+        Ok(vec![Fact::Matched { standard: Standard::Erc20, address }, Fact::Described { address, metadata }])
     }
 }

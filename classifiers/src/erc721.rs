@@ -1,10 +1,11 @@
 //! The ERC721 classifier (spec §3.3, plus tokens that skip ERC165).
 
 use alloy_primitives::{Address, B256};
+use futures::future::try_join_all;
 
 use crate::{
     abi::{decode_address, decode_text},
-    probe::{call0, call1, judge_all, supports_interface},
+    probe::{call0, call1, supports_interface},
     BoxFuture, Candidates, ChainError, ChainView, Classifier, ClassifyInput, Fact, Flag, Metadata, Standard,
     TRANSFER_TOPIC,
 };
@@ -73,9 +74,9 @@ impl Classifier for Erc721Classifier {
     ) -> BoxFuture<'a, Result<Vec<Fact>, ChainError>> {
         Box::pin(async move {
             let block = input.block.number;
-            let mut facts = judge_all(input.contracts, |address| async move {
+            let declared = try_join_all(input.contracts.iter().map(|&address| async move {
                 if !supports_interface(chain, address, ERC721_ID, block).await? {
-                    return Ok(vec![]);
+                    return Ok::<_, ChainError>(vec![]);
                 }
                 let mut facts = vec![Fact::Matched { standard: Standard::Erc721, address }];
                 if supports_interface(chain, address, ERC721_METADATA_ID, block).await? {
@@ -83,15 +84,16 @@ impl Classifier for Erc721Classifier {
                     facts.push(Fact::Described { address, metadata: names(chain, address, block).await? });
                 }
                 Ok(facts)
-            })
+            }))
             .await?;
+            let mut facts: Vec<Fact> = declared.into_iter().flatten().collect();
             let emitters: Vec<(Address, B256)> = input
                 .transfer_emitters
                 .iter()
                 .filter(|a| !input.contracts.contains(a))
                 .filter_map(|&a| transferred_token_id(&input, a).map(|id| (a, id)))
                 .collect();
-            let found = futures::future::try_join_all(emitters.iter().map(|&(address, id)| async move {
+            let found = try_join_all(emitters.iter().map(|&(address, id)| async move {
                 let (owner, junk) = futures::try_join!(
                     call1(chain, address, "ownerOf(uint256)", id.0, block),
                     call0(chain, address, "junkjunkjunk()", block)

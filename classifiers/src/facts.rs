@@ -71,6 +71,14 @@ pub enum Fact {
         /// The contract.
         address: Address,
     },
+    /// `address` carries `label` from the classified block on: a classifier's own category
+    /// (a user classifier's "uniswap-v2-pair"), 1 to 64 bytes of UTF-8.
+    Labeled {
+        /// The label.
+        label: String,
+        /// The address.
+        address: Address,
+    },
     /// Metadata about `address`, read at the classified block.
     Described {
         /// The contract.

@@ -16,8 +16,11 @@ mod erc20;
 mod erc4626;
 mod erc721;
 mod facts;
+mod per_contract;
 mod probe;
+mod registry;
 mod run;
+mod token_metadata;
 
 pub use abi::{
     decode_address, decode_bool, decode_bytes32_text, decode_string, decode_text, decode_uint256,
@@ -33,23 +36,18 @@ pub use erc20::{Erc20Classifier, Erc20Metadata};
 pub use erc4626::Erc4626Classifier;
 pub use erc721::{Erc721Classifier, ERC721_ID, ERC721_METADATA_ID};
 pub use facts::{Fact, Flag, Metadata, Standard};
+pub use per_contract::ContractClassifier;
+pub use registry::{MakeClassifier, Registry, RegistryError};
 pub use run::classify_block;
+pub use token_metadata::read_token_metadata;
 
 /// topic0 of `Transfer(address,address,uint256)`, shared by ERC20 and ERC721.
 pub const TRANSFER_TOPIC: alloy_primitives::B256 =
     alloy_primitives::b256!("ddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef");
 
-/// The classifiers this build ships, by name.
+/// The built-in classifier called `name`.
 pub fn builtin(name: &str) -> Option<Box<dyn Classifier>> {
-    match name {
-        Erc20Classifier::NAME => Some(Box::new(Erc20Classifier)),
-        Erc165Classifier::NAME => Some(Box::new(Erc165Classifier)),
-        Erc721Classifier::NAME => Some(Box::new(Erc721Classifier)),
-        Erc1155Classifier::NAME => Some(Box::new(Erc1155Classifier)),
-        Erc1167Classifier::NAME => Some(Box::new(Erc1167Classifier)),
-        Erc4626Classifier::NAME => Some(Box::new(Erc4626Classifier)),
-        _ => None,
-    }
+    Registry::builtin().make(name)
 }
 
 /// Names of the built-in classifiers, in an order that satisfies their dependencies.

@@ -1,9 +1,8 @@
 //! Helpers shared by the call-based classifiers.
 
 use alloy_primitives::{Address, Bytes};
-use futures::future::try_join_all;
 
-use crate::{abi::selector, CallOutcome, ChainError, ChainView, Fact};
+use crate::{abi::selector, CallOutcome, ChainError, ChainView};
 
 /// Calls `signature` (no arguments) on `address` at `block`; `None` when it reverted.
 pub async fn call0(
@@ -46,24 +45,4 @@ fn returned(outcome: CallOutcome) -> Option<Bytes> {
         CallOutcome::Returned(bytes) => Some(bytes),
         CallOutcome::Reverted => None,
     }
-}
-
-/// Runs `judge` on every address at once and gathers the facts.
-pub async fn judge_all<'a, F, Fut>(addresses: &'a [Address], judge: F) -> Result<Vec<Fact>, ChainError>
-where
-    F: Fn(Address) -> Fut,
-    Fut: std::future::Future<Output = Result<Vec<Fact>, ChainError>> + 'a,
-{
-    Ok(try_join_all(addresses.iter().map(|&a| judge(a))).await?.into_iter().flatten().collect())
-}
-
-/// `contracts` then whichever `extra` are not among them, without repeats.
-pub fn union(contracts: &[Address], extra: &[Address]) -> Vec<Address> {
-    let mut out = contracts.to_vec();
-    for a in extra {
-        if !out.contains(a) {
-            out.push(*a);
-        }
-    }
-    out
 }

@@ -3,9 +3,8 @@
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use anyhow::bail;
 use clap::Args;
-use ots_classifiers::Classifier;
+use ots_classifiers::{Classifier, Registry};
 
 use crate::{
     rpc,
@@ -90,6 +89,10 @@ pub struct SyncArgs {
     )]
     pub classifiers: Vec<String>,
 
+    /// The classifiers this program knows by name (not a flag).
+    #[arg(skip)]
+    pub registry: Registry,
+
     /// Most blocks written in one database transaction.
     #[arg(long, env = "OTS_BATCH_BLOCKS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_blocks: u64,
@@ -137,20 +140,10 @@ impl SyncArgs {
         }
     }
 
-    /// The classifiers named by `--classifiers`.
+    /// The classifiers named by `--classifiers`, from the built-ins and whatever the program
+    /// registered (see [`crate::cli::main_with`]).
     pub fn classifiers(&self) -> anyhow::Result<Vec<Box<dyn Classifier>>> {
-        let mut out = Vec::new();
-        for name in &self.classifiers {
-            match ots_classifiers::builtin(name) {
-                Some(c) => out.push(c),
-                None => bail!(
-                    "unknown classifier {name:?}; built-in classifiers are: {}",
-                    ots_classifiers::BUILTIN_NAMES.join(", ")
-                ),
-            }
-        }
-        ots_classifiers::check_dependencies(&out)?;
-        Ok(out)
+        Ok(self.registry.resolve(&self.classifiers)?)
     }
 }
 

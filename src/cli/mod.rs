@@ -4,6 +4,7 @@ pub mod args;
 pub mod capture;
 pub mod check;
 pub mod progress;
+pub mod refresh;
 pub mod run;
 pub mod serve;
 pub mod status;
@@ -69,9 +70,66 @@ pub enum Command {
     Check(check::CheckArgs),
     /// Undo every block above a given one (within the reorg window).
     Unwind(unwind::UnwindArgs),
+    /// Read token names, symbols and decimals from the node again and store what changed
+    /// (lists serve what was read at classification).
+    RefreshMetadata(refresh::RefreshArgs),
     /// Record a range of the node's chain (blocks, receipts, call frames, probe answers) to a
     /// file that `sync --source` indexes with no node.
     Capture(capture::CaptureArgs),
+}
+
+impl Command {
+    /// Lets `--classifiers` choose from `registry`.
+    pub fn set_registry(&mut self, registry: ots_classifiers::Registry) {
+        match self {
+            Self::Run(a) => a.sync.registry = registry,
+            Self::Sync(a) => a.sync.registry = registry,
+            Self::Capture(a) => a.sync.registry = registry,
+            Self::Serve(_)
+            | Self::Status(_)
+            | Self::Check(_)
+            | Self::Unwind(_)
+            | Self::RefreshMetadata(_) => {}
+        }
+    }
+}
+
+/// The whole program with the built-in classifiers: what `ots-indexer` runs.
+pub async fn main() -> std::process::ExitCode {
+    main_with(ots_classifiers::Registry::builtin()).await
+}
+
+/// The whole program (config file, flags, logging, the subcommand) with the classifiers of
+/// `registry` to choose from: a program with classifiers of its own calls this from its
+/// `main` after [`ots_classifiers::Registry::with`], and needs no change to this crate.
+pub async fn main_with(registry: ots_classifiers::Registry) -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(path) = crate::config::config_path(&args) {
+        if let Err(e) = crate::config::apply_config_file(std::path::Path::new(&path)) {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    }
+    let mut cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(progress::LogWriter::default)
+        .with_ansi(ansi);
+    match cli.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+    cli.command.set_registry(registry);
+    match dispatch(cli.command).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 /// Runs the chosen subcommand.
@@ -84,6 +142,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<()> {
         Command::Check(a) => check::check(&a),
         Command::Unwind(a) => unwind::unwind(&a),
         Command::Capture(a) => capture::capture(a).await,
+        Command::RefreshMetadata(a) => refresh::refresh(a).await,
     }
 }
 

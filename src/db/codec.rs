@@ -10,7 +10,9 @@ use roaring::RoaringTreemap;
 use crate::txid::TxId;
 
 mod contract_info;
+mod label;
 pub use contract_info::ContractInfo;
+pub use label::{Label, MAX_LABEL_BYTES};
 
 /// A value read from disk did not have the shape its table declares.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -338,6 +340,8 @@ pub enum IndexKind {
     ContractInfo = 2,
     /// `OtsTransferProbes`: the block re-probed this Transfer emitter in vain.
     TransferProbe = 3,
+    /// `OtsLabels`: the block labelled this address.
+    Label = 4,
 }
 
 impl IndexKind {
@@ -347,6 +351,7 @@ impl IndexKind {
             1 => Some(Self::Erc721Transfers),
             2 => Some(Self::ContractInfo),
             3 => Some(Self::TransferProbe),
+            4 => Some(Self::Label),
             _ => None,
         }
     }

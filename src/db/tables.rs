@@ -4,8 +4,8 @@
 //! listed in docs/format.md. Integers are 8 bytes big-endian, addresses 20 raw bytes.
 
 use super::codec::{
-    Attributes, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup, Holding, IdChunk, KeyCodec, StateKey,
-    UndoRecord, ValueCodec,
+    Attributes, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup, Holding, IdChunk, KeyCodec, Label,
+    StateKey, UndoRecord, ValueCodec,
 };
 use alloy_primitives::Address;
 use signet_libmdbx::DatabaseFlags;
@@ -161,6 +161,9 @@ tables! {
     /// in vain (not part of ots2): they are never re-probed again. Key: contract (20). Value:
     /// block of that probe (8).
     OtsTransferProbes: Plain, Address => BlockNumber;
+    /// Labels that classifiers (usually a user's own) gave addresses (not part of ots2). Key:
+    /// address (20). Dup: block that gave it (8) ‖ label UTF-8 (1–64), sorted by block.
+    OtsLabels: DupSort, Address => Label;
     /// Undo journal (not part of ots2). Key: block number (8). Value: block hash (32) ‖
     /// repeated [index kind (1) ‖ address (20)]: the address-index lists the block extended.
     /// Kept for the newest blocks only (the reorg window); reorgs and `unwind` read it.
@@ -186,9 +189,9 @@ mod tests {
     #[test]
     fn registry_holds_every_ots2_table() {
         // Spec §2: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
-        // Idx2Block, 2 holdings tables; plus our contract info, transfer probes, undo journal
-        // and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 4);
+        // Idx2Block, 2 holdings tables; plus our contract info, transfer probes, labels, undo
+        // journal and internal state.
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 5);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

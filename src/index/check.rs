@@ -143,6 +143,64 @@ fn check_index<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
     Ok(())
 }
 
+/// Our own tables: rows decode, no block beyond the tip, the metadata bit only with ERC721, no
+/// failed re-probe recorded for a token.
+fn check_extras<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> Result<(), DbError> {
+    let beyond = |block: u64| tip.is_some_and(|t| block > t);
+    let mut cursor = txn.cursor::<OtsContractInfo>()?;
+    let mut next = cursor.first()?;
+    while let Some((address, info)) = next {
+        if beyond(info.block) {
+            return Err(broken::<OtsContractInfo>(
+                address.as_slice(),
+                format!("written by block {}, beyond the tip", info.block),
+            ));
+        }
+        next = cursor.next_entry()?;
+    }
+    let mut cursor = txn.cursor::<OtsLabels>()?;
+    let mut next = cursor.first()?;
+    while let Some((address, label)) = next {
+        if beyond(label.block) {
+            return Err(broken::<OtsLabels>(
+                address.as_slice(),
+                format!("given in block {}, beyond the tip", label.block),
+            ));
+        }
+        next = cursor.next_entry()?;
+    }
+    let mut cursor = txn.cursor::<OtsTransferProbes>()?;
+    let mut next = cursor.first()?;
+    while let Some((address, BlockNumber(block))) = next {
+        if beyond(block) {
+            return Err(broken::<OtsTransferProbes>(
+                address.as_slice(),
+                format!("probed in block {block}, beyond the tip"),
+            ));
+        }
+        let attrs = attributes(txn, &address)?;
+        if attrs.has(AttributeBit::Erc20) || attrs.has(AttributeBit::Erc721) {
+            return Err(broken::<OtsTransferProbes>(
+                address.as_slice(),
+                "a failed re-probe recorded for a token".into(),
+            ));
+        }
+        next = cursor.next_entry()?;
+    }
+    let mut cursor = txn.cursor::<OtsAddrAttributes>()?;
+    let mut next = cursor.first()?;
+    while let Some((address, attrs)) = next {
+        if attrs.has(AttributeBit::Erc721Metadata) && !attrs.has(AttributeBit::Erc721) {
+            return Err(broken::<OtsAddrAttributes>(
+                address.as_slice(),
+                "ERC721 metadata bit without ERC721".into(),
+            ));
+        }
+        next = cursor.next_entry()?;
+    }
+    Ok(())
+}
+
 /// Checks the whole database; the error names the first broken table and key.
 pub fn check<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckReport, DbError> {
     let mut report = CheckReport::default();
@@ -164,6 +222,7 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckReport, DbError> {
     check_attribute(txn, &m, AttributeBit::Erc4626)?;
     check_index::<OtsERC20TransferIndex, OtsERC20TransferCounter, K>(txn, &mut report, below)?;
     check_index::<OtsERC721TransferIndex, OtsERC721TransferCounter, K>(txn, &mut report, below)?;
+    check_extras(txn, tip.map(|t| t.number))?;
     Ok(report)
 }
 

@@ -5,6 +5,7 @@ pub mod attributes;
 pub mod check;
 pub mod contract_info;
 pub mod matches;
+pub mod refresh;
 pub mod reprobe;
 pub mod transfers;
 pub mod unwind;

@@ -178,6 +178,13 @@ pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
                     }
                 }
             }
+            IndexKind::Label => {
+                for label in txn.cursor::<OtsLabels>()?.dups(address)? {
+                    if label.block > to {
+                        txn.delete::<OtsLabels>(address, Some(&label))?;
+                    }
+                }
+            }
             IndexKind::TransferProbe => {
                 if txn.get::<OtsTransferProbes>(address)?.is_some_and(|BlockNumber(b)| b > to) {
                     txn.delete::<OtsTransferProbes>(address, None)?;

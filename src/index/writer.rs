@@ -18,7 +18,10 @@ use super::{
 };
 use crate::{
     db::{
-        codec::{AttributeBit, Attributes, BlockNumber, ContractInfo, IndexKind, UndoRecord},
+        codec::{
+            AttributeBit, Attributes, BlockNumber, ContractInfo, IndexKind, Label, UndoRecord,
+            MAX_LABEL_BYTES,
+        },
         state::{self, Checkpoint},
         tables::*,
         Db, DbError, WriteTxn,
@@ -49,6 +52,14 @@ pub enum WriteError {
     /// A block holds more transactions than a TxId can number.
     #[error(transparent)]
     TxId(#[from] TxIdOverflow),
+    /// A classifier gave a label that is empty or longer than 64 bytes.
+    #[error("a classifier labelled something in block {block} with {label:?}: labels must be 1 to 64 bytes")]
+    BadLabel {
+        /// The label.
+        label: String,
+        /// The block.
+        block: u64,
+    },
     /// The batch does not continue the indexed chain.
     #[error("block {number} ({hash}) does not continue the index at {checkpoint:?}: its parent is {parent}")]
     NotContiguous {
@@ -190,6 +201,7 @@ pub fn write_batch(
         let mut by_standard: BTreeMap<Standard, BTreeSet<Address>> = BTreeMap::new();
         let mut flagged: BTreeSet<(Address, Flag)> = BTreeSet::new();
         let mut described: BTreeMap<Address, Metadata> = BTreeMap::new();
+        let mut labels: BTreeSet<(Address, &str)> = BTreeSet::new();
         for fact in facts {
             match fact {
                 Fact::Matched { standard, address } => {
@@ -200,6 +212,12 @@ pub fn write_batch(
                 }
                 Fact::Described { address, metadata } => {
                     described.entry(*address).or_default().merge(metadata.clone());
+                }
+                Fact::Labeled { label, address } => {
+                    if label.is_empty() || label.len() > MAX_LABEL_BYTES {
+                        return Err(WriteError::BadLabel { label: label.clone(), block: block.number });
+                    }
+                    labels.insert((*address, label));
                 }
             }
         }
@@ -219,6 +237,10 @@ pub fn write_batch(
         for (address, metadata) in described {
             txn.put::<OtsContractInfo>(&address, &contract_info(block.number, metadata))?;
             undo.insert((IndexKind::ContractInfo, address));
+        }
+        for (address, label) in labels {
+            txn.put::<OtsLabels>(&address, &Label { block: block.number, label: label.to_owned() })?;
+            undo.insert((IndexKind::Label, address));
         }
         for address in probe_misses {
             txn.put::<OtsTransferProbes>(address, &BlockNumber(block.number))?;

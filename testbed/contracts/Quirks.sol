@@ -40,6 +40,12 @@ contract NoReturnToken {
         balanceOf[to] += value;
         emit Transfer(msg.sender, to, value);
     }
+
+    /// Tokens do rename themselves (rebrands, upgrades): stored metadata must be refreshable.
+    function rename(string calldata name_, string calldata symbol_) external {
+        name = name_;
+        symbol = symbol_;
+    }
 }
 
 /// An ERC721 that never heard of ERC165: 4-topic Transfers and `ownerOf`, no `supportsInterface`.

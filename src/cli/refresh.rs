@@ -1,0 +1,39 @@
+//! `ots-indexer refresh-metadata`: read token names, symbols and decimals again.
+
+use alloy_primitives::Address;
+use anyhow::Context;
+use clap::Args;
+
+use super::args::{DbArgs, NodeArgs};
+use crate::{
+    db::{AccessMode, Db},
+    index::refresh::refresh_metadata,
+};
+
+/// Flags of `refresh-metadata`.
+#[derive(Debug, Clone, Args)]
+pub struct RefreshArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub node: NodeArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub db: DbArgs,
+    /// Only these contracts (repeat, or comma-separate); default: every contract with stored
+    /// token metadata.
+    #[arg(long = "address", value_delimiter = ',')]
+    pub addresses: Vec<Address>,
+}
+
+/// Reads the metadata at the indexed tip and stores what changed (may run beside `sync`: it
+/// waits for the writer's turn, and asks to be run again if the tip moved meanwhile).
+pub async fn refresh(args: RefreshArgs) -> anyhow::Result<()> {
+    let db = Db::open(&args.db.datadir, AccessMode::ReadWrite)?;
+    let node = args.node.connect().await?;
+    let stats = refresh_metadata(&db, &node, &args.addresses).await.context("cannot refresh metadata")?;
+    println!(
+        "read the metadata of {} contracts at block {}: {} changed",
+        stats.checked, stats.block, stats.changed
+    );
+    Ok(())
+}
