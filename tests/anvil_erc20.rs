@@ -125,6 +125,8 @@ async fn erc20_index_matches_what_was_sent() {
     // Every account: count and every page, as the Otterscan UI pages (reverse, 25 at a time),
     // plus whole-list and edge pages.
     let expected = work.expected_transfer_txs();
+    let holdings_expected = work.expected_holdings();
+    assert!(holdings_expected[&work.accounts[0]].len() == 2, "account 0 moved both tokens");
     let counts: Vec<usize> = [2, 3, 4, 0].iter().map(|&i| expected[&work.accounts[i]].len()).collect();
     assert_eq!(&counts[..3], &[1, 256, 257]);
     assert!(counts[3] >= 600, "account 0 has {} transfers", counts[3]);
@@ -151,6 +153,17 @@ async fn erc20_index_matches_what_was_sent() {
         if n > 0 {
             check_page(&client, address, &want, n - 1, 5).await;
         }
+        // Holdings: every token it ever moved, with its first transaction, by token.
+        let holdings: Vec<Value> = holdings_expected
+            .get(&address)
+            .map(|h| h.iter().map(|(token, id)| json!({"address": token, "ethTx": id})).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            client.call("ots2_getERC20Holdings", json!([address])).await,
+            json!(holdings),
+            "{address}"
+        );
+        assert_eq!(client.call("ots2_getERC721Holdings", json!([address])).await, json!([]));
     }
 
     // Bad input: clear JSON-RPC errors.

@@ -298,6 +298,30 @@ async fn check_lists(client: &Client, d: &Deployed, late: bool) {
     assert_eq!(transfers(d.accounts[5]).await, json!(0), "not a token");
     assert_eq!(transfers(d.accounts[6]).await, json!(0), "not a token");
     assert_eq!(transfers(d.accounts[8]).await, json!(u64::from(late)), "clone initialised later");
+
+    // ERC721 transfers (mints here) and holdings, from a declared and an undeclared ERC721.
+    let nft_transfers = |a: Address| client.call("ots2_getERC721TransferCount", json!([a]));
+    assert_eq!(nft_transfers(d.accounts[3]).await, json!(u64::from(late)), "DemoNft mint");
+    assert_eq!(nft_transfers(d.accounts[7]).await, json!(u64::from(late)), "PlainNft mint");
+    assert_eq!(nft_transfers(d.accounts[4]).await, json!(0), "ERC1155 has no Transfer logs");
+    let list = client.call("ots2_getERC721TransferList", json!([d.accounts[7], 0, 10])).await;
+    assert_eq!(list["results"].as_array().map(Vec::len), Some(usize::from(late)));
+    if late {
+        let tx = &list["results"][0];
+        assert_eq!(tx["receipt"]["to"], json!(d.plain_nft));
+        assert_eq!(hex_u64(&tx["receipt"]["blockNumber"]), b3);
+    }
+    let holdings = client.call("ots2_getERC721Holdings", json!([d.accounts[3]])).await;
+    let held: Vec<Value> = holdings.as_array().expect("array").clone();
+    assert_eq!(held.len(), usize::from(late));
+    if late {
+        assert_eq!(held[0]["address"], json!(d.nft));
+        assert_eq!(held[0]["ethTx"].as_u64().map(|id| id >> 20), Some(b3), "TxId of the mint");
+    }
+    let mkr_holders = client.call("ots2_getERC20Holdings", json!([d.accounts[1]])).await;
+    let expected =
+        if late { json!([{"address": d.mkr, "ethTx": mkr_holders[0]["ethTx"]}]) } else { json!([]) };
+    assert_eq!(mkr_holders, expected);
 }
 
 fn config() -> SyncConfig {

@@ -342,6 +342,10 @@ pub enum IndexKind {
     TransferProbe = 3,
     /// `OtsLabels`: the block labelled this address.
     Label = 4,
+    /// `OtsERC20Holdings`: the holder first appeared with a token in this block.
+    Erc20Holdings = 5,
+    /// `OtsERC721Holdings`: likewise.
+    Erc721Holdings = 6,
 }
 
 impl IndexKind {
@@ -352,6 +356,8 @@ impl IndexKind {
             2 => Some(Self::ContractInfo),
             3 => Some(Self::TransferProbe),
             4 => Some(Self::Label),
+            5 => Some(Self::Erc20Holdings),
+            6 => Some(Self::Erc721Holdings),
             _ => None,
         }
     }

@@ -11,7 +11,7 @@ use super::{
     matches::{MatchCounter, MatchTable},
 };
 use crate::db::{
-    codec::{AttributeBit, BlockNumber, Count},
+    codec::{AttributeBit, BlockNumber, Count, Holding},
     state,
     tables::*,
     DbError, Txn,
@@ -187,6 +187,8 @@ fn check_extras<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> Result<()
         }
         next = cursor.next_entry()?;
     }
+    check_holdings::<OtsERC20Holdings, K>(txn, tip)?;
+    check_holdings::<OtsERC721Holdings, K>(txn, tip)?;
     let mut cursor = txn.cursor::<OtsAddrAttributes>()?;
     let mut next = cursor.first()?;
     while let Some((address, attrs)) = next {
@@ -196,6 +198,30 @@ fn check_extras<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> Result<()
                 "ERC721 metadata bit without ERC721".into(),
             ));
         }
+        next = cursor.next_entry()?;
+    }
+    Ok(())
+}
+
+/// One dup per (holder, token) (the reference's duplicate-dup bug), none beyond the tip.
+fn check_holdings<H: Table<Key = Address, Value = Holding>, K: TransactionKind>(
+    txn: &Txn<K>,
+    tip: Option<u64>,
+) -> Result<(), DbError> {
+    let mut cursor = txn.cursor::<H>()?;
+    let mut next = cursor.first()?;
+    let mut previous: Option<(Address, Address)> = None;
+    while let Some((holder, holding)) = next {
+        if previous == Some((holder, holding.token)) {
+            return Err(broken::<H>(holder.as_slice(), format!("two dups for token {}", holding.token)));
+        }
+        if tip.is_some_and(|t| holding.first.block() > t) {
+            return Err(broken::<H>(
+                holder.as_slice(),
+                format!("first seen in block {}, beyond the tip", holding.first.block()),
+            ));
+        }
+        previous = Some((holder, holding.token));
         next = cursor.next_entry()?;
     }
     Ok(())

@@ -16,7 +16,7 @@ use super::{
 use crate::{
     db::{
         codec::{
-            AttributeBit, BlockNumber, ChunkKey, CounterDup, IdChunk, IndexKind, LAST_CHUNK,
+            AttributeBit, BlockNumber, ChunkKey, CounterDup, Holding, IdChunk, IndexKind, LAST_CHUNK,
             MAX_UNIQUE_CHUNK_COUNT,
         },
         state::{self, Checkpoint, StateError},
@@ -138,6 +138,20 @@ fn unwind_standard<M: MatchTable, C: MatchCounter>(
     Ok(())
 }
 
+/// Deletes `holder`'s holdings first seen at or after id `cut`.
+fn drop_holdings_from<H: Table<Key = Address, Value = Holding>>(
+    txn: &WriteTxn,
+    holder: &Address,
+    cut: u64,
+) -> Result<(), DbError> {
+    for holding in txn.cursor::<H>()?.dups(holder)? {
+        if holding.first.0 >= cut {
+            txn.delete::<H>(holder, Some(&holding))?;
+        }
+    }
+    Ok(())
+}
+
 /// The oldest block the undo journal covers, if any.
 pub fn journal_start(txn: &WriteTxn) -> Result<Option<u64>, DbError> {
     Ok(txn.cursor::<OtsUndoJournal>()?.first()?.map(|(BlockNumber(b), _)| b))
@@ -178,6 +192,8 @@ pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
                     }
                 }
             }
+            IndexKind::Erc20Holdings => drop_holdings_from::<OtsERC20Holdings>(txn, address, cut)?,
+            IndexKind::Erc721Holdings => drop_holdings_from::<OtsERC721Holdings>(txn, address, cut)?,
             IndexKind::Label => {
                 for label in txn.cursor::<OtsLabels>()?.dups(address)? {
                     if label.block > to {

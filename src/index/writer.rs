@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use alloy_primitives::Address;
+use alloy_primitives::{Address, B256};
 use ots_classifiers::{BlockData, Fact, Flag, Metadata, Standard};
 use tracing::debug;
 
@@ -19,14 +19,14 @@ use super::{
 use crate::{
     db::{
         codec::{
-            AttributeBit, Attributes, BlockNumber, ContractInfo, IndexKind, Label, UndoRecord,
-            MAX_LABEL_BYTES,
+            AttributeBit, Attributes, BlockNumber, ContractInfo, Holding, IndexKind, Label, UndoRecord,
+            ValueCodec, MAX_LABEL_BYTES,
         },
         state::{self, Checkpoint},
         tables::*,
         Db, DbError, WriteTxn,
     },
-    txid::TxIdOverflow,
+    txid::{TxId, TxIdOverflow},
 };
 
 /// A block with what the classifiers found in it.
@@ -131,6 +131,27 @@ fn contract_info(block: u64, metadata: Metadata) -> ContractInfo {
     ContractInfo { block, name, symbol, decimals, asset, implementation }
 }
 
+/// A block's undo record while its batch is written: number, hash, what it touched.
+type PendingRecord = (u64, B256, BTreeSet<(IndexKind, Address)>);
+
+/// Records that `holder` first appeared with `token` in `first`, unless an earlier appearance is
+/// stored (forward sync only ever finds earlier ones there). Returns whether a dup was added.
+fn add_holding<H: Table<Key = Address, Value = Holding>>(
+    txn: &WriteTxn,
+    holder: Address,
+    token: Address,
+    first: TxId,
+) -> Result<bool, DbError> {
+    // A DupFixed table only takes a whole-size value to seek with: token ‖ the smallest id.
+    let lowest = Holding { token, first: TxId(0) }.encode_value();
+    let existing = txn.cursor::<H>()?.seek_dup_at_least(&holder, &lowest)?;
+    if existing.is_some_and(|h| h.token == token) {
+        return Ok(false);
+    }
+    txn.put::<H>(&holder, &Holding { token, first })?;
+    Ok(true)
+}
+
 /// Drops undo records of blocks below `keep_from`: they left the reorg window.
 fn prune_journal(txn: &WriteTxn, keep_from: u64) -> Result<(), DbError> {
     loop {
@@ -177,6 +198,10 @@ pub fn write_batch(
     let mut kinds: HashMap<Address, Option<TokenKind>> = HashMap::new();
     let mut erc20 = IdCollector::default();
     let mut erc721 = IdCollector::default();
+    // (holder, token) → first transaction of the batch; keys sort as the table does.
+    let mut erc20_holdings: BTreeMap<(Address, Address), TxId> = BTreeMap::new();
+    let mut erc721_holdings: BTreeMap<(Address, Address), TxId> = BTreeMap::new();
+    let mut records: Vec<PendingRecord> = Vec::with_capacity(blocks.len());
 
     for ClassifiedBlock { block, facts, probe_misses } in blocks {
         let continues = match tip {
@@ -257,16 +282,38 @@ pub fn write_batch(
         })?;
         stats.transfer_logs += (found.len() / 2) as u64;
         for touch in found {
-            let (collector, kind) = match touch.kind {
-                TokenKind::Erc20 => (&mut erc20, IndexKind::Erc20Transfers),
-                TokenKind::Erc721 => (&mut erc721, IndexKind::Erc721Transfers),
+            let (collector, holdings, kind) = match touch.kind {
+                TokenKind::Erc20 => (&mut erc20, &mut erc20_holdings, IndexKind::Erc20Transfers),
+                TokenKind::Erc721 => (&mut erc721, &mut erc721_holdings, IndexKind::Erc721Transfers),
             };
             stats.transfer_ids += u64::from(collector.touch(touch.address, touch.tx.0));
+            holdings.entry((touch.address, touch.token)).or_insert(touch.tx);
             undo.insert((kind, touch.address));
         }
-        let record = UndoRecord { hash: block.hash, touched: undo.into_iter().collect() };
-        txn.put::<OtsUndoJournal>(&BlockNumber(block.number), &record)?;
+        records.push((block.number, block.hash, undo));
         stats.blocks += 1;
+    }
+    let first_block = blocks[0].block.number;
+    let mut journal_holding = |first: TxId, entry: (IndexKind, Address)| {
+        // Journalled with the block of that first transaction.
+        let at = usize::try_from(first.block() - first_block).unwrap_or(usize::MAX);
+        if let Some((_, _, undo)) = records.get_mut(at) {
+            undo.insert(entry);
+        }
+    };
+    for (&(holder, token), &first) in &erc20_holdings {
+        if add_holding::<OtsERC20Holdings>(&txn, holder, token, first)? {
+            journal_holding(first, (IndexKind::Erc20Holdings, holder));
+        }
+    }
+    for (&(holder, token), &first) in &erc721_holdings {
+        if add_holding::<OtsERC721Holdings>(&txn, holder, token, first)? {
+            journal_holding(first, (IndexKind::Erc721Holdings, holder));
+        }
+    }
+    for (number, hash, undo) in records {
+        let record = UndoRecord { hash, touched: undo.into_iter().collect() };
+        txn.put::<OtsUndoJournal>(&BlockNumber(number), &record)?;
     }
     prune_journal(&txn, last.block.number.saturating_sub(window.max(1) - 1))?;
 

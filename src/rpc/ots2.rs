@@ -14,12 +14,12 @@ use super::{
 };
 use crate::{
     db::{
-        codec::{AttributeBit, ContractInfo},
+        codec::{AttributeBit, ContractInfo, Holding},
         tables::*,
         DbError,
     },
     index::{
-        address_index::{id_count, id_page},
+        address_index::{id_count, id_page, AddressCounter, AddressIndex},
         attributes::attributes,
         contract_info::contract_info,
         matches::{match_count, match_page, MatchCounter, MatchTable, MAX_MATCH_PAGE},
@@ -108,6 +108,16 @@ pub struct VaultMatch {
     pub asset: Address,
     /// `totalAssets()` at the latest block, as a JSON number of any size; null if the call fails.
     pub total_assets: Option<Box<RawValue>>,
+}
+
+/// One row of `getERC20Holdings` / `getERC721Holdings`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct HoldingRow {
+    /// The token.
+    pub address: Address,
+    /// The transaction id (`TxId`) of the holder's first transfer of it, as a JSON number.
+    pub eth_tx: u64,
 }
 
 /// `getAddressAttributes`: each flag present only when set.
@@ -210,6 +220,27 @@ pub trait Ots2Api {
         idx: u64,
         count: u64,
     ) -> RpcResult<Page<TransactionWithReceipt>>;
+
+    /// Number of transactions with an ERC721 transfer from or to `address`.
+    #[method(name = "getERC721TransferCount")]
+    fn get_erc721_transfer_count(&self, address: Address) -> RpcResult<u64>;
+
+    /// Those transactions `idx..idx+count`, oldest first, with their receipts.
+    #[method(name = "getERC721TransferList")]
+    async fn get_erc721_transfer_list(
+        &self,
+        address: Address,
+        idx: u64,
+        count: u64,
+    ) -> RpcResult<Page<TransactionWithReceipt>>;
+
+    /// Every ERC20 token `address` ever sent or received, by token address.
+    #[method(name = "getERC20Holdings")]
+    fn get_erc20_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>>;
+
+    /// Every ERC721 token `address` ever sent or received, by token address.
+    #[method(name = "getERC721Holdings")]
+    fn get_erc721_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>>;
 }
 
 /// Implementation of [`Ots2ApiServer`].
@@ -244,6 +275,30 @@ impl Ots2 {
         })?;
         let blocks_summary = block_summaries(&self.ctx.node, rows.iter().map(|(b, _, _)| *b)).await?;
         Ok((blocks_summary, rows))
+    }
+
+    /// A page of an address's transfer transactions, materialised from the node.
+    async fn transfer_page<I: AddressIndex, C: AddressCounter>(
+        &self,
+        address: Address,
+        idx: u64,
+        count: u64,
+    ) -> RpcResult<Page<TransactionWithReceipt>> {
+        self.check_address_page(count)?;
+        let ids: Vec<TxId> =
+            self.read(|t| id_page::<I, C, _>(t, &address, idx, count))?.into_iter().map(TxId).collect();
+        let node = &self.ctx.node;
+        let (blocks_summary, results) =
+            futures::join!(block_summaries(node, ids.iter().map(|id| id.block())), transactions(node, &ids));
+        Ok(Page { blocks_summary: blocks_summary?, results: results? })
+    }
+
+    fn holdings<H: Table<Key = Address, Value = Holding>>(
+        &self,
+        address: Address,
+    ) -> RpcResult<Vec<HoldingRow>> {
+        let dups = self.read(|t| t.cursor::<H>()?.dups(&address))?;
+        Ok(dups.into_iter().map(|h| HoldingRow { address: h.token, eth_tx: h.first.0 }).collect())
     }
 
     fn check_match_page(count: u64) -> RpcResult<()> {
@@ -389,15 +444,27 @@ impl Ots2ApiServer for Ots2 {
         idx: u64,
         count: u64,
     ) -> RpcResult<Page<TransactionWithReceipt>> {
-        self.check_address_page(count)?;
-        let ids: Vec<TxId> = self
-            .read(|t| id_page::<OtsERC20TransferIndex, OtsERC20TransferCounter, _>(t, &address, idx, count))?
-            .into_iter()
-            .map(TxId)
-            .collect();
-        let node = &self.ctx.node;
-        let (blocks_summary, results) =
-            futures::join!(block_summaries(node, ids.iter().map(|id| id.block())), transactions(node, &ids));
-        Ok(Page { blocks_summary: blocks_summary?, results: results? })
+        self.transfer_page::<OtsERC20TransferIndex, OtsERC20TransferCounter>(address, idx, count).await
+    }
+
+    fn get_erc721_transfer_count(&self, address: Address) -> RpcResult<u64> {
+        self.read(|t| id_count::<OtsERC721TransferCounter, _>(t, &address))
+    }
+
+    async fn get_erc721_transfer_list(
+        &self,
+        address: Address,
+        idx: u64,
+        count: u64,
+    ) -> RpcResult<Page<TransactionWithReceipt>> {
+        self.transfer_page::<OtsERC721TransferIndex, OtsERC721TransferCounter>(address, idx, count).await
+    }
+
+    fn get_erc20_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>> {
+        self.holdings::<OtsERC20Holdings>(address)
+    }
+
+    fn get_erc721_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>> {
+        self.holdings::<OtsERC721Holdings>(address)
     }
 }

@@ -92,6 +92,26 @@ impl Workload {
             .collect()
     }
 
+    /// For each address, every token it sent or received with the `TxId` (`block << 20 | index`)
+    /// of the first such transaction, by token (what `ots2_getERC20Holdings` must return).
+    pub fn expected_holdings(&self) -> BTreeMap<Address, Vec<(Address, u64)>> {
+        let mut first: BTreeMap<(Address, Address), u64> = BTreeMap::new();
+        for s in self.sent.iter().filter(|s| s.should_succeed) {
+            let id = (s.block << 20) | s.index;
+            for &(token, from, to) in &s.transfers {
+                for holder in [from, to] {
+                    let slot = first.entry((holder, token)).or_insert(id);
+                    *slot = (*slot).min(id);
+                }
+            }
+        }
+        let mut out: BTreeMap<Address, Vec<(Address, u64)>> = BTreeMap::new();
+        for ((holder, token), id) in first {
+            out.entry(holder).or_default().push((token, id));
+        }
+        out
+    }
+
     /// All contracts in deployment order (block, then address bytes), as the match tables
     /// order them.
     pub fn contracts_in_index_order(&self) -> Vec<Deployed> {
