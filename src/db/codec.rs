@@ -346,6 +346,10 @@ pub enum IndexKind {
     Erc20Holdings = 5,
     /// `OtsERC721Holdings`: likewise.
     Erc721Holdings = 6,
+    /// `OtsBlocksRewardedIndex` / `OtsBlocksRewardedCounter` (ids are block numbers).
+    BlocksRewarded = 7,
+    /// `OtsWithdrawalsIndex` / `OtsWithdrawalsCounter` (ids are withdrawal indexes).
+    Withdrawals = 8,
 }
 
 impl IndexKind {
@@ -358,6 +362,8 @@ impl IndexKind {
             4 => Some(Self::Label),
             5 => Some(Self::Erc20Holdings),
             6 => Some(Self::Erc721Holdings),
+            7 => Some(Self::BlocksRewarded),
+            8 => Some(Self::Withdrawals),
             _ => None,
         }
     }

@@ -16,7 +16,7 @@ use super::{
 use crate::{
     db::{
         codec::{
-            AttributeBit, BlockNumber, ChunkKey, CounterDup, Holding, IdChunk, IndexKind, LAST_CHUNK,
+            AttributeBit, BlockNumber, ChunkKey, Count, CounterDup, Holding, IdChunk, IndexKind, LAST_CHUNK,
             MAX_UNIQUE_CHUNK_COUNT,
         },
         state::{self, Checkpoint, StateError},
@@ -138,6 +138,21 @@ fn unwind_standard<M: MatchTable, C: MatchCounter>(
     Ok(())
 }
 
+/// Drops the `OtsWithdrawalIdx2Block` rows of blocks above `to`; returns the first withdrawal
+/// index those blocks held (every withdrawal index at or above it is unwound).
+fn unwind_withdrawal_blocks(txn: &WriteTxn, to: u64) -> Result<u64, DbError> {
+    loop {
+        let last = txn.cursor::<OtsWithdrawalIdx2Block>()?.last()?;
+        match last {
+            Some((count, BlockNumber(block))) if block > to => {
+                txn.delete::<OtsWithdrawalIdx2Block>(&count, None)?;
+            }
+            Some((Count(last_kept), _)) => return Ok(last_kept + 1),
+            None => return Ok(0),
+        }
+    }
+}
+
 /// Deletes `holder`'s holdings first seen at or after id `cut`.
 fn drop_holdings_from<H: Table<Key = Address, Value = Holding>>(
     txn: &WriteTxn,
@@ -177,6 +192,7 @@ pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
         txn.delete::<OtsUndoJournal>(&BlockNumber(block), None)?;
     }
     let cut = TxId::first_of_block(to + 1).0;
+    let withdrawal_cut = unwind_withdrawal_blocks(txn, to)?;
     for (kind, address) in &touched {
         match kind {
             IndexKind::Erc20Transfers => {
@@ -191,6 +207,12 @@ pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
                         txn.delete::<OtsContractInfo>(address, Some(&info))?;
                     }
                 }
+            }
+            IndexKind::BlocksRewarded => {
+                truncate_ids::<OtsBlocksRewardedIndex, OtsBlocksRewardedCounter>(txn, address, to + 1)?
+            }
+            IndexKind::Withdrawals => {
+                truncate_ids::<OtsWithdrawalsIndex, OtsWithdrawalsCounter>(txn, address, withdrawal_cut)?
             }
             IndexKind::Erc20Holdings => drop_holdings_from::<OtsERC20Holdings>(txn, address, cut)?,
             IndexKind::Erc721Holdings => drop_holdings_from::<OtsERC721Holdings>(txn, address, cut)?,

@@ -19,8 +19,8 @@ use super::{
 use crate::{
     db::{
         codec::{
-            AttributeBit, Attributes, BlockNumber, ContractInfo, Holding, IndexKind, Label, UndoRecord,
-            ValueCodec, MAX_LABEL_BYTES,
+            AttributeBit, Attributes, BlockNumber, ContractInfo, Count, Holding, IndexKind, Label,
+            UndoRecord, ValueCodec, MAX_LABEL_BYTES,
         },
         state::{self, Checkpoint},
         tables::*,
@@ -198,6 +198,8 @@ pub fn write_batch(
     let mut kinds: HashMap<Address, Option<TokenKind>> = HashMap::new();
     let mut erc20 = IdCollector::default();
     let mut erc721 = IdCollector::default();
+    let mut rewarded = IdCollector::default();
+    let mut withdrawals = IdCollector::default();
     // (holder, token) → first transaction of the batch; keys sort as the table does.
     let mut erc20_holdings: BTreeMap<(Address, Address), TxId> = BTreeMap::new();
     let mut erc721_holdings: BTreeMap<(Address, Address), TxId> = BTreeMap::new();
@@ -290,6 +292,15 @@ pub fn write_batch(
             holdings.entry((touch.address, touch.token)).or_insert(touch.tx);
             undo.insert((kind, touch.address));
         }
+        rewarded.touch(block.coinbase, block.number);
+        undo.insert((IndexKind::BlocksRewarded, block.coinbase));
+        for w in &block.withdrawals {
+            withdrawals.touch(w.address, w.index);
+            undo.insert((IndexKind::Withdrawals, w.address));
+        }
+        if let Some(last_withdrawal) = block.withdrawals.iter().map(|w| w.index).max() {
+            txn.put::<OtsWithdrawalIdx2Block>(&Count(last_withdrawal), &BlockNumber(block.number))?;
+        }
         records.push((block.number, block.hash, undo));
         stats.blocks += 1;
     }
@@ -322,6 +333,15 @@ pub fn write_batch(
     }
     for (address, ids) in &erc721.0 {
         append_ids::<OtsERC721TransferIndex, OtsERC721TransferCounter>(&txn, address, ids)?;
+    }
+    for (address, ids) in &rewarded.0 {
+        append_ids::<OtsBlocksRewardedIndex, OtsBlocksRewardedCounter>(&txn, address, ids)?;
+    }
+    for (address, ids) in &mut withdrawals.0 {
+        // Withdrawal indexes grow with the chain, but a block may list them in any order.
+        ids.sort_unstable();
+        ids.dedup();
+        append_ids::<OtsWithdrawalsIndex, OtsWithdrawalsCounter>(&txn, address, ids)?;
     }
     state::set_checkpoint(&txn, Checkpoint { number: last.block.number, hash: last.block.hash })?;
     if let Some(rate) = blocks_per_second {

@@ -9,12 +9,15 @@ use serde_json::value::RawValue;
 
 use super::{
     errors::{db_error, invalid_params, server_error},
-    materialize::{block_summaries, total_assets, transactions, BlockSummary, TransactionWithReceipt},
+    materialize::{
+        block_summaries, reward_summaries, total_assets, transactions, withdrawal_rows, BlockSummary,
+        RewardSummary, TransactionWithReceipt, WithdrawalRow,
+    },
     RpcContext,
 };
 use crate::{
     db::{
-        codec::{AttributeBit, ContractInfo, Holding},
+        codec::{AttributeBit, BlockNumber, ContractInfo, Count, Holding},
         tables::*,
         DbError,
     },
@@ -108,6 +111,24 @@ pub struct VaultMatch {
     pub asset: Address,
     /// `totalAssets()` at the latest block, as a JSON number of any size; null if the call fails.
     pub total_assets: Option<Box<RawValue>>,
+}
+
+/// A row of `getBlocksRewardedList`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RewardedBlock {
+    /// The block, hex.
+    pub block_number: U64,
+}
+
+/// `getBlocksRewardedList`'s page: its summaries carry the fees (`BlockSummary2`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RewardedPage {
+    /// Keyed by hex block number.
+    pub blocks_summary: BTreeMap<String, RewardSummary>,
+    /// The blocks, oldest first.
+    pub results: Vec<RewardedBlock>,
 }
 
 /// One row of `getERC20Holdings` / `getERC721Holdings`.
@@ -233,6 +254,32 @@ pub trait Ots2Api {
         idx: u64,
         count: u64,
     ) -> RpcResult<Page<TransactionWithReceipt>>;
+
+    /// Number of blocks `address` was the fee recipient (coinbase) of.
+    #[method(name = "getBlocksRewardedCount")]
+    fn get_blocks_rewarded_count(&self, address: Address) -> RpcResult<u64>;
+
+    /// Those blocks `idx..idx+count`, oldest first, with their fees.
+    #[method(name = "getBlocksRewardedList")]
+    async fn get_blocks_rewarded_list(
+        &self,
+        address: Address,
+        idx: u64,
+        count: u64,
+    ) -> RpcResult<RewardedPage>;
+
+    /// Number of consensus-layer withdrawals to `address`.
+    #[method(name = "getWithdrawalsCount")]
+    fn get_withdrawals_count(&self, address: Address) -> RpcResult<u64>;
+
+    /// Those withdrawals `idx..idx+count`, oldest first.
+    #[method(name = "getWithdrawalsList")]
+    async fn get_withdrawals_list(
+        &self,
+        address: Address,
+        idx: u64,
+        count: u64,
+    ) -> RpcResult<Page<WithdrawalRow>>;
 
     /// Every ERC20 token `address` ever sent or received, by token address.
     #[method(name = "getERC20Holdings")]
@@ -458,6 +505,59 @@ impl Ots2ApiServer for Ots2 {
         count: u64,
     ) -> RpcResult<Page<TransactionWithReceipt>> {
         self.transfer_page::<OtsERC721TransferIndex, OtsERC721TransferCounter>(address, idx, count).await
+    }
+
+    fn get_blocks_rewarded_count(&self, address: Address) -> RpcResult<u64> {
+        self.read(|t| id_count::<OtsBlocksRewardedCounter, _>(t, &address))
+    }
+
+    async fn get_blocks_rewarded_list(
+        &self,
+        address: Address,
+        idx: u64,
+        count: u64,
+    ) -> RpcResult<RewardedPage> {
+        self.check_address_page(count)?;
+        let blocks = self.read(|t| {
+            id_page::<OtsBlocksRewardedIndex, OtsBlocksRewardedCounter, _>(t, &address, idx, count)
+        })?;
+        let blocks_summary = reward_summaries(&self.ctx.node, blocks.iter().copied()).await?;
+        let results = blocks.into_iter().map(|b| RewardedBlock { block_number: U64::from(b) }).collect();
+        Ok(RewardedPage { blocks_summary, results })
+    }
+
+    fn get_withdrawals_count(&self, address: Address) -> RpcResult<u64> {
+        self.read(|t| id_count::<OtsWithdrawalsCounter, _>(t, &address))
+    }
+
+    async fn get_withdrawals_list(
+        &self,
+        address: Address,
+        idx: u64,
+        count: u64,
+    ) -> RpcResult<Page<WithdrawalRow>> {
+        self.check_address_page(count)?;
+        let wanted = self.read(|t| {
+            let indexes = id_page::<OtsWithdrawalsIndex, OtsWithdrawalsCounter, _>(t, &address, idx, count)?;
+            let mut idx2block = t.cursor::<OtsWithdrawalIdx2Block>()?;
+            indexes
+                .into_iter()
+                .map(|i| match idx2block.seek(&Count(i))? {
+                    Some((_, BlockNumber(block))) => Ok((i, block)),
+                    None => Err(DbError::Corrupt {
+                        table: "OtsWithdrawalIdx2Block",
+                        key: alloy_primitives::hex::encode(i.to_be_bytes()),
+                        reason: format!("no block holds withdrawal {i}"),
+                    }),
+                })
+                .collect::<Result<Vec<_>, DbError>>()
+        })?;
+        let node = &self.ctx.node;
+        let (blocks_summary, results) = futures::join!(
+            block_summaries(node, wanted.iter().map(|&(_, b)| b)),
+            withdrawal_rows(node, &wanted)
+        );
+        Ok(Page { blocks_summary: blocks_summary?, results: results? })
     }
 
     fn get_erc20_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>> {

@@ -307,3 +307,34 @@ pub async fn capture(
     stats.bytes = std::fs::metadata(out).map_err(io)?.len();
     Ok(stats)
 }
+
+/// Writes `blocks` as a recording with no probe answers: a generated chain (tests and
+/// benchmarks make chains with what Anvil cannot produce, such as withdrawals). The classifiers
+/// that replay it must not need `eth_call`s.
+pub fn write_recording(out: &Path, chain: ChainIdentity, blocks: &[BlockData]) -> Result<u64, CaptureError> {
+    let io = |source| CaptureError::Io { path: out.to_path_buf(), source };
+    let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
+        return Err(io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no blocks to record")));
+    };
+    let tmp = out.with_extension("partial");
+    let file = File::create(&tmp).map_err(io)?;
+    let mut w = GzEncoder::new(BufWriter::new(file), Compression::fast());
+    let header = Record::Header {
+        format: FIXTURE_FORMAT,
+        chain_id: chain.chain_id,
+        genesis_hash: chain.genesis_hash,
+        from: first.number,
+        to: last.number,
+        tracer: "none".to_owned(),
+    };
+    for record in
+        std::iter::once(header).chain(blocks.iter().map(|b| Record::Block { block: Box::new(b.clone()) }))
+    {
+        serde_json::to_writer(&mut w, &record).map_err(|e| io(e.into()))?;
+        w.write_all(b"\n").map_err(io)?;
+    }
+    let inner = w.finish().map_err(io)?;
+    inner.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, out).map_err(io)?;
+    std::fs::metadata(out).map(|m| m.len()).map_err(io)
+}
