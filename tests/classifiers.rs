@@ -35,7 +35,11 @@ use serde_json::{json, Value};
 
 sol! {
     interface Nft { function mint(address to, uint256 id) external; }
-    interface Multi { function mint(address to, uint256 id, uint256 amount) external; }
+    interface Multi {
+        function mint(address to, uint256 id, uint256 amount) external;
+        function mintBatch(address to, uint256[] ids, uint256[] amounts) external;
+        function move(address from, address to, uint256 id, uint256 amount) external;
+    }
     interface Factory {
         function clone(address implementation) external returns (address);
         function cloneDeterministic(address implementation, bytes32 salt) external returns (address);
@@ -143,6 +147,15 @@ async fn deploy_everything(url: &str) -> Deployed {
     chain.send_call(a0, nft, Nft::mintCall { to: accounts[3], id: U256::from(1) }.abi_encode()).await;
     let mint = Multi::mintCall { to: accounts[4], id: U256::from(7), amount: U256::from(10) };
     chain.send_call(a0, multi, mint.abi_encode()).await;
+    let batch = Multi::mintBatchCall {
+        to: accounts[9],
+        ids: vec![U256::from(1), U256::from(2)],
+        amounts: vec![U256::from(3); 2],
+    };
+    chain.send_call(a0, multi, batch.abi_encode()).await;
+    let moved =
+        Multi::moveCall { from: accounts[9], to: accounts[4], id: U256::from(2), amount: U256::from(1) };
+    chain.send_call(a0, multi, moved.abi_encode()).await;
     let fake_log = Fake::emitTransferCall { from: accounts[5], to: accounts[6], value: U256::from(1) };
     chain.send_call(a0, fake, fake_log.abi_encode()).await;
     chain.send_call(a0, plain_nft, Nft::mintCall { to: accounts[7], id: U256::from(42) }.abi_encode()).await;
@@ -317,6 +330,19 @@ async fn check_lists(client: &Client, d: &Deployed, late: bool) {
     if late {
         assert_eq!(held[0]["address"], json!(d.nft));
         assert_eq!(held[0]["ethTx"].as_u64().map(|id| id >> 20), Some(b3), "TxId of the mint");
+    }
+    // ERC1155: TransferSingle (mint, a move) and TransferBatch; the operator is not indexed.
+    let multi_transfers = |a: Address| client.call("ots2_getERC1155TransferCount", json!([a]));
+    assert_eq!(multi_transfers(d.accounts[4]).await, json!(2 * u64::from(late)), "mint and move");
+    assert_eq!(multi_transfers(d.accounts[9]).await, json!(2 * u64::from(late)), "batch mint and move");
+    assert_eq!(multi_transfers(Address::ZERO).await, json!(2 * u64::from(late)), "two mints");
+    assert_eq!(multi_transfers(d.accounts[0]).await, json!(0), "the operator is not indexed");
+    let list = client.call("ots2_getERC1155TransferList", json!([d.accounts[9], 0, 10])).await;
+    assert_eq!(list["results"].as_array().map(Vec::len), Some(2 * usize::from(late)));
+    let held = client.call("ots2_getERC1155Holdings", json!([d.accounts[9]])).await;
+    assert_eq!(held.as_array().map(Vec::len), Some(usize::from(late)));
+    if late {
+        assert_eq!(held[0]["address"], json!(d.multi));
     }
     let mkr_holders = client.call("ots2_getERC20Holdings", json!([d.accounts[1]])).await;
     let expected =

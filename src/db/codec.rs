@@ -350,6 +350,10 @@ pub enum IndexKind {
     BlocksRewarded = 7,
     /// `OtsWithdrawalsIndex` / `OtsWithdrawalsCounter` (ids are withdrawal indexes).
     Withdrawals = 8,
+    /// `OtsERC1155TransferIndex` / `OtsERC1155TransferCounter`.
+    Erc1155Transfers = 9,
+    /// `OtsERC1155Holdings`.
+    Erc1155Holdings = 10,
 }
 
 impl IndexKind {
@@ -364,6 +368,8 @@ impl IndexKind {
             6 => Some(Self::Erc721Holdings),
             7 => Some(Self::BlocksRewarded),
             8 => Some(Self::Withdrawals),
+            9 => Some(Self::Erc1155Transfers),
+            10 => Some(Self::Erc1155Holdings),
             _ => None,
         }
     }

@@ -151,6 +151,15 @@ tables! {
     OtsERC20Holdings: DupFixed, Address => Holding;
     /// ERC721 tokens an address ever sent or received; layout of `OtsERC20Holdings`.
     OtsERC721Holdings: DupFixed, Address => Holding;
+    /// ERC1155 transfer index (not part of ots2): transactions with a `TransferSingle` or
+    /// `TransferBatch` of an ERC1155 token from or to the address (the operator is not
+    /// indexed); layout of `OtsERC20TransferIndex`.
+    OtsERC1155TransferIndex: Plain, ChunkKey => IdChunk;
+    /// Counter of `OtsERC1155TransferIndex`; layout of `OtsERC20TransferCounter`.
+    OtsERC1155TransferCounter: DupSort, Address => CounterDup;
+    /// ERC1155 tokens an address ever sent or received (not part of ots2); layout of
+    /// `OtsERC20Holdings`.
+    OtsERC1155Holdings: DupFixed, Address => Holding;
     /// Contract metadata (not part of ots2, whose lists call the node per row). Key: contract
     /// (20). Dup: block whose classification wrote it (8) ‖ presence flags (1) ‖ optional
     /// decimals (1), asset (20), implementation (20), name and symbol (2-byte length ‖ UTF-8);
@@ -189,9 +198,9 @@ mod tests {
     #[test]
     fn registry_holds_every_ots2_table() {
         // Spec §2: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
-        // Idx2Block, 2 holdings tables; plus our contract info, transfer probes, labels, undo
-        // journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 5);
+        // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, contract
+        // info, transfer probes, labels, undo journal and internal state.
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 5);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

@@ -189,6 +189,7 @@ fn check_extras<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> Result<()
     }
     check_holdings::<OtsERC20Holdings, K>(txn, tip)?;
     check_holdings::<OtsERC721Holdings, K>(txn, tip)?;
+    check_holdings::<OtsERC1155Holdings, K>(txn, tip)?;
     let mut cursor = txn.cursor::<OtsAddrAttributes>()?;
     let mut next = cursor.first()?;
     while let Some((address, attrs)) = next {
@@ -248,6 +249,7 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckReport, DbError> {
     check_attribute(txn, &m, AttributeBit::Erc4626)?;
     check_index::<OtsERC20TransferIndex, OtsERC20TransferCounter, K>(txn, &mut report, below)?;
     check_index::<OtsERC721TransferIndex, OtsERC721TransferCounter, K>(txn, &mut report, below)?;
+    check_index::<OtsERC1155TransferIndex, OtsERC1155TransferCounter, K>(txn, &mut report, below)?;
     check_extras(txn, tip.map(|t| t.number))?;
     Ok(report)
 }

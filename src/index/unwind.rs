@@ -214,6 +214,10 @@ pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
             IndexKind::Withdrawals => {
                 truncate_ids::<OtsWithdrawalsIndex, OtsWithdrawalsCounter>(txn, address, withdrawal_cut)?
             }
+            IndexKind::Erc1155Transfers => {
+                truncate_ids::<OtsERC1155TransferIndex, OtsERC1155TransferCounter>(txn, address, cut)?
+            }
+            IndexKind::Erc1155Holdings => drop_holdings_from::<OtsERC1155Holdings>(txn, address, cut)?,
             IndexKind::Erc20Holdings => drop_holdings_from::<OtsERC20Holdings>(txn, address, cut)?,
             IndexKind::Erc721Holdings => drop_holdings_from::<OtsERC721Holdings>(txn, address, cut)?,
             IndexKind::Label => {

@@ -14,7 +14,7 @@ use super::{
     address_index::append_ids,
     attributes::{add_attribute, attributes},
     matches::append_matches,
-    transfers::{touches, TokenKind},
+    transfers::{touches, TokenKind, TokenKinds},
 };
 use crate::{
     db::{
@@ -116,14 +116,15 @@ fn append_standard(
     }
 }
 
-fn kind_of(attrs: &Attributes) -> Option<TokenKind> {
-    if attrs.has(AttributeBit::Erc721) {
+fn kind_of(attrs: &Attributes) -> TokenKinds {
+    let transfer = if attrs.has(AttributeBit::Erc721) {
         Some(TokenKind::Erc721)
     } else if attrs.has(AttributeBit::Erc20) {
         Some(TokenKind::Erc20)
     } else {
         None
-    }
+    };
+    TokenKinds { transfer, multi: attrs.has(AttributeBit::Erc1155) }
 }
 
 fn contract_info(block: u64, metadata: Metadata) -> ContractInfo {
@@ -195,14 +196,16 @@ pub fn write_batch(
     let txn = db.begin_write()?;
     let mut tip = state::read_state(&txn)?.checkpoint;
 
-    let mut kinds: HashMap<Address, Option<TokenKind>> = HashMap::new();
+    let mut kinds: HashMap<Address, TokenKinds> = HashMap::new();
     let mut erc20 = IdCollector::default();
     let mut erc721 = IdCollector::default();
+    let mut erc1155 = IdCollector::default();
     let mut rewarded = IdCollector::default();
     let mut withdrawals = IdCollector::default();
     // (holder, token) → first transaction of the batch; keys sort as the table does.
     let mut erc20_holdings: BTreeMap<(Address, Address), TxId> = BTreeMap::new();
     let mut erc721_holdings: BTreeMap<(Address, Address), TxId> = BTreeMap::new();
+    let mut erc1155_holdings: BTreeMap<(Address, Address), TxId> = BTreeMap::new();
     let mut records: Vec<PendingRecord> = Vec::with_capacity(blocks.len());
 
     for ClassifiedBlock { block, facts, probe_misses } in blocks {
@@ -287,6 +290,7 @@ pub fn write_batch(
             let (collector, holdings, kind) = match touch.kind {
                 TokenKind::Erc20 => (&mut erc20, &mut erc20_holdings, IndexKind::Erc20Transfers),
                 TokenKind::Erc721 => (&mut erc721, &mut erc721_holdings, IndexKind::Erc721Transfers),
+                TokenKind::Erc1155 => (&mut erc1155, &mut erc1155_holdings, IndexKind::Erc1155Transfers),
             };
             stats.transfer_ids += u64::from(collector.touch(touch.address, touch.tx.0));
             holdings.entry((touch.address, touch.token)).or_insert(touch.tx);
@@ -322,6 +326,11 @@ pub fn write_batch(
             journal_holding(first, (IndexKind::Erc721Holdings, holder));
         }
     }
+    for (&(holder, token), &first) in &erc1155_holdings {
+        if add_holding::<OtsERC1155Holdings>(&txn, holder, token, first)? {
+            journal_holding(first, (IndexKind::Erc1155Holdings, holder));
+        }
+    }
     for (number, hash, undo) in records {
         let record = UndoRecord { hash, touched: undo.into_iter().collect() };
         txn.put::<OtsUndoJournal>(&BlockNumber(number), &record)?;
@@ -333,6 +342,9 @@ pub fn write_batch(
     }
     for (address, ids) in &erc721.0 {
         append_ids::<OtsERC721TransferIndex, OtsERC721TransferCounter>(&txn, address, ids)?;
+    }
+    for (address, ids) in &erc1155.0 {
+        append_ids::<OtsERC1155TransferIndex, OtsERC1155TransferCounter>(&txn, address, ids)?;
     }
     for (address, ids) in &rewarded.0 {
         append_ids::<OtsBlocksRewardedIndex, OtsBlocksRewardedCounter>(&txn, address, ids)?;

@@ -281,6 +281,23 @@ pub trait Ots2Api {
         count: u64,
     ) -> RpcResult<Page<WithdrawalRow>>;
 
+    /// Number of transactions with an ERC1155 transfer from or to `address` (ours).
+    #[method(name = "getERC1155TransferCount")]
+    fn get_erc1155_transfer_count(&self, address: Address) -> RpcResult<u64>;
+
+    /// Those transactions `idx..idx+count`, oldest first, with their receipts (ours).
+    #[method(name = "getERC1155TransferList")]
+    async fn get_erc1155_transfer_list(
+        &self,
+        address: Address,
+        idx: u64,
+        count: u64,
+    ) -> RpcResult<Page<TransactionWithReceipt>>;
+
+    /// Every ERC1155 token `address` ever sent or received, by token address (ours).
+    #[method(name = "getERC1155Holdings")]
+    fn get_erc1155_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>>;
+
     /// Every ERC20 token `address` ever sent or received, by token address.
     #[method(name = "getERC20Holdings")]
     fn get_erc20_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>>;
@@ -558,6 +575,23 @@ impl Ots2ApiServer for Ots2 {
             withdrawal_rows(node, &wanted)
         );
         Ok(Page { blocks_summary: blocks_summary?, results: results? })
+    }
+
+    fn get_erc1155_transfer_count(&self, address: Address) -> RpcResult<u64> {
+        self.read(|t| id_count::<OtsERC1155TransferCounter, _>(t, &address))
+    }
+
+    async fn get_erc1155_transfer_list(
+        &self,
+        address: Address,
+        idx: u64,
+        count: u64,
+    ) -> RpcResult<Page<TransactionWithReceipt>> {
+        self.transfer_page::<OtsERC1155TransferIndex, OtsERC1155TransferCounter>(address, idx, count).await
+    }
+
+    fn get_erc1155_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>> {
+        self.holdings::<OtsERC1155Holdings>(address)
     }
 
     fn get_erc20_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>> {

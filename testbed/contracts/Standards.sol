@@ -24,6 +24,14 @@ contract DemoMulti is ERC1155 {
     function mint(address to, uint256 id, uint256 amount) external {
         _mint(to, id, amount, "");
     }
+
+    function mintBatch(address to, uint256[] calldata ids, uint256[] calldata amounts) external {
+        _mintBatch(to, ids, amounts, "");
+    }
+
+    function move(address from, address to, uint256 id, uint256 amount) external {
+        _safeTransferFrom(from, to, id, amount, "");
+    }
 }
 
 /// OpenZeppelin ERC4626 vault over any ERC20.
