@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use alloy::primitives::{Address, B256};
+use alloy::primitives::{Address, B256, U256};
 use common::{anvil::Anvil, workload, Client};
 use ots_classifiers::Erc20Classifier;
 use ots_indexer::{
@@ -164,6 +164,37 @@ async fn erc20_index_matches_what_was_sent() {
             "{address}"
         );
         assert_eq!(client.call("ots2_getERC721Holdings", json!([address])).await, json!([]));
+    }
+
+    // Balances from Transfer logs equal `balanceOf` at the head; holders rank by balance.
+    let node_client = Client::new(&anvil.url);
+    for token in &work.tokens {
+        let mut holders: Vec<(U256, Address)> = Vec::new();
+        for (holder, tokens) in &holdings_expected {
+            if *holder == Address::ZERO || !tokens.iter().any(|(t, _)| *t == token.address) {
+                continue;
+            }
+            let mut data = vec![0x70, 0xa0, 0x82, 0x31];
+            data.extend_from_slice(&[0u8; 12]);
+            data.extend_from_slice(holder.as_slice());
+            let call = json!([{"to": token.address, "data": alloy::primitives::Bytes::from(data)}, "latest"]);
+            let answer: alloy::primitives::Bytes =
+                serde_json::from_value(node_client.call("eth_call", call).await).expect("balanceOf");
+            let balance = U256::from_be_slice(&answer);
+            if !balance.is_zero() {
+                holders.push((balance, *holder));
+            }
+        }
+        // Largest first, ties by address.
+        holders.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let want: Vec<Value> = holders.iter().map(|(b, h)| json!({"holder": h, "balance": b})).collect();
+        assert!(want.len() > 8, "{} holders", want.len());
+        let count = client.call("ots2_getTokenHolderCount", json!([token.address])).await;
+        assert_eq!(count, json!(want.len()));
+        let all = client.call("ots2_getTokenHolders", json!([token.address, 0, 1000])).await;
+        assert_eq!(all, json!({"total": want.len(), "results": want}), "holders of {}", token.address);
+        let page = client.call("ots2_getTokenHolders", json!([token.address, 3, 4])).await;
+        assert_eq!(page["results"], json!(want[3..7]));
     }
 
     // Bad input: clear JSON-RPC errors.

@@ -344,6 +344,14 @@ async fn check_lists(client: &Client, d: &Deployed, late: bool) {
     if late {
         assert_eq!(held[0]["address"], json!(d.multi));
     }
+    // Owners and holders of ERC721 ids.
+    let owner = |t: Address, id: u64| client.call("ots2_getERC721Owner", json!([t, format!("{id:#x}")]));
+    let (nft_owner, plain_owner) =
+        if late { (json!(d.accounts[3]), json!(d.accounts[7])) } else { (json!(null), json!(null)) };
+    assert_eq!(owner(d.nft, 1).await, nft_owner);
+    assert_eq!(owner(d.plain_nft, 42).await, plain_owner);
+    assert_eq!(owner(d.nft, 2).await, json!(null), "never minted");
+    assert_eq!(client.call("ots2_getTokenHolderCount", json!([d.nft])).await, json!(u64::from(late)));
     let mkr_holders = client.call("ots2_getERC20Holdings", json!([d.accounts[1]])).await;
     let expected =
         if late { json!([{"address": d.mkr, "ethTx": mkr_holders[0]["ethTx"]}]) } else { json!([]) };

@@ -9,8 +9,10 @@ use roaring::RoaringTreemap;
 
 use crate::txid::TxId;
 
+mod balances;
 mod contract_info;
 mod label;
+pub use balances::{address_word, word_address, Balance, PairKey, PriorValue, Rank, TokenIdKey};
 pub use contract_info::ContractInfo;
 pub use label::{Label, MAX_LABEL_BYTES};
 

@@ -4,8 +4,8 @@
 //! listed in docs/format.md. Integers are 8 bytes big-endian, addresses 20 raw bytes.
 
 use super::codec::{
-    Attributes, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup, Holding, IdChunk, KeyCodec, Label,
-    StateKey, UndoRecord, ValueCodec,
+    Attributes, Balance, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup, Holding, IdChunk, KeyCodec,
+    Label, PairKey, PriorValue, Rank, StateKey, TokenIdKey, UndoRecord, ValueCodec,
 };
 use alloy_primitives::Address;
 use signet_libmdbx::DatabaseFlags;
@@ -160,6 +160,25 @@ tables! {
     /// ERC1155 tokens an address ever sent or received (not part of ots2); layout of
     /// `OtsERC20Holdings`.
     OtsERC1155Holdings: DupFixed, Address => Holding;
+    /// Balances from Transfer logs (ours). Key: token (20) ‖ holder (20). Value: balance (32,
+    /// BE): ERC20 amount, or the number of ERC721 ids held. No row for a zero balance, none for
+    /// the zero address.
+    OtsTokenBalances: Plain, PairKey => Balance;
+    /// Holders of a token by balance (ours). Key: token (20). Dup: !balance (32) ‖ holder (20),
+    /// so the largest balance comes first. One dup per non-zero balance.
+    OtsTokenHolderRanks: DupFixed, Address => Rank;
+    /// Number of holders with a non-zero balance (ours). Key: token (20). Value: count (8).
+    OtsTokenHolderCounts: Plain, Address => Count;
+    /// Owner of every ERC721 token id (ours). Key: token (20) ‖ id (32). Value: owner (20).
+    /// No row for a burnt id.
+    OtsERC721Owners: Plain, TokenIdKey => Address;
+    /// What blocks changed in `OtsTokenBalances` (ours), for unwinds. Key: block (8). Dup:
+    /// token (20) ‖ holder (32, left-padded) ‖ balance before the block (32). Kept for the reorg
+    /// window, like `OtsUndoJournal`.
+    OtsBalanceUndo: DupFixed, BlockNumber => PriorValue;
+    /// What blocks changed in `OtsERC721Owners` (ours), for unwinds. Key: block (8). Dup:
+    /// token (20) ‖ id (32) ‖ owner before the block (32, left-padded; zero for none).
+    OtsOwnerUndo: DupFixed, BlockNumber => PriorValue;
     /// Contract metadata (not part of ots2, whose lists call the node per row). Key: contract
     /// (20). Dup: block whose classification wrote it (8) ‖ presence flags (1) ‖ optional
     /// decimals (1), asset (20), implementation (20), name and symbol (2-byte length ‖ UTF-8);
@@ -200,7 +219,7 @@ mod tests {
         // Spec §2: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
         // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, contract
         // info, transfer probes, labels, undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 5);
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 6 + 5);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

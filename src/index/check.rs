@@ -11,7 +11,7 @@ use super::{
     matches::{MatchCounter, MatchTable},
 };
 use crate::db::{
-    codec::{AttributeBit, BlockNumber, Count, Holding},
+    codec::{AttributeBit, Balance, BlockNumber, Count, Holding, KeyCodec, Rank, ValueCodec},
     state,
     tables::*,
     DbError, Txn,
@@ -187,6 +187,7 @@ fn check_extras<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> Result<()
         }
         next = cursor.next_entry()?;
     }
+    check_balances(txn)?;
     check_holdings::<OtsERC20Holdings, K>(txn, tip)?;
     check_holdings::<OtsERC721Holdings, K>(txn, tip)?;
     check_holdings::<OtsERC1155Holdings, K>(txn, tip)?;
@@ -200,6 +201,50 @@ fn check_extras<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> Result<()
             ));
         }
         next = cursor.next_entry()?;
+    }
+    Ok(())
+}
+
+/// Every balance is non-zero, of a holder other than the zero address, ranked once; each
+/// token's holder count is its number of balances, and of ranks.
+fn check_balances<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbError> {
+    let mut per_token: std::collections::BTreeMap<Address, u64> = std::collections::BTreeMap::new();
+    let mut ranks = txn.cursor::<OtsTokenHolderRanks>()?;
+    let mut cursor = txn.cursor::<OtsTokenBalances>()?;
+    let mut next = cursor.first()?;
+    while let Some((key, Balance(balance))) = next {
+        if balance.is_zero() || key.holder == Address::ZERO {
+            return Err(broken::<OtsTokenBalances>(
+                &key.encode_key(),
+                "a zero balance or the zero address".into(),
+            ));
+        }
+        let rank = Rank { balance, holder: key.holder };
+        if ranks.seek_dup_at_least(&key.token, &rank.encode_value())? != Some(rank) {
+            return Err(broken::<OtsTokenHolderRanks>(
+                key.token.as_slice(),
+                format!("no rank for holder {}", key.holder),
+            ));
+        }
+        *per_token.entry(key.token).or_default() += 1;
+        next = cursor.next_entry()?;
+    }
+    let mut cursor = txn.cursor::<OtsTokenHolderCounts>()?;
+    let mut next = cursor.first()?;
+    let mut counted = 0;
+    while let Some((token, Count(count))) = next {
+        let ranked = txn.cursor::<OtsTokenHolderRanks>()?.dups(&token)?.len() as u64;
+        if per_token.get(&token).copied() != Some(count) || ranked != count {
+            return Err(broken::<OtsTokenHolderCounts>(
+                token.as_slice(),
+                format!("count {count}, {ranked} ranks"),
+            ));
+        }
+        counted += 1;
+        next = cursor.next_entry()?;
+    }
+    if counted != per_token.len() {
+        return Err(broken::<OtsTokenHolderCounts>(&[], "a token with balances has no holder count".into()));
     }
     Ok(())
 }

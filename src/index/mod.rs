@@ -2,6 +2,7 @@
 
 pub mod address_index;
 pub mod attributes;
+pub mod balances;
 pub mod check;
 pub mod contract_info;
 pub mod matches;

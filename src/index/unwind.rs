@@ -11,6 +11,7 @@ use alloy_primitives::Address;
 use super::{
     address_index::{AddressCounter, AddressIndex},
     attributes::remove_attribute,
+    balances::undo_block,
     matches::{MatchCounter, MatchTable},
 };
 use crate::{
@@ -192,6 +193,9 @@ pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
         txn.delete::<OtsUndoJournal>(&BlockNumber(block), None)?;
     }
     let cut = TxId::first_of_block(to + 1).0;
+    for block in (to + 1..=tip.number).rev() {
+        undo_block(txn, block)?;
+    }
     let withdrawal_cut = unwind_withdrawal_blocks(txn, to)?;
     for (kind, address) in &touched {
         match kind {

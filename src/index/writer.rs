@@ -13,6 +13,7 @@ use tracing::debug;
 use super::{
     address_index::append_ids,
     attributes::{add_attribute, attributes},
+    balances::{balance_moves, prune_undo, BalanceBook},
     matches::append_matches,
     transfers::{touches, TokenKind, TokenKinds},
 };
@@ -132,6 +133,20 @@ fn contract_info(block: u64, metadata: Metadata) -> ContractInfo {
     ContractInfo { block, name, symbol, decimals, asset, implementation }
 }
 
+/// How `token`'s logs are indexed, from the batch's cache or its attributes.
+fn lookup_kinds(
+    kinds: &mut HashMap<Address, TokenKinds>,
+    txn: &WriteTxn,
+    token: &Address,
+) -> Result<TokenKinds, WriteError> {
+    if let Some(kind) = kinds.get(token) {
+        return Ok(*kind);
+    }
+    let kind = kind_of(&attributes(txn, token)?);
+    kinds.insert(*token, kind);
+    Ok(kind)
+}
+
 /// A block's undo record while its batch is written: number, hash, what it touched.
 type PendingRecord = (u64, B256, BTreeSet<(IndexKind, Address)>);
 
@@ -197,6 +212,7 @@ pub fn write_batch(
     let mut tip = state::read_state(&txn)?.checkpoint;
 
     let mut kinds: HashMap<Address, TokenKinds> = HashMap::new();
+    let mut book = BalanceBook::default();
     let mut erc20 = IdCollector::default();
     let mut erc721 = IdCollector::default();
     let mut erc1155 = IdCollector::default();
@@ -277,14 +293,10 @@ pub fn write_batch(
             undo.insert((IndexKind::TransferProbe, *address));
         }
 
-        let found = touches(block, |token| -> Result<_, WriteError> {
-            if let Some(kind) = kinds.get(token) {
-                return Ok(*kind);
-            }
-            let kind = kind_of(&attributes(&txn, token)?);
-            kinds.insert(*token, kind);
-            Ok(kind)
-        })?;
+        let found = touches(block, |token| lookup_kinds(&mut kinds, &txn, token))?;
+        for m in balance_moves(block, |token| lookup_kinds(&mut kinds, &txn, token))? {
+            book.apply(&txn, block.number, &m)?;
+        }
         stats.transfer_logs += (found.len() / 2) as u64;
         for touch in found {
             let (collector, holdings, kind) = match touch.kind {
@@ -335,7 +347,10 @@ pub fn write_batch(
         let record = UndoRecord { hash, touched: undo.into_iter().collect() };
         txn.put::<OtsUndoJournal>(&BlockNumber(number), &record)?;
     }
-    prune_journal(&txn, last.block.number.saturating_sub(window.max(1) - 1))?;
+    book.write(&txn)?;
+    let keep_from = last.block.number.saturating_sub(window.max(1) - 1);
+    prune_journal(&txn, keep_from)?;
+    prune_undo(&txn, keep_from)?;
 
     for (address, ids) in &erc20.0 {
         append_ids::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn, address, ids)?;

@@ -2,6 +2,7 @@
 
 pub mod errors;
 pub mod ext;
+pub mod holders;
 mod materialize;
 pub mod ots;
 pub mod ots2;
@@ -53,12 +54,16 @@ pub enum ServeError {
 /// Every method we serve.
 pub fn module(ctx: RpcContext) -> Result<RpcModule<()>, ServeError> {
     use ext::Ots2ExtApiServer;
+    use holders::Ots2HoldersApiServer;
     use ots::OtsApiServer;
     use ots2::Ots2ApiServer;
     let mut module = RpcModule::new(());
     module.merge(ots::Ots.into_rpc()).map_err(|e| ServeError::Register(e.to_string()))?;
     module
         .merge(ext::Ots2Ext::new(ctx.clone()).into_rpc())
+        .map_err(|e| ServeError::Register(e.to_string()))?;
+    module
+        .merge(holders::Ots2Holders::new(ctx.clone()).into_rpc())
         .map_err(|e| ServeError::Register(e.to_string()))?;
     module.merge(ots2::Ots2::new(ctx).into_rpc()).map_err(|e| ServeError::Register(e.to_string()))?;
     Ok(module)

@@ -1,0 +1,172 @@
+//! Codecs of the balance tables (ours): token ‖ holder keys, balances, holder ranks, and the
+//! per-block records that undo them.
+
+use alloy_primitives::{Address, U256};
+
+use super::{address, CodecError, KeyCodec, ValueCodec};
+
+/// `token ‖ holder` (40 bytes): sorts by token, then holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PairKey {
+    /// The token.
+    pub token: Address,
+    /// The holder.
+    pub holder: Address,
+}
+
+impl KeyCodec for PairKey {
+    type Encoded = [u8; 40];
+    fn encode_key(&self) -> [u8; 40] {
+        let mut out = [0u8; 40];
+        out[..20].copy_from_slice(self.token.as_slice());
+        out[20..].copy_from_slice(self.holder.as_slice());
+        out
+    }
+    fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 40 {
+            return Err(CodecError::new("token and holder", "expected 40 bytes", bytes.len()));
+        }
+        Ok(Self { token: address(&bytes[..20], "token")?, holder: address(&bytes[20..], "holder")? })
+    }
+}
+
+/// `token ‖ token id` (52 bytes): sorts by token, then id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TokenIdKey {
+    /// The ERC721 token.
+    pub token: Address,
+    /// The token id.
+    pub id: U256,
+}
+
+impl KeyCodec for TokenIdKey {
+    type Encoded = [u8; 52];
+    fn encode_key(&self) -> [u8; 52] {
+        let mut out = [0u8; 52];
+        out[..20].copy_from_slice(self.token.as_slice());
+        out[20..].copy_from_slice(&self.id.to_be_bytes::<32>());
+        out
+    }
+    fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 52 {
+            return Err(CodecError::new("token and id", "expected 52 bytes", bytes.len()));
+        }
+        Ok(Self { token: address(&bytes[..20], "token")?, id: U256::from_be_slice(&bytes[20..]) })
+    }
+}
+
+/// A balance: 32 bytes big-endian.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Balance(pub U256);
+
+impl ValueCodec for Balance {
+    fn encode_value(&self) -> Vec<u8> {
+        self.0.to_be_bytes::<32>().to_vec()
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 32 {
+            return Err(CodecError::new("balance", "expected 32 bytes", bytes.len()));
+        }
+        Ok(Self(U256::from_be_slice(bytes)))
+    }
+}
+
+/// A holder's place in its token's ranking: `!balance (32) ‖ holder (20)`, so that dups sort by
+/// balance, largest first, then by holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rank {
+    /// The balance (non-zero).
+    pub balance: U256,
+    /// The holder.
+    pub holder: Address,
+}
+
+impl ValueCodec for Rank {
+    fn encode_value(&self) -> Vec<u8> {
+        let mut out = (!self.balance).to_be_bytes::<32>().to_vec();
+        out.extend_from_slice(self.holder.as_slice());
+        out
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 52 {
+            return Err(CodecError::new("holder rank", "expected 52 bytes", bytes.len()));
+        }
+        Ok(Self { balance: !U256::from_be_slice(&bytes[..32]), holder: address(&bytes[32..], "holder")? })
+    }
+}
+
+/// What a block changed, to be put back by an unwind: `token (20) ‖ key (32) ‖ old (32)`, where
+/// for a balance the key is the holder (left-padded) and old the balance before the block, and
+/// for an ERC721 owner the key is the token id and old the owner before (left-padded; zero for
+/// none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PriorValue {
+    /// The token.
+    pub token: Address,
+    /// Holder or token id.
+    pub key: U256,
+    /// The value before the block.
+    pub old: U256,
+}
+
+impl ValueCodec for PriorValue {
+    fn encode_value(&self) -> Vec<u8> {
+        let mut out = self.token.to_vec();
+        out.extend_from_slice(&self.key.to_be_bytes::<32>());
+        out.extend_from_slice(&self.old.to_be_bytes::<32>());
+        out
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 84 {
+            return Err(CodecError::new("prior value", "expected 84 bytes", bytes.len()));
+        }
+        Ok(Self {
+            token: address(&bytes[..20], "token")?,
+            key: U256::from_be_slice(&bytes[20..52]),
+            old: U256::from_be_slice(&bytes[52..]),
+        })
+    }
+}
+
+/// An address as a 32-byte word (and back): how [`PriorValue`] stores holders and owners.
+pub fn address_word(a: Address) -> U256 {
+    U256::from_be_slice(a.as_slice())
+}
+
+/// The address in the low 20 bytes of `word`.
+pub fn word_address(word: U256) -> Address {
+    Address::from_slice(&word.to_be_bytes::<32>()[12..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_pins_bytes() {
+        let (t, h) = (Address::repeat_byte(0x11), Address::repeat_byte(0x22));
+        let key = PairKey { token: t, holder: h };
+        assert_eq!(&key.encode_key()[..20], t.as_slice());
+        assert_eq!(PairKey::decode_key(&key.encode_key()), Ok(key));
+        let id = TokenIdKey { token: t, id: U256::from(0x0102) };
+        assert_eq!(&id.encode_key()[50..], &[1, 2]);
+        assert_eq!(TokenIdKey::decode_key(&id.encode_key()), Ok(id));
+        assert_eq!(Balance(U256::from(5)).encode_value()[31], 5);
+        let rank = Rank { balance: U256::from(1), holder: h };
+        let bytes = rank.encode_value();
+        assert_eq!(&bytes[..31], &[0xff; 31]);
+        assert_eq!(bytes[31], 0xfe);
+        assert_eq!(Rank::decode_value(&bytes), Ok(rank));
+        let prior = PriorValue { token: t, key: address_word(h), old: U256::from(7) };
+        assert_eq!(PriorValue::decode_value(&prior.encode_value()), Ok(prior));
+        assert_eq!(word_address(address_word(h)), h);
+    }
+
+    #[test]
+    fn larger_balances_rank_first() {
+        let h = Address::repeat_byte(0x22);
+        let big = Rank { balance: U256::from(1000), holder: h }.encode_value();
+        let small = Rank { balance: U256::from(3), holder: Address::ZERO }.encode_value();
+        assert!(big < small);
+    }
+}

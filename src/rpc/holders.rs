@@ -1,0 +1,93 @@
+//! Our holder methods: who holds a token and how much, from Transfer logs.
+
+use alloy_primitives::{Address, U256};
+use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use serde::Serialize;
+
+use super::{
+    errors::{db_error, invalid_params},
+    RpcContext,
+};
+use crate::{
+    db::{codec::TokenIdKey, tables::OtsERC721Owners, DbError, ReadTxn},
+    index::balances::{holder_count, holders_page},
+};
+
+/// One holder of `getTokenHolders`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Holder {
+    /// The holder.
+    pub holder: Address,
+    /// Its balance, hex (ERC721: the number of ids it holds).
+    pub balance: U256,
+}
+
+/// A page of holders with the exact total.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct HolderPage {
+    /// Holders with a non-zero balance.
+    pub total: u64,
+    /// Holders `idx..idx+count`, largest balance first.
+    pub results: Vec<Holder>,
+}
+
+/// Holder methods (ours).
+#[rpc(server, namespace = "ots2")]
+pub trait Ots2HoldersApi {
+    /// Number of addresses holding a non-zero balance of an ERC20 or ERC721 token.
+    #[method(name = "getTokenHolderCount")]
+    fn get_token_holder_count(&self, token: Address) -> RpcResult<u64>;
+
+    /// Holders `idx..idx+count` of a token by balance, largest first.
+    #[method(name = "getTokenHolders")]
+    fn get_token_holders(&self, token: Address, idx: u64, count: u64) -> RpcResult<HolderPage>;
+
+    /// The owner of an ERC721 token id; null if it was never minted or is burnt.
+    #[method(name = "getERC721Owner")]
+    fn get_erc721_owner(&self, token: Address, token_id: U256) -> RpcResult<Option<Address>>;
+}
+
+/// Implementation of [`Ots2HoldersApiServer`].
+#[derive(Debug, Clone)]
+pub struct Ots2Holders {
+    ctx: RpcContext,
+}
+
+impl Ots2Holders {
+    /// Serves from `ctx`.
+    pub const fn new(ctx: RpcContext) -> Self {
+        Self { ctx }
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&ReadTxn) -> Result<T, DbError>) -> RpcResult<T> {
+        let txn = self.ctx.db.begin_read().map_err(|e| db_error(&e))?;
+        f(&txn).map_err(|e| db_error(&e))
+    }
+}
+
+impl Ots2HoldersApiServer for Ots2Holders {
+    fn get_token_holder_count(&self, token: Address) -> RpcResult<u64> {
+        self.read(|t| holder_count(t, &token))
+    }
+
+    fn get_token_holders(&self, token: Address, idx: u64, count: u64) -> RpcResult<HolderPage> {
+        if count > self.ctx.max_page_size {
+            return Err(invalid_params(format!(
+                "count {count} is over the maximum page size {} (see --max-page-size)",
+                self.ctx.max_page_size
+            )));
+        }
+        self.read(|t| {
+            let total = holder_count(t, &token)?;
+            let results = holders_page(t, &token, idx, count)?
+                .into_iter()
+                .map(|(holder, balance)| Holder { holder, balance })
+                .collect();
+            Ok(HolderPage { total, results })
+        })
+    }
+
+    fn get_erc721_owner(&self, token: Address, token_id: U256) -> RpcResult<Option<Address>> {
+        self.read(|t| t.get::<OtsERC721Owners>(&TokenIdKey { token, id: token_id }))
+    }
+}
