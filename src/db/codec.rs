@@ -548,7 +548,7 @@ mod tests {
         assert_eq!(&bytes[53..], &hex!("01 00000000000000000000000000000000000000c2"));
         assert!(UndoRecord::decode_value(&[0; 40]).is_err());
         let mut bad = bytes;
-        bad[32] = 9;
+        bad[32] = 0x7f; // no such index kind
         assert!(UndoRecord::decode_value(&bad).is_err());
     }
 
