@@ -239,7 +239,7 @@ fn run(seed: u64) {
     let mut world = World {
         rng: Lcg(seed),
         tokens: [Address::repeat_byte(0x20), Address::repeat_byte(0x21), Address::repeat_byte(0x72)],
-        people: (1..=6u8).map(|i| Address::repeat_byte(i)).collect(),
+        people: (1..=6u8).map(Address::repeat_byte).collect(),
         generation: 0,
     };
     let dir = tempfile::tempdir().expect("tempdir");

@@ -1,0 +1,202 @@
+//! Index write-path benchmark (issue "address indexes"): generates a chain of ERC20 Transfer
+//! logs in memory (batch by batch, so memory stays bounded) and writes it with the indexer's
+//! batch writer, then prints
+//! * transfer logs/s and indexed ids/s of the batch writer,
+//! * bytes of database per indexed id,
+//! * peak RSS,
+//! * next to the rate of a plain sorted MDBX insert of as many 8-byte-key entries, in the same run,
+//! * and the same chain written one block per transaction (closer to writing log by log).
+//!
+//! `scripts/bench-index.sh` runs it in release mode.
+//! Usage: bench_index [LOGS] [ADDRESSES] [LOGS_PER_BLOCK] [BLOCKS_PER_BATCH]
+
+use std::time::Instant;
+
+use alloy_primitives::{keccak256, Address, Bytes, B256, U256};
+use ots_classifiers::{BlockData, Fact, LogData, ReceiptData, Standard, TxData, TRANSFER_TOPIC};
+use ots_indexer::{
+    db::{
+        codec::{BlockNumber, Count},
+        tables::{OtsWithdrawalIdx2Block, TableId},
+        AccessMode, Db,
+    },
+    index::{write_batch, ClassifiedBlock},
+};
+
+fn arg(n: usize, default: u64) -> u64 {
+    std::env::args().nth(n).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Peak resident set size, from /proc (Linux).
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+struct Gen {
+    state: u64,
+    addresses: u64,
+}
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.state =
+            self.state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        self.state >> 11
+    }
+
+    /// A skewed pick: a few addresses are busy, most are not (as on a real chain).
+    fn address(&mut self) -> Address {
+        let r = self.next();
+        let n = if r % 4 == 0 { r % 64 } else { r % self.addresses };
+        let mut bytes = [0u8; 20];
+        bytes[12..].copy_from_slice(&(n + 1).to_be_bytes());
+        Address::from(bytes)
+    }
+}
+
+const TOKENS: u64 = 16;
+
+fn token(i: u64) -> Address {
+    let mut bytes = [0xeeu8; 20];
+    bytes[12..].copy_from_slice(&i.to_be_bytes());
+    Address::from(bytes)
+}
+
+fn word(a: Address) -> B256 {
+    B256::left_padding_from(a.as_slice())
+}
+
+fn block(n: u64, logs_per_block: u64, gen: &mut Gen) -> ClassifiedBlock {
+    let hash = keccak256(n.to_be_bytes());
+    let parent_hash = if n == 0 { B256::ZERO } else { keccak256((n - 1).to_be_bytes()) };
+    let mut facts = Vec::new();
+    let mut receipts = Vec::new();
+    let mut transactions = Vec::new();
+    if n == 0 {
+        facts.extend((0..TOKENS).map(|i| Fact::Matched { standard: Standard::Erc20, address: token(i) }));
+    } else {
+        // One log per transaction: every log is its own id for both parties.
+        for i in 0..logs_per_block {
+            let (from, to) = (gen.address(), gen.address());
+            let log = LogData {
+                address: token(gen.next() % TOKENS),
+                topics: vec![TRANSFER_TOPIC, word(from), word(to)],
+                data: Bytes::from(U256::from(gen.next() % 1_000_000).to_be_bytes::<32>().to_vec()),
+            };
+            receipts.push(ReceiptData { success: true, contract_address: None, logs: vec![log] });
+            transactions.push(TxData {
+                hash: keccak256([n, i].map(u64::to_be_bytes).concat()),
+                from,
+                to: None,
+            });
+        }
+    }
+    let block = BlockData {
+        number: n,
+        hash,
+        parent_hash,
+        timestamp: 1_700_000_000 + n,
+        coinbase: Address::ZERO,
+        gas_limit: 30_000_000,
+        transactions,
+        receipts,
+        frames: None,
+        withdrawals: vec![],
+    };
+    ClassifiedBlock { block, facts, probe_misses: vec![] }
+}
+
+/// What one run wrote.
+struct Run {
+    secs: f64,
+    logs: u64,
+    /// Pages of the ERC20 transfer index and its counter.
+    index_bytes: u64,
+    /// Pages of every table.
+    all_bytes: u64,
+}
+
+/// Indexes the generated chain.
+fn index(logs: u64, addresses: u64, logs_per_block: u64, per_batch: u64) -> anyhow::Result<Run> {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), AccessMode::ReadWrite)?;
+    let mut gen = Gen { state: 7, addresses };
+    let blocks = logs.div_ceil(logs_per_block);
+    let started = Instant::now();
+    let mut n = 0;
+    while n <= blocks {
+        let batch: Vec<ClassifiedBlock> =
+            (n..=(n + per_batch - 1).min(blocks)).map(|b| block(b, logs_per_block, &mut gen)).collect();
+        n += batch.len() as u64;
+        write_batch(&db, &batch, 128, None)?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let stats = db.begin_read()?.table_stats()?;
+    let index_bytes = stats
+        .iter()
+        .filter(|t| matches!(t.table, TableId::OtsERC20TransferIndex | TableId::OtsERC20TransferCounter))
+        .map(|t| t.bytes)
+        .sum();
+    let all_bytes = stats.iter().map(|t| t.bytes).sum();
+    Ok(Run { secs, logs: blocks * logs_per_block, index_bytes, all_bytes })
+}
+
+fn main() -> anyhow::Result<()> {
+    let logs = arg(1, 5_000_000);
+    let addresses = arg(2, 200_000);
+    let logs_per_block = arg(3, 500);
+    let per_batch = arg(4, 200);
+
+    let run = index(logs, addresses, logs_per_block, per_batch)?;
+    let (secs, written) = (run.secs, run.logs);
+    // Each log gives an id to its sender and its receiver.
+    let ids = written * 2;
+    println!(
+        "batched writer: {written} transfer logs in {secs:.2} s = {:.0} logs/s ({:.0} ids/s); transfer index + counter {} bytes = {:.2} bytes per indexed id; all tables (holdings, balances, ranks, undo) {} bytes = {:.2} bytes per id; peak RSS {:.0} MiB",
+        written as f64 / secs,
+        ids as f64 / secs,
+        run.index_bytes,
+        run.index_bytes as f64 / ids as f64,
+        run.all_bytes,
+        run.all_bytes as f64 / ids as f64,
+        peak_rss_mib()
+    );
+
+    // The yardstick: a plain sorted insert of as many entries into MDBX, same machine, same run.
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), AccessMode::ReadWrite)?;
+    let started = Instant::now();
+    let mut i = 0;
+    while i < ids {
+        let txn = db.begin_write()?;
+        for k in i..(i + 1_000_000).min(ids) {
+            txn.put::<OtsWithdrawalIdx2Block>(&Count(k), &BlockNumber(k))?;
+        }
+        txn.commit()?;
+        i += 1_000_000;
+    }
+    let plain = started.elapsed().as_secs_f64();
+    println!(
+        "plain sorted MDBX insert: {ids} entries in {plain:.2} s = {:.0} entries/s; the writer indexes ids at {:.2}x that rate",
+        ids as f64 / plain,
+        (ids as f64 / secs) / (ids as f64 / plain)
+    );
+
+    // One block per write transaction on a tenth of the chain: the cost of not batching.
+    let small = (logs / 10).max(logs_per_block);
+    let one = index(small, addresses, logs_per_block, 1)?;
+    let many = index(small, addresses, logs_per_block, per_batch)?;
+    println!(
+        "{} logs, one block per transaction: {:.0} logs/s; {per_batch} blocks per transaction: {:.0} logs/s ({:.2}x)",
+        one.logs,
+        one.logs as f64 / one.secs,
+        many.logs as f64 / many.secs,
+        (many.logs as f64 / many.secs) / (one.logs as f64 / one.secs)
+    );
+    Ok(())
+}
