@@ -52,7 +52,7 @@ impl Gen {
     /// A skewed pick: a few addresses are busy, most are not (as on a real chain).
     fn address(&mut self) -> Address {
         let r = self.next();
-        let n = if r % 4 == 0 { r % 64 } else { r % self.addresses };
+        let n = if r.is_multiple_of(4) { r % 64 } else { r % self.addresses };
         let mut bytes = [0u8; 20];
         bytes[12..].copy_from_slice(&(n + 1).to_be_bytes());
         Address::from(bytes)
