@@ -33,10 +33,7 @@ impl UniswapV2Pairs {
 fn announced(input: &ClassifyInput<'_>) -> Vec<(Address, Address)> {
     input
         .block
-        .receipts
-        .iter()
-        .filter(|r| r.success)
-        .flat_map(|r| &r.logs)
+        .successful_logs()
         .filter(|l| l.topics.len() == 3 && l.topics[0] == PAIR_CREATED && l.data.len() == 64)
         .map(|l| (Address::from_word(l.topics[1]), Address::from_slice(&l.data[12..32])))
         .collect()

@@ -45,13 +45,10 @@ pub(crate) async fn names(
 fn transferred_token_id(input: &ClassifyInput<'_>, address: Address) -> Option<B256> {
     input
         .block
-        .receipts
-        .iter()
-        .filter(|r| r.success)
-        .flat_map(|r| &r.logs)
+        .successful_logs()
         .filter(|l| l.address == address && l.topics.len() == 4 && l.topics[0] == TRANSFER_TOPIC)
         .map(|l| l.topics[3])
-        .next_back()
+        .last()
 }
 
 impl Classifier for Erc721Classifier {

@@ -2,7 +2,9 @@
 
 use alloy_primitives::Address;
 
-use crate::{BlockData, Candidates, ChainError, ChainView, Classifier, ClassifyInput, Fact, TRANSFER_TOPIC};
+use crate::{
+    BlockData, Candidates, ChainError, ChainView, Classifier, ClassifyInput, Fact, LogData, TRANSFER_TOPIC,
+};
 
 /// Runs `classifiers` in order on `block`. `contracts` are the contracts to judge (normally
 /// [`BlockData::created_contracts`]); a classifier with [`Candidates::MatchesOf`] is shown only
@@ -37,11 +39,17 @@ pub async fn classify_block(
 }
 
 impl BlockData {
+    /// The logs of its successful transactions, in block order (a node returns no others, a
+    /// recording might).
+    pub fn successful_logs(&self) -> impl Iterator<Item = &LogData> {
+        self.receipts.iter().filter(|r| r.success).flat_map(|r| &r.logs)
+    }
+
     /// Addresses that emitted a Transfer-shaped log (topic0 `Transfer`, at least 3 topics) in a
     /// successful transaction, in order of first appearance.
     pub fn transfer_log_emitters(&self) -> Vec<Address> {
         let mut out: Vec<Address> = Vec::new();
-        for log in self.receipts.iter().filter(|r| r.success).flat_map(|r| &r.logs) {
+        for log in self.successful_logs() {
             if log.topics.len() >= 3 && log.topics[0] == TRANSFER_TOPIC && !out.contains(&log.address) {
                 out.push(log.address);
             }

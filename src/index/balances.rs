@@ -41,7 +41,7 @@ pub fn balance_moves<E>(
     mut kinds_of: impl FnMut(&Address) -> Result<TokenKinds, E>,
 ) -> Result<Vec<BalanceMove>, E> {
     let mut out = Vec::new();
-    for log in block.receipts.iter().filter(|r| r.success).flat_map(|r| &r.logs) {
+    for log in block.successful_logs() {
         if log.topics.len() < 3 || log.topics[0] != TRANSFER_TOPIC {
             continue;
         }
@@ -232,26 +232,4 @@ pub fn undo_block(txn: &WriteTxn, block: u64) -> Result<(), DbError> {
     }
     txn.delete::<OtsOwnerUndo>(&key, None)?;
     Ok(())
-}
-
-/// Drops undo rows of blocks below `keep_from` (they left the reorg window).
-pub fn prune_undo(txn: &WriteTxn, keep_from: u64) -> Result<(), DbError> {
-    loop {
-        let first = txn.cursor::<OtsBalanceUndo>()?.first()?;
-        match first {
-            Some((BlockNumber(b), _)) if b < keep_from => {
-                txn.delete::<OtsBalanceUndo>(&BlockNumber(b), None)?;
-            }
-            _ => break,
-        }
-    }
-    loop {
-        let first = txn.cursor::<OtsOwnerUndo>()?.first()?;
-        match first {
-            Some((BlockNumber(b), _)) if b < keep_from => {
-                txn.delete::<OtsOwnerUndo>(&BlockNumber(b), None)?;
-            }
-            _ => return Ok(()),
-        }
-    }
 }

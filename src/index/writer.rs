@@ -13,7 +13,7 @@ use tracing::debug;
 use super::{
     address_index::append_ids,
     attributes::{add_attribute, attributes},
-    balances::{balance_moves, prune_undo, BalanceBook},
+    balances::{balance_moves, BalanceBook},
     matches::append_matches,
     transfers::{touches, TokenKind, TokenKinds},
 };
@@ -168,13 +168,13 @@ fn add_holding<H: Table<Key = Address, Value = Holding>>(
     Ok(true)
 }
 
-/// Drops undo records of blocks below `keep_from`: they left the reorg window.
-fn prune_journal(txn: &WriteTxn, keep_from: u64) -> Result<(), DbError> {
+/// Drops the rows of a per-block undo table below `keep_from`: they left the reorg window.
+fn prune_below<T: Table<Key = BlockNumber>>(txn: &WriteTxn, keep_from: u64) -> Result<(), DbError> {
     loop {
-        let first = txn.cursor::<OtsUndoJournal>()?.first()?;
+        let first = txn.cursor::<T>()?.first()?;
         match first {
             Some((BlockNumber(b), _)) if b < keep_from => {
-                txn.delete::<OtsUndoJournal>(&BlockNumber(b), None)?;
+                txn.delete::<T>(&BlockNumber(b), None)?;
             }
             _ => return Ok(()),
         }
@@ -349,8 +349,9 @@ pub fn write_batch(
     }
     book.write(&txn)?;
     let keep_from = last.block.number.saturating_sub(window.max(1) - 1);
-    prune_journal(&txn, keep_from)?;
-    prune_undo(&txn, keep_from)?;
+    prune_below::<OtsUndoJournal>(&txn, keep_from)?;
+    prune_below::<OtsBalanceUndo>(&txn, keep_from)?;
+    prune_below::<OtsOwnerUndo>(&txn, keep_from)?;
 
     for (address, ids) in &erc20.0 {
         append_ids::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn, address, ids)?;
