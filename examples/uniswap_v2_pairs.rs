@@ -159,7 +159,10 @@ mod tests {
         let clean = dump(&db.begin_read().expect("read")).expect("dump");
 
         let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000, progress: None };
-        let (addr, server) = rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx).await.expect("serve");
+        let (addr, server) =
+            rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
+                .await
+                .expect("serve");
         let client = Client::new(&format!("http://{addr}"));
         let labels = |a: Address| client.call("ots2_getAddressLabels", json!([a]));
         assert_eq!(

@@ -63,7 +63,10 @@ async fn erc20_index_matches_what_was_sent() {
     indexer.sync_to(head).await.expect("sync");
 
     let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000, progress: None };
-    let (addr, server) = rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx).await.expect("serve");
+    let (addr, server) =
+        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
+            .await
+            .expect("serve");
     let client = Client::new(&format!("http://{addr}"));
 
     assert_eq!(client.call("ots_getApiLevel", json!([])).await, json!(8));

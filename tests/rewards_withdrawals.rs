@@ -57,7 +57,10 @@ async fn blocks_rewarded_follow_the_coinbase() {
         Indexer::open(db.clone(), node.clone(), classifiers, SyncConfig::default()).await.expect("open");
     indexer.sync_to(head).await.expect("sync");
     let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000, progress: None };
-    let (addr, server) = rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx).await.expect("serve");
+    let (addr, server) =
+        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
+            .await
+            .expect("serve");
     let client = Client::new(&format!("http://{addr}"));
 
     for (miner, blocks) in &expected {
@@ -191,7 +194,10 @@ async fn withdrawals_index_and_unwind_on_a_generated_chain() {
     // Counts come from the database; lists need the node's blocks, and say so when it is down.
     let dead = NodeClient::connect("http://127.0.0.1:9", Duration::from_secs(2)).expect("url");
     let ctx = RpcContext { db: db.clone(), node: dead, max_page_size: 1000, progress: None };
-    let (addr, server) = rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx).await.expect("serve");
+    let (addr, server) =
+        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
+            .await
+            .expect("serve");
     let client = Client::new(&format!("http://{addr}"));
     let want = expected_withdrawals(&blocks, BLOCKS - 1);
     for (address, indexes) in &want {

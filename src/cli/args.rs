@@ -157,4 +157,60 @@ pub struct ServeArgs {
     /// Largest `count` accepted by address lists such as ots2_getERC20TransferList.
     #[arg(long, env = "OTS_MAX_PAGE_SIZE", default_value_t = rpc::DEFAULT_MAX_PAGE_SIZE)]
     pub max_page_size: u64,
+
+    /// Browser origins allowed to call the API: `*` (any; the API is read-only), a
+    /// comma-separated list such as `http://localhost:5173,https://explorer.example`, or `none`.
+    #[arg(long, env = "OTS_HTTP_CORS", default_value = "*", value_parser = rpc::Cors::parse)]
+    pub http_cors: rpc::Cors,
+
+    /// Methods forwarded to the node even though the deny-list blocks them: names (`debug_traceTransaction`),
+    /// namespaces (`debug_`) or prefixes (`eth_sign*`); comma-separated. Use with care on a public URL.
+    #[arg(long, env = "OTS_PROXY_ALLOW", value_delimiter = ',')]
+    pub proxy_allow: Vec<String>,
+
+    /// Methods never forwarded to the node, in addition to the default deny-list (admin_, personal_,
+    /// miner_, debug_, anvil_, evm_, hardhat_, txpool_, engine_, eth_sendTransaction, eth_sign*);
+    /// `*` forwards nothing.
+    #[arg(long, env = "OTS_PROXY_DENY", value_delimiter = ',')]
+    pub proxy_deny: Vec<String>,
+
+    /// Largest request body, in bytes.
+    #[arg(long, env = "OTS_MAX_REQUEST_BYTES", default_value_t = rpc::server_defaults::MAX_REQUEST_BYTES)]
+    pub max_request_bytes: u32,
+
+    /// Largest response body, in bytes.
+    #[arg(long, env = "OTS_MAX_RESPONSE_BYTES", default_value_t = rpc::server_defaults::MAX_RESPONSE_BYTES)]
+    pub max_response_bytes: u32,
+
+    /// Most calls in one JSON-RPC batch.
+    #[arg(long, env = "OTS_MAX_BATCH", default_value_t = rpc::server_defaults::MAX_BATCH_LEN)]
+    pub max_batch: u32,
+
+    /// Most open connections, HTTP and WebSocket together; more get HTTP 429.
+    #[arg(long, env = "OTS_MAX_CONNECTIONS", default_value_t = rpc::server_defaults::MAX_CONNECTIONS)]
+    pub max_connections: u32,
+
+    /// Most subscriptions one WebSocket connection may hold.
+    #[arg(long, env = "OTS_MAX_SUBSCRIPTIONS", default_value_t = rpc::server_defaults::MAX_SUBSCRIPTIONS)]
+    pub max_subscriptions: u32,
+
+    /// Longest one call may take, in seconds, forwarded ones included.
+    #[arg(long, env = "OTS_REQUEST_TIMEOUT", default_value_t = rpc::server_defaults::REQUEST_TIMEOUT_SECS)]
+    pub request_timeout: u64,
+}
+
+impl ServeArgs {
+    /// The server's options from the flags.
+    pub fn options(&self) -> rpc::ServerOptions {
+        rpc::ServerOptions {
+            max_request_bytes: self.max_request_bytes,
+            max_response_bytes: self.max_response_bytes,
+            max_batch_len: self.max_batch,
+            max_connections: self.max_connections,
+            max_subscriptions_per_connection: self.max_subscriptions,
+            request_timeout: std::time::Duration::from_secs(self.request_timeout.max(1)),
+            cors: self.http_cors.clone(),
+            proxy: rpc::ProxyPolicy::new(&self.proxy_allow, &self.proxy_deny),
+        }
+    }
 }

@@ -37,7 +37,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_page_size: args.serve.max_page_size,
         progress: Some(indexer.progress()),
     };
-    let (addr, server) = rpc::serve(args.serve.http_addr, ctx).await?;
+    let (addr, server) = rpc::serve(args.serve.http_addr, ctx, &args.serve.options()).await?;
     info!(target: "ots::cli", %addr, datadir = %args.db.datadir.display(), node = %args.node.rpc_url, "ots-indexer running");
 
     let result = indexer.follow(stop).await;

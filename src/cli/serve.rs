@@ -43,7 +43,8 @@ pub async fn serve(args: ServeCmdArgs) -> anyhow::Result<()> {
         max_page_size: args.serve.max_page_size,
         progress: None,
     };
-    let (addr, server) = rpc::serve(args.serve.http_addr, ctx).await.context("starting the server")?;
+    let (addr, server) =
+        rpc::serve(args.serve.http_addr, ctx, &args.serve.options()).await.context("starting the server")?;
     info!(target: "ots::cli", %addr, datadir = %args.db.datadir.display(), "serving read-only");
     shutdown_signal().await;
     let _ = server.stop();

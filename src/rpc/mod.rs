@@ -1,26 +1,27 @@
-//! The JSON-RPC server: `ots_` and `ots2_` over HTTP (jsonrpsee), read-only MDBX snapshots.
+//! The JSON-RPC server: `ots_` and `ots2_` over HTTP and WebSocket (jsonrpsee) from read-only
+//! MDBX snapshots; every other method forwarded to the node.
 
 pub mod errors;
 pub mod ext;
+mod gateway;
 pub mod holders;
 mod materialize;
 pub mod ots;
 pub mod ots2;
+pub mod proxy;
+mod server;
 
 use std::net::SocketAddr;
 
-use jsonrpsee::{
-    server::{Server, ServerConfig, ServerHandle},
-    RpcModule,
-};
+use jsonrpsee::RpcModule;
 
 use crate::{db::Db, source::NodeClient};
 pub use materialize::{BlockSummary, TransactionWithReceipt};
+pub use proxy::ProxyPolicy;
+pub use server::{serve, server_defaults, Cors, ServerOptions};
 
 /// Default cap on `count` for address lists.
 pub const DEFAULT_MAX_PAGE_SIZE: u64 = 1000;
-/// Default cap on a request body.
-pub const DEFAULT_MAX_REQUEST_BYTES: u32 = 1 << 20;
 
 /// What the handlers share.
 #[derive(Debug, Clone)]
@@ -46,6 +47,9 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
+    /// A flag's value is not usable.
+    #[error("server configuration: {0}")]
+    Config(String),
     /// Two methods share a name (a bug).
     #[error("method registration failed: {0}")]
     Register(String),
@@ -67,19 +71,4 @@ pub fn module(ctx: RpcContext) -> Result<RpcModule<()>, ServeError> {
         .map_err(|e| ServeError::Register(e.to_string()))?;
     module.merge(ots2::Ots2::new(ctx).into_rpc()).map_err(|e| ServeError::Register(e.to_string()))?;
     Ok(module)
-}
-
-/// Starts serving on `addr`; returns the bound address (useful with port 0) and a handle that
-/// stops the server.
-pub async fn serve(addr: SocketAddr, ctx: RpcContext) -> Result<(SocketAddr, ServerHandle), ServeError> {
-    let config = ServerConfig::builder().max_request_body_size(DEFAULT_MAX_REQUEST_BYTES).build();
-    let server = Server::builder()
-        .set_config(config)
-        .build(addr)
-        .await
-        .map_err(|source| ServeError::Bind { addr, source })?;
-    let bound = server.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
-    let handle = server.start(module(ctx)?);
-    tracing::info!(target: "ots::rpc", addr = %bound, "serving JSON-RPC over HTTP");
-    Ok((bound, handle))
 }

@@ -8,7 +8,7 @@ use alloy_primitives::B256;
 use ots_classifiers::{BlockData, BoxFuture, ChainView};
 
 use crate::db::state::ChainIdentity;
-pub use rpc::{NodeClient, SourceError, TraceChoice};
+pub use rpc::{ForwardError, NodeClient, SourceError, TraceChoice};
 
 /// A chain to index: blocks by number, plus the state queries classifiers make.
 pub trait BlockSource: ChainView + std::fmt::Debug {

@@ -18,7 +18,7 @@ use ots_classifiers::{
     BlockData, BoxFuture, CallOutcome, ChainError, ChainView, LogData, ReceiptData, TxData, Withdrawal,
 };
 use serde::{de::DeserializeOwned, Serialize};
-use serde_json::{json, Value};
+use serde_json::{json, value::RawValue, Value};
 use tracing::info;
 
 use super::traces::{parse_geth, parse_parity, TraceMode};
@@ -100,6 +100,24 @@ pub enum SourceError {
         /// What is wrong.
         reason: String,
     },
+}
+
+/// A forwarded request did not give a result.
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    /// The node answered with a JSON-RPC error, passed on as it is.
+    #[error("node error {code}: {message}")]
+    Answered {
+        /// The node's code.
+        code: i64,
+        /// The node's message.
+        message: String,
+        /// The node's data, if any.
+        data: Option<Box<RawValue>>,
+    },
+    /// No answer: connection refused, timeout, or something that is not JSON-RPC.
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// A connection to the node.
@@ -234,6 +252,27 @@ impl NodeClient {
             self.provider.raw_request(Cow::Borrowed(method), params).await.map_err(request_err(method))?;
         serde_json::from_value(answer)
             .map_err(|e| SourceError::Request { method, source: TransportError::deser_err(e, "") })
+    }
+
+    /// Sends a request that an API client made, unchanged, and returns the node's answer as it
+    /// came: a result, or the node's own error object.
+    pub async fn forward(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<Box<RawValue>, ForwardError> {
+        let empty =
+            RawValue::from_string("[]".to_owned()).map_err(|e| ForwardError::Failed(e.to_string()))?;
+        let params: &RawValue = params.unwrap_or(&empty);
+        let answer: Result<Box<RawValue>, TransportError> =
+            self.provider.raw_request(Cow::Owned(method.to_owned()), params).await;
+        match answer {
+            Ok(v) => Ok(v),
+            Err(RpcError::ErrorResp(p)) => {
+                Err(ForwardError::Answered { code: p.code, message: p.message.into_owned(), data: p.data })
+            }
+            Err(e) => Err(ForwardError::Failed(e.to_string())),
+        }
     }
 
     /// Chain id and genesis hash.
