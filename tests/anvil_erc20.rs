@@ -21,7 +21,14 @@ fn hex_u64(v: &Value) -> u64 {
     u64::from_str_radix(v.as_str().expect("hex string").trim_start_matches("0x"), 16).expect("hex")
 }
 
-async fn check_page(client: &Client, address: Address, expected: &[B256], idx: usize, count: usize) {
+async fn check_page(
+    client: &Client,
+    work: &workload::Workload,
+    address: Address,
+    expected: &[B256],
+    idx: usize,
+    count: usize,
+) {
     let page = client.call("ots2_getERC20TransferList", json!([address, idx, count])).await;
     let want: Vec<B256> = expected.iter().skip(idx).take(count).copied().collect();
     let results = page["results"].as_array().expect("results array");
@@ -36,6 +43,26 @@ async fn check_page(client: &Client, address: Address, expected: &[B256], idx: u
         let summary = &page["blocksSummary"][&block];
         assert_eq!(summary["blockNumber"].as_str(), Some(block.as_str()), "summary of {block}");
         assert!(summary["timestamp"].as_u64().expect("numeric timestamp") >= 1_700_000_000);
+        // Per-transfer detail: exactly the workload's transfers of this tx that involve `address`.
+        let hash: B256 = serde_json::from_value(r["hash"].clone()).expect("hash");
+        let sent = work.sent.iter().find(|s| s.hash == hash).expect("a sent transaction");
+        let want: Vec<(Address, Address, Address)> = sent
+            .transfers
+            .iter()
+            .copied()
+            .filter(|&(_, from, to)| from == address || to == address)
+            .collect();
+        let got: Vec<(Address, Address, Address)> = r["transfers"]
+            .as_array()
+            .expect("transfers array")
+            .iter()
+            .map(|t| {
+                assert!(t["value"].is_string() && t.get("tokenId").is_none(), "{t}");
+                let a = |f: &str| serde_json::from_value::<Address>(t[f].clone()).expect("address");
+                (a("token"), a("from"), a("to"))
+            })
+            .collect();
+        assert_eq!(got, want, "transfers of {hash} for {address}");
     }
 }
 
@@ -145,16 +172,16 @@ async fn erc20_index_matches_what_was_sent() {
         loop {
             let idx = n as i64 - 25 * page;
             let (idx, count) = if idx < 0 { (0, (idx + 25).max(0) as usize) } else { (idx as usize, 25) };
-            check_page(&client, address, &want, idx, count).await;
+            check_page(&client, &work, address, &want, idx, count).await;
             if idx == 0 {
                 break;
             }
             page += 1;
         }
-        check_page(&client, address, &want, 0, n.max(1)).await;
-        check_page(&client, address, &want, n, 10).await;
+        check_page(&client, &work, address, &want, 0, n.max(1)).await;
+        check_page(&client, &work, address, &want, n, 10).await;
         if n > 0 {
-            check_page(&client, address, &want, n - 1, 5).await;
+            check_page(&client, &work, address, &want, n - 1, 5).await;
         }
         // Holdings: every token it ever moved, with its first transaction, by token.
         let holdings: Vec<Value> = holdings_expected

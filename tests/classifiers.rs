@@ -323,6 +323,12 @@ async fn check_lists(client: &Client, d: &Deployed, late: bool) {
         let tx = &list["results"][0];
         assert_eq!(tx["receipt"]["to"], json!(d.plain_nft));
         assert_eq!(hex_u64(&tx["receipt"]["blockNumber"]), b3);
+        assert_eq!(
+            tx["transfers"],
+            json!([{"token": d.plain_nft, "from": Address::ZERO, "to": d.accounts[7], "tokenId": "0x2a"}]),
+            "per-transfer detail of an ERC721 mint"
+        );
+        assert_ne!(tx["transaction"]["transactionIndex"], json!("0x0"), "the real index, not ots2's 0");
     }
     let holdings = client.call("ots2_getERC721Holdings", json!([d.accounts[3]])).await;
     let held: Vec<Value> = holdings.as_array().expect("array").clone();
@@ -339,6 +345,20 @@ async fn check_lists(client: &Client, d: &Deployed, late: bool) {
     assert_eq!(multi_transfers(d.accounts[0]).await, json!(0), "the operator is not indexed");
     let list = client.call("ots2_getERC1155TransferList", json!([d.accounts[9], 0, 10])).await;
     assert_eq!(list["results"].as_array().map(Vec::len), Some(2 * usize::from(late)));
+    if late {
+        let (a0, a4, a9) = (d.accounts[0], d.accounts[4], d.accounts[9]);
+        let one = |operator, from, to, id: &str, value: &str| json!({"token": d.multi, "operator": operator, "from": from, "to": to, "tokenId": id, "value": value});
+        assert_eq!(
+            list["results"][0]["transfers"],
+            json!([one(a0, Address::ZERO, a9, "0x1", "0x3"), one(a0, Address::ZERO, a9, "0x2", "0x3")]),
+            "a TransferBatch mint, one entry per id"
+        );
+        assert_eq!(
+            list["results"][1]["transfers"],
+            json!([one(a0, a9, a4, "0x2", "0x1")]),
+            "a TransferSingle move"
+        );
+    }
     let held = client.call("ots2_getERC1155Holdings", json!([d.accounts[9]])).await;
     assert_eq!(held.as_array().map(Vec::len), Some(usize::from(late)));
     if late {

@@ -171,6 +171,21 @@ fn u64_of(key: &'static str, bytes: &[u8]) -> Result<u64, StateError> {
     Ok(u64::from_be_bytes(arr))
 }
 
+/// The indexed tip alone, for readers that need nothing else of the state.
+pub fn read_tip<K: TransactionKind>(txn: &Txn<K>) -> DbResult<Option<u64>> {
+    match get(txn, LAST_BLOCK_KEY)? {
+        None => Ok(None),
+        Some(v) => match v.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) {
+            Some(b) if v.len() == 40 => Ok(Some(u64::from_be_bytes(b))),
+            _ => Err(crate::db::DbError::Corrupt {
+                table: "OtsIndexerState",
+                key: LAST_BLOCK_KEY.to_owned(),
+                reason: format!("{} bytes, expected 40", v.len()),
+            }),
+        },
+    }
+}
+
 /// Reads the whole state.
 pub fn read_state<K: TransactionKind>(txn: &Txn<K>) -> Result<IndexerState, StateError> {
     let format_version = get(txn, FORMAT_VERSION_KEY)?.map(|v| u64_of(FORMAT_VERSION_KEY, &v)).transpose()?;

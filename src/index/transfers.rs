@@ -5,7 +5,10 @@ use alloy_primitives::{b256, Address, B256};
 use ots_classifiers::BlockData;
 pub use ots_classifiers::TRANSFER_TOPIC;
 
-use crate::txid::{TxId, TxIdOverflow};
+use crate::{
+    db::codec::{AttributeBit, Attributes},
+    txid::{TxId, TxIdOverflow},
+};
 
 /// topic0 of `TransferSingle(address,address,address,uint256,uint256)`.
 pub const TRANSFER_SINGLE_TOPIC: B256 =
@@ -32,6 +35,21 @@ pub struct TokenKinds {
     pub transfer: Option<TokenKind>,
     /// Whether its `TransferSingle`/`TransferBatch` logs count (an ERC1155).
     pub multi: bool,
+}
+
+impl TokenKinds {
+    /// How a contract with `attrs` is indexed: ERC721 wins over ERC20 for `Transfer` logs, as in
+    /// ots2.
+    pub fn of(attrs: &Attributes) -> Self {
+        let transfer = if attrs.has(AttributeBit::Erc721) {
+            Some(TokenKind::Erc721)
+        } else if attrs.has(AttributeBit::Erc20) {
+            Some(TokenKind::Erc20)
+        } else {
+            None
+        };
+        Self { transfer, multi: attrs.has(AttributeBit::Erc1155) }
+    }
 }
 
 /// An address that was `from` or `to` of a classified token's transfer in a transaction.

@@ -20,8 +20,8 @@ use super::{
 use crate::{
     db::{
         codec::{
-            AttributeBit, Attributes, BlockNumber, ContractInfo, Count, Holding, IndexKind, Label,
-            UndoRecord, ValueCodec, MAX_LABEL_BYTES,
+            AttributeBit, BlockNumber, ContractInfo, Count, Holding, IndexKind, Label, UndoRecord,
+            ValueCodec, MAX_LABEL_BYTES,
         },
         state::{self, Checkpoint},
         tables::*,
@@ -117,17 +117,6 @@ fn append_standard(
     }
 }
 
-fn kind_of(attrs: &Attributes) -> TokenKinds {
-    let transfer = if attrs.has(AttributeBit::Erc721) {
-        Some(TokenKind::Erc721)
-    } else if attrs.has(AttributeBit::Erc20) {
-        Some(TokenKind::Erc20)
-    } else {
-        None
-    };
-    TokenKinds { transfer, multi: attrs.has(AttributeBit::Erc1155) }
-}
-
 fn contract_info(block: u64, metadata: Metadata) -> ContractInfo {
     let Metadata { name, symbol, decimals, asset, implementation } = metadata;
     ContractInfo { block, name, symbol, decimals, asset, implementation }
@@ -142,7 +131,7 @@ fn lookup_kinds(
     if let Some(kind) = kinds.get(token) {
         return Ok(*kind);
     }
-    let kind = kind_of(&attributes(txn, token)?);
+    let kind = TokenKinds::of(&attributes(txn, token)?);
     kinds.insert(*token, kind);
     Ok(kind)
 }
@@ -272,7 +261,7 @@ pub fn write_batch(
             append_standard(&txn, standard, block.number, &addresses)?;
             for address in &addresses {
                 let attrs = add_attribute(&txn, address, bit_of(standard))?;
-                kinds.insert(*address, kind_of(&attrs));
+                kinds.insert(*address, TokenKinds::of(&attrs));
             }
             stats.matches += addresses.len() as u64;
         }

@@ -1,16 +1,28 @@
-//! Fetching from the node what a result page shows but the index does not hold.
+//! Fetching from the node what a result page shows but the index does not hold: one JSON-RPC
+//! batch per step of a page, and a bounded cache of block timestamps.
 
-use std::collections::BTreeMap;
+use std::{
+    collections::{BTreeMap, HashMap, VecDeque},
+    sync::{Arc, Mutex},
+};
 
 use alloy_primitives::{Address, Bytes, U256, U64};
-use futures::future::try_join_all;
 use jsonrpsee::types::ErrorObjectOwned;
 use ots_classifiers::{decode_uint256, selector};
 use serde::Serialize;
-use serde_json::{value::RawValue, Value};
+use serde_json::{json, value::RawValue, Value};
 
-use super::errors::{node_error, server_error};
+use super::{
+    errors::{node_error, server_error},
+    transfer_detail::TransferDetail,
+};
 use crate::{source::NodeClient, txid::TxId};
+
+/// Blocks this far below the indexed tip are taken as final: their summaries are cached. Newer
+/// ones may still be replaced by a reorg and are always asked for.
+pub const FINAL_DEPTH: u64 = 128;
+/// Block summaries the cache holds (16 bytes each).
+pub const SUMMARY_CACHE_ENTRIES: usize = 100_000;
 
 /// `{blockNumber, timestamp}` of a block shown in a page.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -22,6 +34,39 @@ pub struct BlockSummary {
     pub timestamp: u64,
 }
 
+/// `{hash, transaction, receipt, transfers}` of one indexed transaction.
+#[derive(Debug, Clone, Serialize)]
+pub struct TransactionWithReceipt {
+    /// Transaction hash.
+    pub hash: Value,
+    /// `eth_getTransactionByBlockNumberAndIndex`, as the node gave it.
+    pub transaction: Value,
+    /// `eth_getTransactionReceipt`, as the node gave it.
+    pub receipt: Value,
+    /// The movements of the listed kind that involve the queried address (ours; see docs/api.md).
+    pub transfers: Vec<TransferDetail>,
+}
+
+/// Timestamps of final blocks, first in first out.
+#[derive(Debug, Default)]
+struct SummaryCache {
+    entries: HashMap<u64, u64>,
+    order: VecDeque<u64>,
+}
+
+impl SummaryCache {
+    fn insert(&mut self, block: u64, timestamp: u64) {
+        if self.entries.insert(block, timestamp).is_none() {
+            self.order.push_back(block);
+            while self.order.len() > SUMMARY_CACHE_ENTRIES {
+                if let Some(old) = self.order.pop_front() {
+                    self.entries.remove(&old);
+                }
+            }
+        }
+    }
+}
+
 fn hex(n: u64) -> String {
     format!("{n:#x}")
 }
@@ -31,68 +76,235 @@ fn hex_field(v: &Value, field: &str) -> Option<u64> {
     u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
 }
 
-/// Summaries of `blocks`, keyed by hex block number as ots2 does.
-pub async fn block_summaries(
-    node: &NodeClient,
-    blocks: impl IntoIterator<Item = u64>,
-) -> Result<BTreeMap<String, BlockSummary>, ErrorObjectOwned> {
-    let mut distinct: Vec<u64> = blocks.into_iter().collect();
-    distinct.sort_unstable();
-    distinct.dedup();
-    let headers = try_join_all(distinct.iter().map(|&n| async move {
-        let header: Option<Value> =
-            node.raw("eth_getBlockByNumber", (hex(n), false)).await.map_err(|e| node_error(&e))?;
-        let header = header.ok_or_else(|| server_error(format!("the node has no block {n}")))?;
-        let timestamp = hex_field(&header, "timestamp")
-            .ok_or_else(|| server_error(format!("the node's block {n} has no valid timestamp")))?;
-        Ok::<_, ErrorObjectOwned>((hex(n), BlockSummary { block_number: U64::from(n), timestamp }))
-    }))
-    .await?;
-    Ok(headers.into_iter().collect())
+fn distinct(blocks: impl IntoIterator<Item = u64>) -> Vec<u64> {
+    let mut d: Vec<u64> = blocks.into_iter().collect();
+    d.sort_unstable();
+    d.dedup();
+    d
 }
 
-/// `{hash, transaction, receipt}` of one indexed transaction, as the node gives them.
-#[derive(Debug, Clone, Serialize)]
-pub struct TransactionWithReceipt {
-    /// Transaction hash.
-    pub hash: Value,
-    /// `eth_getTransactionByBlockNumberAndIndex`.
-    pub transaction: Value,
-    /// `eth_getTransactionReceipt`.
-    pub receipt: Value,
+fn header_call(n: u64) -> (&'static str, Value) {
+    ("eth_getBlockByNumber", json!([hex(n), false]))
 }
 
-/// Transactions and receipts of `ids`, in order.
-pub async fn transactions(
-    node: &NodeClient,
-    ids: &[TxId],
-) -> Result<Vec<TransactionWithReceipt>, ErrorObjectOwned> {
-    try_join_all(ids.iter().map(|&id| async move {
-        let tx: Option<Value> = node
-            .raw("eth_getTransactionByBlockNumberAndIndex", (hex(id.block()), hex(id.index())))
-            .await
-            .map_err(|e| node_error(&e))?;
-        let tx = tx.ok_or_else(|| {
-            server_error(format!(
-                "the node has no transaction {} in block {}: is it serving the indexed chain?",
-                id.index(),
-                id.block()
-            ))
-        })?;
-        let hash = tx.get("hash").cloned().unwrap_or(Value::Null);
-        let receipt: Option<Value> =
-            node.raw("eth_getTransactionReceipt", [hash.clone()]).await.map_err(|e| node_error(&e))?;
-        let receipt = receipt.ok_or_else(|| server_error(format!("the node has no receipt for {hash}")))?;
-        Ok(TransactionWithReceipt { hash, transaction: tx, receipt })
-    }))
-    .await
+fn timestamp_of(n: u64, header: &Value) -> Result<u64, ErrorObjectOwned> {
+    if header.is_null() {
+        return Err(server_error(format!("the node has no block {n}: is it serving the indexed chain?")));
+    }
+    hex_field(header, "timestamp")
+        .ok_or_else(|| server_error(format!("the node's block {n} has no valid timestamp")))
+}
+
+/// Node access for result pages.
+#[derive(Debug, Clone)]
+pub struct Materializer {
+    node: NodeClient,
+    cache: Arc<Mutex<SummaryCache>>,
+}
+
+impl Materializer {
+    /// Pages from `node`, with an empty cache.
+    pub fn new(node: NodeClient) -> Self {
+        Self { node, cache: Arc::default() }
+    }
+
+    fn cached(&self, block: u64) -> Option<u64> {
+        self.cache.lock().ok()?.entries.get(&block).copied()
+    }
+
+    fn remember(&self, block: u64, timestamp: u64, tip: Option<u64>) {
+        if tip.is_some_and(|t| block.saturating_add(FINAL_DEPTH) <= t) {
+            if let Ok(mut cache) = self.cache.lock() {
+                cache.insert(block, timestamp);
+            }
+        }
+    }
+
+    async fn batch(&self, calls: &[(&'static str, Value)]) -> Result<Vec<Value>, ErrorObjectOwned> {
+        self.node.batch(calls).await.map_err(|e| node_error(&e))
+    }
+
+    /// The blocks among `blocks` the cache lacks, and the header calls that fetch them.
+    fn missing(&self, blocks: &[u64]) -> Vec<u64> {
+        blocks.iter().copied().filter(|&b| self.cached(b).is_none()).collect()
+    }
+
+    fn summaries_from(
+        &self,
+        blocks: &[u64],
+        fetched: &[u64],
+        headers: &[Value],
+        tip: Option<u64>,
+    ) -> Result<BTreeMap<String, BlockSummary>, ErrorObjectOwned> {
+        let mut fresh = HashMap::new();
+        for (&n, header) in fetched.iter().zip(headers) {
+            let ts = timestamp_of(n, header)?;
+            self.remember(n, ts, tip);
+            fresh.insert(n, ts);
+        }
+        blocks
+            .iter()
+            .map(|&n| {
+                let timestamp = fresh
+                    .get(&n)
+                    .copied()
+                    .or_else(|| self.cached(n))
+                    .ok_or_else(|| server_error(format!("no summary of block {n}")))?;
+                Ok((hex(n), BlockSummary { block_number: U64::from(n), timestamp }))
+            })
+            .collect()
+    }
+
+    /// Summaries of `blocks`, keyed by hex block number as ots2 does: one batch for those the
+    /// cache lacks. `tip` is the indexed tip (blocks well below it are cached).
+    pub async fn summaries(
+        &self,
+        blocks: impl IntoIterator<Item = u64>,
+        tip: Option<u64>,
+    ) -> Result<BTreeMap<String, BlockSummary>, ErrorObjectOwned> {
+        let blocks = distinct(blocks);
+        let missing = self.missing(&blocks);
+        let calls: Vec<_> = missing.iter().map(|&n| header_call(n)).collect();
+        let headers = self.batch(&calls).await?;
+        self.summaries_from(&blocks, &missing, &headers, tip)
+    }
+
+    /// Transactions and receipts of `ids`, in order, with the summaries of their blocks: one
+    /// batch for the transactions and the uncached headers, one for the receipts (which a node
+    /// gives by hash only). `transfers` is left empty for the caller.
+    pub async fn transactions(
+        &self,
+        ids: &[TxId],
+        tip: Option<u64>,
+    ) -> Result<(BTreeMap<String, BlockSummary>, Vec<TransactionWithReceipt>), ErrorObjectOwned> {
+        let blocks = distinct(ids.iter().map(|id| id.block()));
+        let missing = self.missing(&blocks);
+        let mut calls: Vec<_> = ids
+            .iter()
+            .map(|id| ("eth_getTransactionByBlockNumberAndIndex", json!([hex(id.block()), hex(id.index())])))
+            .collect();
+        calls.extend(missing.iter().map(|&n| header_call(n)));
+        let mut answers = self.batch(&calls).await?;
+        let headers = answers.split_off(ids.len());
+        let summaries = self.summaries_from(&blocks, &missing, &headers, tip)?;
+        let mut hashes = Vec::with_capacity(ids.len());
+        for (id, tx) in ids.iter().zip(&answers) {
+            let hash = tx.get("hash").filter(|h| h.is_string()).cloned().ok_or_else(|| {
+                server_error(format!(
+                    "the node has no transaction {} in block {}: is it serving the indexed chain?",
+                    id.index(),
+                    id.block()
+                ))
+            })?;
+            hashes.push(hash);
+        }
+        let receipt_calls: Vec<_> =
+            hashes.iter().map(|h| ("eth_getTransactionReceipt", json!([h]))).collect();
+        let receipts = self.batch(&receipt_calls).await?;
+        let results = answers
+            .into_iter()
+            .zip(hashes)
+            .zip(receipts)
+            .map(|((transaction, hash), receipt)| {
+                if receipt.is_null() {
+                    return Err(server_error(format!("the node has no receipt for {hash}")));
+                }
+                Ok(TransactionWithReceipt { hash, transaction, receipt, transfers: Vec::new() })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((summaries, results))
+    }
+
+    /// Reward summaries of `blocks`, keyed by hex block number: headers and receipts in one batch.
+    pub async fn reward_summaries(
+        &self,
+        blocks: impl IntoIterator<Item = u64>,
+        tip: Option<u64>,
+    ) -> Result<BTreeMap<String, RewardSummary>, ErrorObjectOwned> {
+        let blocks = distinct(blocks);
+        let mut calls: Vec<_> = blocks.iter().map(|&n| header_call(n)).collect();
+        calls.extend(blocks.iter().map(|&n| ("eth_getBlockReceipts", json!([hex(n)]))));
+        let mut headers = self.batch(&calls).await?;
+        let receipts = headers.split_off(blocks.len());
+        let summaries = self.summaries_from(&blocks, &blocks, &headers, tip)?;
+        blocks
+            .iter()
+            .zip(receipts)
+            .map(|(&n, receipts)| {
+                let receipts = receipts
+                    .as_array()
+                    .ok_or_else(|| server_error(format!("the node has no receipts of block {n}")))?;
+                let mut total_fees = U256::ZERO;
+                for r in receipts {
+                    let field = |name: &str| {
+                        r.get(name)
+                            .and_then(Value::as_str)
+                            .and_then(|s| U256::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+                            .ok_or_else(|| {
+                                server_error(format!("a receipt of block {n} has no valid {name}"))
+                            })
+                    };
+                    total_fees += field("gasUsed")? * field("effectiveGasPrice")?;
+                }
+                let summary = &summaries[&hex(n)];
+                Ok((
+                    hex(n),
+                    RewardSummary {
+                        block_number: summary.block_number,
+                        timestamp: summary.timestamp,
+                        total_fees,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// The withdrawals `(index, block)`, in order, read from their blocks, with the blocks'
+    /// summaries: one batch.
+    pub async fn withdrawal_rows(
+        &self,
+        wanted: &[(u64, u64)],
+        tip: Option<u64>,
+    ) -> Result<(BTreeMap<String, BlockSummary>, Vec<WithdrawalRow>), ErrorObjectOwned> {
+        let blocks = distinct(wanted.iter().map(|&(_, b)| b));
+        let calls: Vec<_> = blocks.iter().map(|&n| header_call(n)).collect();
+        let bodies = self.batch(&calls).await?;
+        let summaries = self.summaries_from(&blocks, &blocks, &bodies, tip)?;
+        let rows = wanted
+            .iter()
+            .map(|&(index, block)| {
+                let list = blocks
+                    .iter()
+                    .position(|&b| b == block)
+                    .and_then(|i| bodies[i].get("withdrawals"))
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                let w = list.iter().find(|w| hex_field(w, "index") == Some(index)).ok_or_else(|| {
+                    server_error(format!(
+                        "the node's block {block} lacks withdrawal {index}: is it serving the indexed chain?"
+                    ))
+                })?;
+                let field = |name: &str| {
+                    hex_field(w, name)
+                        .ok_or_else(|| server_error(format!("withdrawal {index} has no valid {name}")))
+                };
+                Ok(WithdrawalRow {
+                    index: U64::from(index),
+                    block_number: U64::from(block),
+                    validator_index: U64::from(field("validatorIndex")?),
+                    amount: U64::from(field("amount")?),
+                })
+            })
+            .collect::<Result<Vec<_>, ErrorObjectOwned>>()?;
+        Ok((summaries, rows))
+    }
 }
 
 /// A vault's `totalAssets()` at the latest block as a JSON number of any size (ots2 writes a Go
 /// big.Int); `None` when the call fails or does not return a uint256.
 pub async fn total_assets(node: &NodeClient, vault: Address) -> Option<Box<RawValue>> {
-    let request =
-        serde_json::json!({ "to": vault, "data": Bytes::copy_from_slice(&selector("totalAssets()")) });
+    let request = json!({ "to": vault, "data": Bytes::copy_from_slice(&selector("totalAssets()")) });
     let answer = node.raw::<_, Bytes>("eth_call", (request, "latest")).await.ok()?;
     RawValue::from_string(decode_uint256(&answer)?.to_string()).ok()
 }
@@ -111,36 +323,6 @@ pub struct RewardSummary {
     pub total_fees: U256,
 }
 
-/// Reward summaries of `blocks`, keyed by hex block number.
-pub async fn reward_summaries(
-    node: &NodeClient,
-    blocks: impl IntoIterator<Item = u64>,
-) -> Result<BTreeMap<String, RewardSummary>, ErrorObjectOwned> {
-    let summaries = block_summaries(node, blocks).await?;
-    let with_fees = try_join_all(summaries.into_iter().map(|(key, summary)| async move {
-        let n = summary.block_number.to::<u64>();
-        let receipts: Option<Vec<Value>> =
-            node.raw("eth_getBlockReceipts", [hex(n)]).await.map_err(|e| node_error(&e))?;
-        let receipts =
-            receipts.ok_or_else(|| server_error(format!("the node has no receipts of block {n}")))?;
-        let mut total_fees = U256::ZERO;
-        for r in &receipts {
-            let field = |name: &str| {
-                r.get(name)
-                    .and_then(Value::as_str)
-                    .and_then(|s| U256::from_str_radix(s.trim_start_matches("0x"), 16).ok())
-                    .ok_or_else(|| server_error(format!("a receipt of block {n} has no valid {name}")))
-            };
-            total_fees += field("gasUsed")? * field("effectiveGasPrice")?;
-        }
-        let summary =
-            RewardSummary { block_number: summary.block_number, timestamp: summary.timestamp, total_fees };
-        Ok::<_, ErrorObjectOwned>((key, summary))
-    }))
-    .await?;
-    Ok(with_fees.into_iter().collect())
-}
-
 /// One withdrawal of `getWithdrawalsList`, all fields hex; the amount is in Gwei.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -155,42 +337,20 @@ pub struct WithdrawalRow {
     pub amount: U64,
 }
 
-/// The withdrawals `(index, block)`, in order, read from their blocks.
-pub async fn withdrawal_rows(
-    node: &NodeClient,
-    wanted: &[(u64, u64)],
-) -> Result<Vec<WithdrawalRow>, ErrorObjectOwned> {
-    let mut blocks: Vec<u64> = wanted.iter().map(|&(_, b)| b).collect();
-    blocks.sort_unstable();
-    blocks.dedup();
-    let bodies = try_join_all(blocks.iter().map(|&n| async move {
-        let block: Option<Value> =
-            node.raw("eth_getBlockByNumber", (hex(n), false)).await.map_err(|e| node_error(&e))?;
-        let block = block.ok_or_else(|| server_error(format!("the node has no block {n}")))?;
-        let list = block.get("withdrawals").and_then(Value::as_array).cloned().unwrap_or_default();
-        Ok::<_, ErrorObjectOwned>((n, list))
-    }))
-    .await?;
-    wanted
-        .iter()
-        .map(|&(index, block)| {
-            let list =
-                bodies.iter().find(|(n, _)| *n == block).map(|(_, l)| l.as_slice()).unwrap_or_default();
-            let w = list.iter().find(|w| hex_field(w, "index") == Some(index)).ok_or_else(|| {
-                server_error(format!(
-                    "the node's block {block} lacks withdrawal {index}: is it serving the indexed chain?"
-                ))
-            })?;
-            let field = |name: &str| {
-                hex_field(w, name)
-                    .ok_or_else(|| server_error(format!("withdrawal {index} has no valid {name}")))
-            };
-            Ok(WithdrawalRow {
-                index: U64::from(index),
-                block_number: U64::from(block),
-                validator_index: U64::from(field("validatorIndex")?),
-                amount: U64::from(field("amount")?),
-            })
-        })
-        .collect()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_is_bounded_and_forgets_oldest_first() {
+        let mut cache = SummaryCache::default();
+        for n in 0..(SUMMARY_CACHE_ENTRIES as u64 + 10) {
+            cache.insert(n, n * 12);
+        }
+        cache.insert(20, 240);
+        assert_eq!(cache.entries.len(), SUMMARY_CACHE_ENTRIES);
+        assert_eq!(cache.order.len(), SUMMARY_CACHE_ENTRIES);
+        assert_eq!(cache.entries.get(&5), None);
+        assert_eq!(cache.entries.get(&20), Some(&240));
+    }
 }

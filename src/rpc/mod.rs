@@ -10,13 +10,14 @@ pub mod ots;
 pub mod ots2;
 pub mod proxy;
 mod server;
+pub mod transfer_detail;
 
 use std::net::SocketAddr;
 
 use jsonrpsee::RpcModule;
 
 use crate::{db::Db, source::NodeClient};
-pub use materialize::{BlockSummary, TransactionWithReceipt};
+pub use materialize::{BlockSummary, Materializer, TransactionWithReceipt, FINAL_DEPTH};
 pub use proxy::ProxyPolicy;
 pub use server::{serve, server_defaults, Cors, ServerOptions};
 

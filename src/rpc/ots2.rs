@@ -1,6 +1,6 @@
 //! The `ots2_` namespace (spec §5.1): shapes and `(idx, count)` paging of Erigon's ots2.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use alloy_primitives::{Address, U64};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
@@ -10,14 +10,15 @@ use serde_json::value::RawValue;
 use super::{
     errors::{db_error, invalid_params, server_error},
     materialize::{
-        block_summaries, reward_summaries, total_assets, transactions, withdrawal_rows, BlockSummary,
-        RewardSummary, TransactionWithReceipt, WithdrawalRow,
+        total_assets, BlockSummary, Materializer, RewardSummary, TransactionWithReceipt, WithdrawalRow,
     },
+    transfer_detail::transfers_in,
     RpcContext,
 };
 use crate::{
     db::{
         codec::{AttributeBit, BlockNumber, ContractInfo, Count, Holding},
+        state,
         tables::*,
         DbError,
     },
@@ -26,6 +27,7 @@ use crate::{
         attributes::attributes,
         contract_info::contract_info,
         matches::{match_count, match_page, MatchCounter, MatchTable, MAX_MATCH_PAGE},
+        transfers::{TokenKind, TokenKinds},
     },
     txid::TxId,
 };
@@ -311,17 +313,30 @@ pub trait Ots2Api {
 #[derive(Debug, Clone)]
 pub struct Ots2 {
     ctx: RpcContext,
+    pages: Materializer,
 }
 
 impl Ots2 {
     /// Serves from `ctx`.
-    pub const fn new(ctx: RpcContext) -> Self {
-        Self { ctx }
+    pub fn new(ctx: RpcContext) -> Self {
+        let pages = Materializer::new(ctx.node.clone());
+        Self { ctx, pages }
     }
 
     fn read<T>(&self, f: impl FnOnce(&crate::db::ReadTxn) -> Result<T, DbError>) -> RpcResult<T> {
         let txn = self.ctx.db.begin_read().map_err(|e| db_error(&e))?;
         f(&txn).map_err(|e| db_error(&e))
+    }
+
+    /// As [`Self::read`], with the indexed tip read in the same snapshot.
+    fn read_at_tip<T>(
+        &self,
+        f: impl FnOnce(&crate::db::ReadTxn) -> Result<T, DbError>,
+    ) -> RpcResult<(T, Option<u64>)> {
+        self.read(|t| {
+            let tip = state::read_tip(t)?;
+            Ok((f(t)?, tip))
+        })
     }
 
     /// A page of a match table with each contract's stored metadata, and its block summaries.
@@ -331,30 +346,45 @@ impl Ots2 {
         count: u64,
     ) -> RpcResult<(BTreeMap<String, BlockSummary>, Vec<(u64, Address, ContractInfo)>)> {
         Self::check_match_page(count)?;
-        let rows = self.read(|t| {
+        let (rows, tip) = self.read_at_tip(|t| {
             match_page::<M, C, _>(t, idx, count)?
                 .into_iter()
                 .map(|(b, a)| Ok((b, a, contract_info(t, &a)?.unwrap_or_default())))
                 .collect::<Result<Vec<_>, DbError>>()
         })?;
-        let blocks_summary = block_summaries(&self.ctx.node, rows.iter().map(|(b, _, _)| *b)).await?;
+        let blocks_summary = self.pages.summaries(rows.iter().map(|(b, _, _)| *b), tip).await?;
         Ok((blocks_summary, rows))
     }
 
     /// A page of an address's transfer transactions, materialised from the node.
     async fn transfer_page<I: AddressIndex, C: AddressCounter>(
         &self,
+        kind: TokenKind,
         address: Address,
         idx: u64,
         count: u64,
     ) -> RpcResult<Page<TransactionWithReceipt>> {
         self.check_address_page(count)?;
-        let ids: Vec<TxId> =
-            self.read(|t| id_page::<I, C, _>(t, &address, idx, count))?.into_iter().map(TxId).collect();
-        let node = &self.ctx.node;
-        let (blocks_summary, results) =
-            futures::join!(block_summaries(node, ids.iter().map(|id| id.block())), transactions(node, &ids));
-        Ok(Page { blocks_summary: blocks_summary?, results: results? })
+        let (ids, tip) = self.read_at_tip(|t| id_page::<I, C, _>(t, &address, idx, count))?;
+        let ids: Vec<TxId> = ids.into_iter().map(TxId).collect();
+        let (blocks_summary, mut results) = self.pages.transactions(&ids, tip).await?;
+        self.read(|t| {
+            let mut kinds: HashMap<Address, TokenKinds> = HashMap::new();
+            let mut failed = None;
+            for r in &mut results {
+                r.transfers = transfers_in(&r.receipt, kind, address, |token| {
+                    *kinds.entry(*token).or_insert_with(|| match attributes(t, token) {
+                        Ok(a) => TokenKinds::of(&a),
+                        Err(e) => {
+                            failed = Some(e);
+                            TokenKinds::default()
+                        }
+                    })
+                });
+            }
+            failed.map_or(Ok(()), Err)
+        })?;
+        Ok(Page { blocks_summary, results })
     }
 
     fn holdings<H: Table<Key = Address, Value = Holding>>(
@@ -391,8 +421,9 @@ impl Ots2ApiServer for Ots2 {
 
     async fn get_all_contracts_list(&self, idx: u64, count: u64) -> RpcResult<Page<ContractMatch>> {
         Self::check_match_page(count)?;
-        let rows = self.read(|t| match_page::<OtsAllContracts, OtsAllContractsCounter, _>(t, idx, count))?;
-        let blocks_summary = block_summaries(&self.ctx.node, rows.iter().map(|(b, _)| *b)).await?;
+        let (rows, tip) =
+            self.read_at_tip(|t| match_page::<OtsAllContracts, OtsAllContractsCounter, _>(t, idx, count))?;
+        let blocks_summary = self.pages.summaries(rows.iter().map(|(b, _)| *b), tip).await?;
         let results = rows
             .into_iter()
             .map(|(b, address)| ContractMatch { block_number: U64::from(b), address })
@@ -508,7 +539,13 @@ impl Ots2ApiServer for Ots2 {
         idx: u64,
         count: u64,
     ) -> RpcResult<Page<TransactionWithReceipt>> {
-        self.transfer_page::<OtsERC20TransferIndex, OtsERC20TransferCounter>(address, idx, count).await
+        self.transfer_page::<OtsERC20TransferIndex, OtsERC20TransferCounter>(
+            TokenKind::Erc20,
+            address,
+            idx,
+            count,
+        )
+        .await
     }
 
     fn get_erc721_transfer_count(&self, address: Address) -> RpcResult<u64> {
@@ -521,7 +558,13 @@ impl Ots2ApiServer for Ots2 {
         idx: u64,
         count: u64,
     ) -> RpcResult<Page<TransactionWithReceipt>> {
-        self.transfer_page::<OtsERC721TransferIndex, OtsERC721TransferCounter>(address, idx, count).await
+        self.transfer_page::<OtsERC721TransferIndex, OtsERC721TransferCounter>(
+            TokenKind::Erc721,
+            address,
+            idx,
+            count,
+        )
+        .await
     }
 
     fn get_blocks_rewarded_count(&self, address: Address) -> RpcResult<u64> {
@@ -535,10 +578,10 @@ impl Ots2ApiServer for Ots2 {
         count: u64,
     ) -> RpcResult<RewardedPage> {
         self.check_address_page(count)?;
-        let blocks = self.read(|t| {
+        let (blocks, tip) = self.read_at_tip(|t| {
             id_page::<OtsBlocksRewardedIndex, OtsBlocksRewardedCounter, _>(t, &address, idx, count)
         })?;
-        let blocks_summary = reward_summaries(&self.ctx.node, blocks.iter().copied()).await?;
+        let blocks_summary = self.pages.reward_summaries(blocks.iter().copied(), tip).await?;
         let results = blocks.into_iter().map(|b| RewardedBlock { block_number: U64::from(b) }).collect();
         Ok(RewardedPage { blocks_summary, results })
     }
@@ -554,7 +597,7 @@ impl Ots2ApiServer for Ots2 {
         count: u64,
     ) -> RpcResult<Page<WithdrawalRow>> {
         self.check_address_page(count)?;
-        let wanted = self.read(|t| {
+        let (wanted, tip) = self.read_at_tip(|t| {
             let indexes = id_page::<OtsWithdrawalsIndex, OtsWithdrawalsCounter, _>(t, &address, idx, count)?;
             let mut idx2block = t.cursor::<OtsWithdrawalIdx2Block>()?;
             indexes
@@ -569,12 +612,8 @@ impl Ots2ApiServer for Ots2 {
                 })
                 .collect::<Result<Vec<_>, DbError>>()
         })?;
-        let node = &self.ctx.node;
-        let (blocks_summary, results) = futures::join!(
-            block_summaries(node, wanted.iter().map(|&(_, b)| b)),
-            withdrawal_rows(node, &wanted)
-        );
-        Ok(Page { blocks_summary: blocks_summary?, results: results? })
+        let (blocks_summary, results) = self.pages.withdrawal_rows(&wanted, tip).await?;
+        Ok(Page { blocks_summary, results })
     }
 
     fn get_erc1155_transfer_count(&self, address: Address) -> RpcResult<u64> {
@@ -587,7 +626,13 @@ impl Ots2ApiServer for Ots2 {
         idx: u64,
         count: u64,
     ) -> RpcResult<Page<TransactionWithReceipt>> {
-        self.transfer_page::<OtsERC1155TransferIndex, OtsERC1155TransferCounter>(address, idx, count).await
+        self.transfer_page::<OtsERC1155TransferIndex, OtsERC1155TransferCounter>(
+            TokenKind::Erc1155,
+            address,
+            idx,
+            count,
+        )
+        .await
     }
 
     fn get_erc1155_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>> {

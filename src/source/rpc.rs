@@ -254,6 +254,24 @@ impl NodeClient {
             .map_err(|e| SourceError::Request { method, source: TransportError::deser_err(e, "") })
     }
 
+    /// Sends `calls` as one JSON-RPC batch; answers in order. An empty list sends nothing.
+    pub async fn batch(&self, calls: &[(&'static str, Value)]) -> Result<Vec<Value>, SourceError> {
+        if calls.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut batch = alloy::rpc::client::BatchRequest::new(self.provider.client());
+        let waiters = calls
+            .iter()
+            .map(|(method, params)| batch.add_call::<_, Value>(*method, params).map_err(request_err(method)))
+            .collect::<Result<Vec<_>, _>>()?;
+        batch.send().await.map_err(request_err("JSON-RPC batch"))?;
+        let mut answers = Vec::with_capacity(waiters.len());
+        for (waiter, (method, _)) in waiters.into_iter().zip(calls) {
+            answers.push(waiter.await.map_err(request_err(method))?);
+        }
+        Ok(answers)
+    }
+
     /// Sends a request that an API client made, unchanged, and returns the node's answer as it
     /// came: a result, or the node's own error object.
     pub async fn forward(
