@@ -89,7 +89,7 @@ async fn erc20_index_matches_what_was_sent() {
     let head = node.head().await.expect("head");
     indexer.sync_to(head).await.expect("sync");
 
-    let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000, progress: None };
+    let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000, progress: None, events: None };
     let (addr, server) =
         rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
             .await

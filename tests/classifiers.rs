@@ -418,7 +418,8 @@ async fn every_builtin_classifier_on_real_contracts() {
     }
     let clean = dump(&db.begin_read().expect("read")).expect("dump");
 
-    let ctx = RpcContext { db: db.clone(), node: node.clone(), max_page_size: 1000, progress: None };
+    let ctx =
+        RpcContext { db: db.clone(), node: node.clone(), max_page_size: 1000, progress: None, events: None };
     let (addr, server) =
         rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
             .await

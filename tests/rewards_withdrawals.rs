@@ -56,7 +56,7 @@ async fn blocks_rewarded_follow_the_coinbase() {
     let indexer =
         Indexer::open(db.clone(), node.clone(), classifiers, SyncConfig::default()).await.expect("open");
     indexer.sync_to(head).await.expect("sync");
-    let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000, progress: None };
+    let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000, progress: None, events: None };
     let (addr, server) =
         rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
             .await
@@ -193,7 +193,7 @@ async fn withdrawals_index_and_unwind_on_a_generated_chain() {
 
     // Counts come from the database; lists need the node's blocks, and say so when it is down.
     let dead = NodeClient::connect("http://127.0.0.1:9", Duration::from_secs(2)).expect("url");
-    let ctx = RpcContext { db: db.clone(), node: dead, max_page_size: 1000, progress: None };
+    let ctx = RpcContext { db: db.clone(), node: dead, max_page_size: 1000, progress: None, events: None };
     let (addr, server) =
         rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
             .await

@@ -194,6 +194,10 @@ pub struct ServeArgs {
     #[arg(long, env = "OTS_MAX_SUBSCRIPTIONS", default_value_t = rpc::server_defaults::MAX_SUBSCRIPTIONS)]
     pub max_subscriptions: u32,
 
+    /// Messages a WebSocket connection may leave unread before its subscriptions are dropped.
+    #[arg(long, env = "OTS_MAX_PENDING_MESSAGES", default_value_t = rpc::server_defaults::MAX_PENDING_MESSAGES)]
+    pub max_pending_messages: u32,
+
     /// Longest one call may take, in seconds, forwarded ones included.
     #[arg(long, env = "OTS_REQUEST_TIMEOUT", default_value_t = rpc::server_defaults::REQUEST_TIMEOUT_SECS)]
     pub request_timeout: u64,
@@ -208,6 +212,7 @@ impl ServeArgs {
             max_batch_len: self.max_batch,
             max_connections: self.max_connections,
             max_subscriptions_per_connection: self.max_subscriptions,
+            max_pending_messages: self.max_pending_messages,
             request_timeout: std::time::Duration::from_secs(self.request_timeout.max(1)),
             cors: self.http_cors.clone(),
             proxy: rpc::ProxyPolicy::new(&self.proxy_allow, &self.proxy_deny),

@@ -36,6 +36,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         node: args.node.connect().await?,
         max_page_size: args.serve.max_page_size,
         progress: Some(indexer.progress()),
+        events: Some(indexer.events()),
     };
     let (addr, server) = rpc::serve(args.serve.http_addr, ctx, &args.serve.options()).await?;
     info!(target: "ots::cli", %addr, datadir = %args.db.datadir.display(), node = %args.node.rpc_url, "ots-indexer running");

@@ -42,6 +42,7 @@ pub async fn serve(args: ServeCmdArgs) -> anyhow::Result<()> {
         node: args.node.connect().await?,
         max_page_size: args.serve.max_page_size,
         progress: None,
+        events: None,
     };
     let (addr, server) =
         rpc::serve(args.serve.http_addr, ctx, &args.serve.options()).await.context("starting the server")?;

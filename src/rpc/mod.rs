@@ -10,6 +10,7 @@ pub mod ots;
 pub mod ots2;
 pub mod proxy;
 mod server;
+pub mod subscriptions;
 pub mod transfer_detail;
 
 use std::net::SocketAddr;
@@ -35,6 +36,8 @@ pub struct RpcContext {
     pub max_page_size: u64,
     /// The sync loop of this process, if it runs one.
     pub progress: Option<crate::status::SharedProgress>,
+    /// What that loop commits, for `ots2_subscribe`; without it the method is absent.
+    pub events: Option<crate::events::EventBus>,
 }
 
 /// Starting the server failed.
@@ -70,6 +73,12 @@ pub fn module(ctx: RpcContext) -> Result<RpcModule<()>, ServeError> {
     module
         .merge(holders::Ots2Holders::new(ctx.clone()).into_rpc())
         .map_err(|e| ServeError::Register(e.to_string()))?;
+    if let Some(events) = ctx.events.clone() {
+        use subscriptions::Ots2SubscriptionApiServer;
+        module
+            .merge(subscriptions::Ots2Subscriptions::new(events).into_rpc())
+            .map_err(|e| ServeError::Register(e.to_string()))?;
+    }
     module.merge(ots2::Ots2::new(ctx).into_rpc()).map_err(|e| ServeError::Register(e.to_string()))?;
     Ok(module)
 }

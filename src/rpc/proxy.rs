@@ -62,6 +62,14 @@ impl ProxyPolicy {
                 "{method} is not forwarded to the node (its notifications could not reach you); subscribe to the node directly, or use ots2_subscribe"
             ));
         }
+        if method == "ots2_subscribe" || method == "ots2_unsubscribe" {
+            return Some(format!(
+                "{method} is not served by this process: live subscriptions come from `ots-indexer run`, which indexes and serves together"
+            ));
+        }
+        if method.starts_with("ots2_") {
+            return Some(format!("{method} is not an ots2 method this server offers (see docs/api.md)"));
+        }
         if self.allow.iter().any(|p| matches(p, method)) {
             return None;
         }
@@ -130,6 +138,8 @@ mod tests {
         let all = ProxyPolicy::new(&strings(&["*"]), &[]);
         assert_eq!(all.refusal("admin_peers"), None);
         assert!(all.refusal("eth_subscribe").is_some(), "subscriptions are never forwarded");
+        assert!(all.refusal("ots2_subscribe").expect("ours").contains("ots-indexer run"));
+        assert!(all.refusal("ots2_getNothing").is_some(), "ots2_ is ours alone");
     }
 
     #[test]

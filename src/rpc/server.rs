@@ -82,6 +82,9 @@ pub struct ServerOptions {
     pub max_connections: u32,
     /// Most subscriptions per WebSocket connection.
     pub max_subscriptions_per_connection: u32,
+    /// Messages a WebSocket connection may have waiting to be read; a subscriber that lets more
+    /// pile up is dropped.
+    pub max_pending_messages: u32,
     /// Longest one call may take.
     pub request_timeout: Duration,
     /// Browser origins.
@@ -102,6 +105,8 @@ pub mod server_defaults {
     pub const MAX_CONNECTIONS: u32 = 256;
     /// Subscriptions per connection.
     pub const MAX_SUBSCRIPTIONS: u32 = 64;
+    /// Unread messages per WebSocket connection.
+    pub const MAX_PENDING_MESSAGES: u32 = 1024;
     /// Time limit of one call, in seconds.
     pub const REQUEST_TIMEOUT_SECS: u64 = 30;
 }
@@ -114,6 +119,7 @@ impl Default for ServerOptions {
             max_batch_len: server_defaults::MAX_BATCH_LEN,
             max_connections: server_defaults::MAX_CONNECTIONS,
             max_subscriptions_per_connection: server_defaults::MAX_SUBSCRIPTIONS,
+            max_pending_messages: server_defaults::MAX_PENDING_MESSAGES,
             request_timeout: Duration::from_secs(server_defaults::REQUEST_TIMEOUT_SECS),
             cors: Cors::AnyOrigin,
             proxy: ProxyPolicy::default(),
@@ -143,6 +149,7 @@ pub async fn serve(
         .max_response_body_size(options.max_response_bytes)
         .max_connections(options.max_connections)
         .max_subscriptions_per_connection(options.max_subscriptions_per_connection)
+        .set_message_buffer_capacity(options.max_pending_messages.max(1))
         .set_batch_request_config(BatchRequestConfig::Limit(options.max_batch_len))
         .build();
     let server = Server::builder()

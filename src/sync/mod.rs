@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
+use alloy_primitives::B256;
 use futures::{stream, StreamExt, TryStreamExt};
 use ots_classifiers::{
     check_dependencies, classify_block, BlockData, ChainError, Classifier, DependencyError,
@@ -19,6 +20,7 @@ use crate::{
         tables::{OtsTransferProbes, OtsUndoJournal},
         Db, DbError,
     },
+    events::{indexed_blocks, EventBus, IndexEvent},
     index::{
         attributes::attributes,
         reprobe::{emitters_to_reprobe, reprobe},
@@ -125,6 +127,7 @@ pub struct Indexer {
     classifiers: Vec<Box<dyn Classifier>>,
     config: SyncConfig,
     progress: SharedProgress,
+    events: EventBus,
     last_batch_log: std::sync::Mutex<Option<Instant>>,
 }
 
@@ -146,7 +149,15 @@ impl Indexer {
         let progress = SharedProgress::default();
         let tracer = source.tracer();
         progress.update(|p| p.tracer = tracer);
-        let indexer = Self { db, source, classifiers, config, progress, last_batch_log: Default::default() };
+        let indexer = Self {
+            db,
+            source,
+            classifiers,
+            config,
+            progress,
+            events: EventBus::default(),
+            last_batch_log: Default::default(),
+        };
         let indexed = indexer.checkpoint()?.map_or(0, |c| c.number);
         indexer.progress.update(|p| p.indexed = indexed);
         Ok(indexer)
@@ -165,6 +176,11 @@ impl Indexer {
     /// The loop's latest figures, for a status API in the same process.
     pub fn progress(&self) -> SharedProgress {
         self.progress.clone()
+    }
+
+    /// What the loop commits and unwinds, for live subscribers in the same process.
+    pub fn events(&self) -> EventBus {
+        self.events.clone()
     }
 
     /// The next block to index.
@@ -236,7 +252,17 @@ impl Indexer {
         let window = self.config.reorg_window;
         let rate = blocks.len() as f64 / started.elapsed().as_secs_f64().max(1e-9);
         let write_started = Instant::now();
-        let stats = blocking(move || write_batch(&db, &blocks, window, Some(rate))).await??;
+        let (stats, blocks) =
+            blocking(move || write_batch(&db, &blocks, window, Some(rate)).map(|s| (s, blocks))).await??;
+        if self.events.has_subscribers() {
+            let db = self.db.clone();
+            match blocking(move || indexed_blocks(&db, &blocks)).await? {
+                Ok(indexed) => self.events.publish(IndexEvent::Indexed(indexed)),
+                Err(e) => {
+                    warn!(target: "ots::sync", error = %e, "could not build the events of a committed batch")
+                }
+            }
+        }
         let secs = write_started.elapsed().as_secs_f64();
         self.progress.update(|p| {
             p.batches += 1;
@@ -281,6 +307,8 @@ impl Indexer {
         })
         .await??;
         self.progress.update(|p| p.indexed = checkpoint.number);
+        let removed: Vec<(u64, B256)> = journal.into_iter().filter(|(n, _)| *n > checkpoint.number).collect();
+        self.events.publish(IndexEvent::Removed(removed));
         warn!(target: "ots::sync", from = tip.number, to = checkpoint.number, depth = tip.number - checkpoint.number, "chain reorganisation: unwound to the fork point");
         Ok(())
     }
