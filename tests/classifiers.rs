@@ -302,7 +302,12 @@ async fn check_lists(client: &Client, d: &Deployed, late: bool) {
 
     let implementation = |a: Address| client.call("ots2_getERC1167Impl", json!([a]));
     assert_eq!(implementation(d.clone).await, json!(d.implementation));
-    assert_eq!(implementation(d.asset).await, Value::Null);
+    for not_a_proxy in [d.asset, d.accounts[3]] {
+        let (code, message) =
+            client.try_call("ots2_getERC1167Impl", json!([not_a_proxy])).await.expect_err("not a proxy");
+        assert_eq!(code, -32000);
+        assert!(message.contains("not an ERC1167 minimal proxy"), "{message}");
+    }
 
     // Transfers of quirky tokens are indexed; fake Transfer logs are not.
     let transfers = |a: Address| client.call("ots2_getERC20TransferCount", json!([a]));

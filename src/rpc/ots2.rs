@@ -215,9 +215,9 @@ pub trait Ots2Api {
     #[method(name = "getERC1167List")]
     async fn get_erc1167_list(&self, idx: u64, count: u64) -> RpcResult<Page<ProxyMatch>>;
 
-    /// The implementation behind a minimal proxy; null for any other address.
+    /// The implementation behind a minimal proxy; an error naming the address for any other.
     #[method(name = "getERC1167Impl")]
-    fn get_erc1167_impl(&self, address: Address) -> RpcResult<Option<Address>>;
+    fn get_erc1167_impl(&self, address: Address) -> RpcResult<Address>;
 
     /// Number of ERC4626 vaults.
     #[method(name = "getERC4626Count")]
@@ -485,12 +485,17 @@ impl Ots2ApiServer for Ots2 {
         Ok(Page { blocks_summary, results })
     }
 
-    fn get_erc1167_impl(&self, address: Address) -> RpcResult<Option<Address>> {
-        self.read(|t| {
+    fn get_erc1167_impl(&self, address: Address) -> RpcResult<Address> {
+        let implementation = self.read(|t| {
             if !attributes(t, &address)?.has(AttributeBit::Erc1167) {
                 return Ok(None);
             }
             Ok(contract_info(t, &address)?.and_then(|i| i.implementation))
+        })?;
+        implementation.ok_or_else(|| {
+            server_error(format!(
+                "{address} is not an ERC1167 minimal proxy: its code is not the 45-byte EIP-1167 pattern"
+            ))
         })
     }
 
