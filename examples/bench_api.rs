@@ -111,9 +111,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::process::exit(2);
     };
     let seconds: f64 = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(5.0);
-    let count = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ots2_getERC20TransferCount","params":["{address}"]}}"#);
-    let page = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ots2_getERC20TransferList","params":["{address}",0,25]}}"#);
-    println!("{:<34} {:>8} {:>10} {:>9} {:>9} {:>7}", "request", "clients", "req/s", "p50 ms", "p99 ms", "errors");
+    let count =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ots2_getERC20TransferCount","params":["{address}"]}}"#);
+    let page = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ots2_getERC20TransferList","params":["{address}",0,25]}}"#
+    );
+    println!(
+        "{:<34} {:>8} {:>10} {:>9} {:>9} {:>7}",
+        "request", "clients", "req/s", "p50 ms", "p99 ms", "errors"
+    );
     for (name, body) in [("ots2_getERC20TransferCount", &count), ("ots2_getERC20TransferList (25)", &page)] {
         for clients in [1, 32] {
             let f = load(addr, body, clients, seconds).await?;
