@@ -39,6 +39,7 @@ sol! {
         function mint(address to, uint256 id, uint256 amount) external;
         function mintBatch(address to, uint256[] ids, uint256[] amounts) external;
         function move(address from, address to, uint256 id, uint256 amount) external;
+        function balanceOf(address account, uint256 id) external view returns (uint256);
     }
     interface Factory {
         function clone(address implementation) external returns (address);
@@ -217,6 +218,38 @@ fn row(results: &[Value], address: Address) -> &Value {
 }
 
 /// `late`: blocks 3 and 4 (the transfers and late classifications) are indexed.
+/// ERC1155 balances per (holder, id) equal `balanceOf` at the head; holders are counted and
+/// ranked by their units over all ids.
+async fn check_erc1155_balances(client: &Client, node: &NodeClient, d: &Deployed) {
+    let (a4, a9) = (d.accounts[4], d.accounts[9]);
+    let on_chain = |holder: Address, id: u64| {
+        let data = Multi::balanceOfCall { account: holder, id: U256::from(id) }.abi_encode();
+        let request = json!({"to": d.multi, "data": alloy::primitives::Bytes::from(data)});
+        async move {
+            let answer: alloy::primitives::Bytes =
+                node.raw("eth_call", (request, "latest")).await.expect("balanceOf");
+            U256::from_be_slice(&answer)
+        }
+    };
+    for (holder, held) in [(a4, vec![(2u64, 1u64), (7, 10)]), (a9, vec![(1, 3), (2, 2)])] {
+        let listed = client.call("ots2_getERC1155Balances", json!([d.multi, holder])).await;
+        let want: Vec<Value> = held
+            .iter()
+            .map(|&(id, b)| json!({"tokenId": format!("{id:#x}"), "balance": format!("{b:#x}")}))
+            .collect();
+        assert_eq!(listed, json!(want), "ERC1155 balances of {holder}");
+        for (id, balance) in held {
+            assert_eq!(on_chain(holder, id).await, U256::from(balance), "balanceOf({holder}, {id})");
+        }
+    }
+    assert_eq!(client.call("ots2_getERC1155Balances", json!([d.multi, d.accounts[0]])).await, json!([]));
+    assert_eq!(client.call("ots2_getTokenHolderCount", json!([d.multi])).await, json!(2));
+    assert_eq!(
+        client.call("ots2_getTokenHolders", json!([d.multi, 0, 10])).await,
+        json!({"total": 2, "results": [{"holder": a4, "balance": "0xb"}, {"holder": a9, "balance": "0x5"}]})
+    );
+}
+
 async fn check_lists(client: &Client, d: &Deployed, late: bool) {
     let [b1, b2, b3, b4] = d.blocks;
     let counts = |method: &'static str| client.call(method, json!([]));
@@ -431,6 +464,7 @@ async fn every_builtin_classifier_on_real_contracts() {
             .expect("serve");
     let client = Client::new(&format!("http://{addr}"));
     check_lists(&client, &deployed, true).await;
+    check_erc1155_balances(&client, &node, &deployed).await;
 
     // Unwind to block 2: the late classifications go, with their metadata and attributes.
     let txn = db.begin_write().expect("write");

@@ -96,6 +96,7 @@ fn calls(work: &workload::Workload) -> Vec<(&'static str, Value)> {
         ("ots2_getTokenHolderCount", json!([second])),
         ("ots2_getTokenHolders", json!([second, 0, 5])),
         ("ots2_getERC721Owner", json!([token, "0x1"])),
+        ("ots2_getERC1155Balances", json!([token, a0])),
         ("ots2_getIndexerStatus", json!([])),
         ("ots2_getAddressLabels", json!([token])),
         ("ots2_getERC20TransferCount", json!(["0x12"])),

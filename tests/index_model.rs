@@ -1,5 +1,6 @@
 //! Property test of the address indexes, holdings and balances: random mints, transfers, burns
-//! and self-transfers over two ERC20s and an ERC721, written in random batches with random
+//! and self-transfers over two ERC20s, an ERC721 and an ERC1155 (single and batch moves, burns of
+//! more than is held), written in random batches with random
 //! unwinds (and different blocks after them, as a reorg brings), always equal a plain in-memory
 //! model. One busy address makes its lists pass through every counter form (1 byte, 16 bytes,
 //! several chunks).
@@ -8,11 +9,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use alloy::primitives::{keccak256, Address, Bytes, B256, U256};
 use ots_classifiers::{BlockData, Fact, LogData, ReceiptData, Standard, TxData, TRANSFER_TOPIC};
+use ots_indexer::index::transfers::{TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC};
 use ots_indexer::{
     db::{tables::*, AccessMode, Db},
     index::{
         address_index::id_page,
-        balances::{holder_count, holders_page},
+        balances::{holder_count, holders_page, multi_balances},
         check::check,
         unwind::{journal_start, unwind_to},
         write_batch, ClassifiedBlock,
@@ -36,6 +38,7 @@ impl Lcg {
 enum Kind {
     Erc20,
     Erc721,
+    Erc1155,
 }
 
 /// What the index must hold, computed the plain way.
@@ -45,6 +48,8 @@ struct Model {
     holdings: BTreeMap<(Kind, Address), BTreeMap<Address, u64>>,
     balances: BTreeMap<(Address, Address), U256>,
     owners: BTreeMap<(Address, U256), Address>,
+    /// ERC1155: (token, holder, id) → balance.
+    multi: BTreeMap<(Address, Address, U256), U256>,
 }
 
 impl Model {
@@ -63,22 +68,65 @@ impl Model {
                 }
                 U256::from(1)
             }
+            Kind::Erc1155 => unreachable!("ERC1155 moves go through apply_multi"),
         };
+        self.shift_total(token, from, to, amount, amount);
+    }
+
+    fn shift_total(&mut self, token: Address, from: Address, to: Address, out: U256, into: U256) {
         if from != Address::ZERO {
             let b = self.balances.entry((token, from)).or_default();
-            *b = b.saturating_sub(amount);
+            *b = b.saturating_sub(out);
         }
         if to != Address::ZERO {
             let b = self.balances.entry((token, to)).or_default();
-            *b = b.saturating_add(amount);
+            *b = b.saturating_add(into);
         }
         self.balances.retain(|_, b| !b.is_zero());
     }
+
+    /// An ERC1155 move of `moves` (id, amount): an outflow takes at most what is held.
+    fn apply_multi(&mut self, token: Address, from: Address, to: Address, moves: &[(U256, U256)], tx: u64) {
+        for party in [from, to] {
+            self.transfers.entry((Kind::Erc1155, party)).or_default().insert(tx);
+            self.holdings.entry((Kind::Erc1155, party)).or_default().entry(token).or_insert(tx);
+        }
+        for &(id, amount) in moves {
+            let mut out = amount;
+            if from != Address::ZERO {
+                let held = self.multi.get(&(token, from, id)).copied().unwrap_or_default();
+                out = amount.min(held);
+                self.multi.insert((token, from, id), held - out);
+            }
+            if to != Address::ZERO {
+                let b = self.multi.entry((token, to, id)).or_default();
+                *b = b.saturating_add(amount);
+            }
+            self.multi.retain(|_, b| !b.is_zero());
+            self.shift_total(token, from, to, out, amount);
+        }
+    }
+}
+
+fn uint(n: U256) -> Vec<u8> {
+    n.to_be_bytes::<32>().to_vec()
+}
+
+/// `TransferBatch` data: `(uint256[] ids, uint256[] values)`.
+fn batch_data(moves: &[(U256, U256)]) -> Vec<u8> {
+    let n = moves.len() as u64;
+    let mut out = uint(U256::from(0x40));
+    out.extend(uint(U256::from(0x40 + 32 + 32 * n)));
+    out.extend(uint(U256::from(n)));
+    moves.iter().for_each(|(id, _)| out.extend(uint(*id)));
+    out.extend(uint(U256::from(n)));
+    moves.iter().for_each(|(_, v)| out.extend(uint(*v)));
+    out
 }
 
 struct World {
     rng: Lcg,
-    tokens: [Address; 3], // ERC20, ERC20, ERC721
+    tokens: [Address; 4], // ERC20, ERC20, ERC721, ERC1155
     people: Vec<Address>,
     generation: u64,
 }
@@ -97,6 +145,47 @@ impl World {
         }
     }
 
+    /// A random `TransferSingle` or `TransferBatch` of the ERC1155, applied to `model`.
+    fn multi_log(&mut self, token: Address, tx: u64, model: &mut Model) -> LogData {
+        let from = if self.rng.next(4) == 0 { Address::ZERO } else { self.pick_person() };
+        let to = match self.rng.next(7) {
+            0 => Address::ZERO,
+            1 => from,
+            _ => self.pick_person(),
+        };
+        let ids: Vec<u64> = if self.rng.next(2) == 0 { vec![1 + self.rng.next(4)] } else { vec![1, 3] };
+        let moves: Vec<(U256, U256)> = ids
+            .iter()
+            .map(|&id| {
+                let held = model.multi.get(&(token, from, U256::from(id))).copied().unwrap_or_default();
+                let amount = match self.rng.next(5) {
+                    // Now and then more than is held: logs cannot be trusted to balance.
+                    0 => held + U256::from(5),
+                    _ if held.is_zero() || from == Address::ZERO => U256::from(1 + self.rng.next(50)),
+                    _ => U256::from(1 + self.rng.next(held.to::<u64>())),
+                };
+                (U256::from(id), amount)
+            })
+            .collect();
+        model.apply_multi(token, from, to, &moves, tx);
+        let operator = word(self.people[0]);
+        if moves.len() == 1 {
+            let data = [uint(moves[0].0), uint(moves[0].1)].concat();
+            LogData {
+                address: token,
+                topics: vec![TRANSFER_SINGLE_TOPIC, operator, word(from), word(to)],
+                data: data.into(),
+            }
+        } else {
+            let data = batch_data(&moves);
+            LogData {
+                address: token,
+                topics: vec![TRANSFER_BATCH_TOPIC, operator, word(from), word(to)],
+                data: data.into(),
+            }
+        }
+    }
+
     fn hash(&self, n: u64) -> B256 {
         keccak256([n.to_be_bytes(), self.generation.to_be_bytes()].concat())
     }
@@ -109,7 +198,7 @@ impl World {
         let mut transactions = Vec::new();
         if n == 0 {
             for (i, token) in self.tokens.iter().enumerate() {
-                let standard = if i == 2 { Standard::Erc721 } else { Standard::Erc20 };
+                let standard = [Standard::Erc20, Standard::Erc20, Standard::Erc721, Standard::Erc1155][i];
                 facts.push(Fact::Matched { standard, address: *token });
             }
         } else {
@@ -118,8 +207,12 @@ impl World {
                 let tx = TxId::new(n, index).expect("txid").0;
                 let mut logs = Vec::new();
                 for _ in 0..1 + self.rng.next(3) {
-                    let t = self.rng.next(3) as usize;
+                    let t = self.rng.next(4) as usize;
                     let token = self.tokens[t];
+                    if t == 3 {
+                        logs.push(self.multi_log(token, tx, model));
+                        continue;
+                    }
                     let (kind, from, to, value) = if t < 2 {
                         let from = if self.rng.next(5) == 0 { Address::ZERO } else { self.pick_person() };
                         let to = match self.rng.next(7) {
@@ -162,6 +255,7 @@ impl World {
                         Kind::Erc721 => {
                             (vec![TRANSFER_TOPIC, word(from), word(to), B256::from(value)], Bytes::new())
                         }
+                        Kind::Erc1155 => unreachable!("ERC1155 logs are made by multi_log"),
                     };
                     logs.push(LogData { address: token, topics, data });
                 }
@@ -203,10 +297,27 @@ fn compare(db: &Db, model: &Model, world: &World, what: &str) {
         let erc721 = id_page::<OtsERC721TransferIndex, OtsERC721TransferCounter, _>(&txn, person, 0, 100_000)
             .expect("erc721 ids");
         assert_eq!(erc721, want(Kind::Erc721).unwrap_or_default(), "{what}: ERC721 ids of {person}");
-        for (kind, table) in [(Kind::Erc20, "erc20"), (Kind::Erc721, "erc721")] {
+        let erc1155 =
+            id_page::<OtsERC1155TransferIndex, OtsERC1155TransferCounter, _>(&txn, person, 0, 100_000)
+                .expect("erc1155 ids");
+        assert_eq!(erc1155, want(Kind::Erc1155).unwrap_or_default(), "{what}: ERC1155 ids of {person}");
+        let multi_token = world.tokens[3];
+        let held: Vec<(U256, U256)> = model
+            .multi
+            .iter()
+            .filter(|((t, h, _), _)| *t == multi_token && h == person)
+            .map(|((_, _, id), b)| (*id, *b))
+            .collect();
+        assert_eq!(
+            multi_balances(&txn, multi_token, *person).expect("ERC1155 balances"),
+            held,
+            "{what}: ERC1155 balances of {person}"
+        );
+        for (kind, table) in [(Kind::Erc20, "erc20"), (Kind::Erc721, "erc721"), (Kind::Erc1155, "erc1155")] {
             let dups = match kind {
                 Kind::Erc20 => txn.cursor::<OtsERC20Holdings>().expect("cursor").dups(person),
                 Kind::Erc721 => txn.cursor::<OtsERC721Holdings>().expect("cursor").dups(person),
+                Kind::Erc1155 => txn.cursor::<OtsERC1155Holdings>().expect("cursor").dups(person),
             }
             .expect("holdings");
             let got: BTreeMap<Address, u64> = dups.iter().map(|h| (h.token, h.first.0)).collect();
@@ -238,7 +349,12 @@ fn compare(db: &Db, model: &Model, world: &World, what: &str) {
 fn run(seed: u64) {
     let mut world = World {
         rng: Lcg(seed),
-        tokens: [Address::repeat_byte(0x20), Address::repeat_byte(0x21), Address::repeat_byte(0x72)],
+        tokens: [
+            Address::repeat_byte(0x20),
+            Address::repeat_byte(0x21),
+            Address::repeat_byte(0x72),
+            Address::repeat_byte(0x11),
+        ],
         people: (1..=6u8).map(Address::repeat_byte).collect(),
         generation: 0,
     };
@@ -248,7 +364,7 @@ fn run(seed: u64) {
     let mut history: Vec<(Model, B256)> = Vec::new();
     let mut model = Model::default();
     let mut unwinds = 0;
-    while history.len() < 180 {
+    while history.len() < 240 {
         let next = history.len() as u64;
         let batch_len = 1 + world.rng.next(6);
         let mut batch = Vec::new();

@@ -54,6 +54,18 @@ pub fn decode_uint256(data: &[u8]) -> Option<U256> {
     word(data, 0)
 }
 
+/// A `uint256[]` among ABI-encoded values, whose offset is head word `slot` (an event's data
+/// with dynamic arrays, such as ERC1155 `TransferBatch`): `None` if any part lies outside `data`.
+pub fn decode_uint256_array(data: &[u8], slot: usize) -> Option<Vec<U256>> {
+    let small = |v: U256| usize::try_from(v).ok();
+    let offset = small(word(data, slot.checked_mul(32)?)?)?;
+    let len = small(word(data, offset)?)?;
+    if len > data.len() / 32 {
+        return None;
+    }
+    (0..len).map(|i| word(data, offset.checked_add(32 + i * 32)?)).collect()
+}
+
 /// A `bytes32` used as text (the MKR style of `name()`/`symbol()`): exactly one word, read as
 /// UTF-8 up to its first zero byte, with no byte after that other than zero and no control
 /// characters.
@@ -122,6 +134,19 @@ mod tests {
         let mut far = encode_string("x");
         far[31] = 0xff;
         assert_eq!(decode_string(&far), None);
+    }
+
+    #[test]
+    fn uint_arrays_and_their_bounds() {
+        let w = |n: u64| U256::from(n).to_be_bytes::<32>().to_vec();
+        // ([1, 2], [100, 200]) as a TransferBatch's data.
+        let data = [w(0x40), w(0xa0), w(2), w(1), w(2), w(2), w(100), w(200)].concat();
+        assert_eq!(decode_uint256_array(&data, 0), Some(vec![U256::from(1), U256::from(2)]));
+        assert_eq!(decode_uint256_array(&data, 1), Some(vec![U256::from(100), U256::from(200)]));
+        assert_eq!(decode_uint256_array(&data[..data.len() - 1], 1), None, "cut short");
+        assert_eq!(decode_uint256_array(&[w(0x20), w(u64::MAX)].concat(), 0), None, "absurd length");
+        assert_eq!(decode_uint256_array(&w(1 << 40), 0), None, "offset past the end");
+        assert_eq!(decode_uint256_array(&[], 0), None);
     }
 
     #[test]

@@ -24,7 +24,7 @@ mod token_metadata;
 
 pub use abi::{
     decode_address, decode_bool, decode_bytes32_text, decode_string, decode_text, decode_uint256,
-    decode_uint8, selector,
+    decode_uint256_array, decode_uint8, selector,
 };
 pub use block::{BlockData, CallFrame, FrameKind, LogData, ReceiptData, TxData, Withdrawal};
 pub use chain_view::{BoxFuture, CallOutcome, ChainError, ChainView};

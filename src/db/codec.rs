@@ -12,7 +12,9 @@ use crate::txid::TxId;
 mod balances;
 mod contract_info;
 mod label;
-pub use balances::{address_word, word_address, Balance, PairKey, PriorValue, Rank, TokenIdKey};
+pub use balances::{
+    address_word, word_address, Balance, MultiKey, MultiPrior, PairKey, PriorValue, Rank, TokenIdKey,
+};
 pub use contract_info::ContractInfo;
 pub use label::{Label, MAX_LABEL_BYTES};
 

@@ -5,7 +5,7 @@
 
 use super::codec::{
     Attributes, Balance, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup, Holding, IdChunk, KeyCodec,
-    Label, PairKey, PriorValue, Rank, StateKey, TokenIdKey, UndoRecord, ValueCodec,
+    Label, MultiKey, MultiPrior, PairKey, PriorValue, Rank, StateKey, TokenIdKey, UndoRecord, ValueCodec,
 };
 use alloy_primitives::Address;
 use signet_libmdbx::DatabaseFlags;
@@ -179,6 +179,14 @@ tables! {
     /// What blocks changed in `OtsERC721Owners` (ours), for unwinds. Key: block (8). Dup:
     /// token (20) ‖ id (32) ‖ owner before the block (32, left-padded; zero for none).
     OtsOwnerUndo: DupFixed, BlockNumber => PriorValue;
+    /// ERC1155 balances from TransferSingle/TransferBatch logs (ours). Key: token (20) ‖
+    /// holder (20) ‖ id (32). Value: balance (32, BE). No row for a zero balance, none for the zero
+    /// address. A holder's total over all ids is its `OtsTokenBalances` row, which the holder
+    /// count and ranking use.
+    OtsERC1155Balances: Plain, MultiKey => Balance;
+    /// What blocks changed in `OtsERC1155Balances` (ours), for unwinds. Key: block (8). Dup:
+    /// token (20) ‖ holder (20) ‖ id (32) ‖ balance before the block (32).
+    OtsERC1155BalanceUndo: DupFixed, BlockNumber => MultiPrior;
     /// Contract metadata (not part of ots2, whose lists call the node per row). Key: contract
     /// (20). Dup: block whose classification wrote it (8) ‖ presence flags (1) ‖ optional
     /// decimals (1), asset (20), implementation (20), name and symbol (2-byte length ‖ UTF-8);

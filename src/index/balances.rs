@@ -1,7 +1,9 @@
 //! Token balances from Transfer logs (ours): who holds a token, how much, how many holders.
 //!
 //! An ERC20 `Transfer(from, to, value)` moves `value`; an ERC721 `Transfer(from, to, id)` moves
-//! the id and one unit of balance. The zero address is never a holder. Each batch gathers its
+//! the id and one unit of balance; an ERC1155 `TransferSingle`/`TransferBatch` moves amounts of
+//! ids, kept per (token, holder, id) with their sum per (token, holder) for counts and ranks.
+//! The zero address is never a holder. Each batch gathers its
 //! changes in memory and writes each (token, holder) once; the value each block found is kept
 //! in `OtsBalanceUndo`/`OtsOwnerUndo` so that an unwind puts it back exactly.
 
@@ -11,54 +13,89 @@ use alloy_primitives::{Address, U256};
 use ots_classifiers::BlockData;
 use signet_libmdbx::tx::TransactionKind;
 
-use super::transfers::{TokenKind, TokenKinds, TRANSFER_TOPIC};
+use ots_classifiers::{decode_uint256, decode_uint256_array};
+
+use super::transfers::{TokenKind, TokenKinds, TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC, TRANSFER_TOPIC};
 use crate::db::{
-    codec::{address_word, word_address, Balance, BlockNumber, Count, PairKey, PriorValue, Rank, TokenIdKey},
+    codec::{
+        address_word, word_address, Balance, BlockNumber, Count, MultiKey, MultiPrior, PairKey, PriorValue,
+        Rank, TokenIdKey,
+    },
     tables::*,
     DbError, DbResult, Txn, WriteTxn,
 };
 
-/// One balance-changing log.
+/// One balance-changing movement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BalanceMove {
     /// The token.
     pub token: Address,
-    /// ERC20 or ERC721.
+    /// ERC20, ERC721 or ERC1155.
     pub kind: TokenKind,
     /// Sender (zero: a mint).
     pub from: Address,
     /// Receiver (zero: a burn).
     pub to: Address,
-    /// ERC20 amount, or the ERC721 token id.
-    pub value: U256,
+    /// ERC721 and ERC1155: the token id (zero for ERC20).
+    pub id: U256,
+    /// Units moved: the ERC20 or ERC1155 amount, 1 for an ERC721 id.
+    pub amount: U256,
 }
 
-/// The balance-changing logs of `block`, in log order: Transfers of tokens `kinds_of` calls
-/// ERC20 (the amount is the first data word; a log without one is skipped) or ERC721 (the id
-/// is topic 3; a log without it is skipped).
+fn party(topic: &alloy_primitives::B256) -> Address {
+    Address::from_slice(&topic[12..])
+}
+
+/// The balance-changing movements of `block`, in log order: Transfers of tokens `kinds_of`
+/// calls ERC20 (the amount is the first data word) or ERC721 (the id is topic 3), and
+/// TransferSingle/TransferBatch of ERC1155 tokens (one movement per id). A log without those
+/// parts is skipped.
 pub fn balance_moves<E>(
     block: &BlockData,
     mut kinds_of: impl FnMut(&Address) -> Result<TokenKinds, E>,
 ) -> Result<Vec<BalanceMove>, E> {
     let mut out = Vec::new();
     for log in block.successful_logs() {
-        if log.topics.len() < 3 || log.topics[0] != TRANSFER_TOPIC {
-            continue;
+        let Some(topic0) = log.topics.first() else { continue };
+        if *topic0 == TRANSFER_TOPIC && log.topics.len() >= 3 {
+            let Some(kind) = kinds_of(&log.address)?.transfer else { continue };
+            let (id, amount) = match kind {
+                TokenKind::Erc20 => match log.data.get(..32) {
+                    Some(word) => (U256::ZERO, U256::from_be_slice(word)),
+                    None => continue,
+                },
+                TokenKind::Erc721 => match log.topics.get(3) {
+                    Some(id) => (U256::from_be_bytes(id.0), U256::from(1)),
+                    None => continue,
+                },
+                TokenKind::Erc1155 => continue,
+            };
+            let (from, to) = (party(&log.topics[1]), party(&log.topics[2]));
+            out.push(BalanceMove { token: log.address, kind, from, to, id, amount });
+        } else if (*topic0 == TRANSFER_SINGLE_TOPIC || *topic0 == TRANSFER_BATCH_TOPIC)
+            && log.topics.len() == 4
+        {
+            if !kinds_of(&log.address)?.multi {
+                continue;
+            }
+            let pairs: Vec<(U256, U256)> = if *topic0 == TRANSFER_SINGLE_TOPIC {
+                match (decode_uint256(&log.data), log.data.get(32..).and_then(decode_uint256)) {
+                    (Some(id), Some(amount)) => vec![(id, amount)],
+                    _ => continue,
+                }
+            } else {
+                match (decode_uint256_array(&log.data, 0), decode_uint256_array(&log.data, 1)) {
+                    (Some(ids), Some(amounts)) if ids.len() == amounts.len() => {
+                        ids.into_iter().zip(amounts).collect()
+                    }
+                    _ => continue,
+                }
+            };
+            let (from, to) = (party(&log.topics[2]), party(&log.topics[3]));
+            for (id, amount) in pairs {
+                out.push(BalanceMove { token: log.address, kind: TokenKind::Erc1155, from, to, id, amount });
+            }
         }
-        let Some(kind) = kinds_of(&log.address)?.transfer else { continue };
-        let value = match kind {
-            TokenKind::Erc20 => match log.data.get(..32) {
-                Some(word) => U256::from_be_slice(word),
-                None => continue,
-            },
-            TokenKind::Erc721 => match log.topics.get(3) {
-                Some(id) => U256::from_be_bytes(id.0),
-                None => continue,
-            },
-            TokenKind::Erc1155 => continue,
-        };
-        let party = |i: usize| Address::from_slice(&log.topics[i][12..]);
-        out.push(BalanceMove { token: log.address, kind, from: party(1), to: party(2), value });
     }
     Ok(out)
 }
@@ -99,6 +136,39 @@ pub fn holders_page<K: TransactionKind>(
         current = cursor.next_dup()?;
     }
     Ok(out)
+}
+
+/// `holder`'s balance of id `id` of the ERC1155 `token` (zero when none is stored).
+pub fn multi_balance<K: TransactionKind>(txn: &Txn<K>, key: &MultiKey) -> DbResult<U256> {
+    Ok(txn.get::<OtsERC1155Balances>(key)?.map_or(U256::ZERO, |b| b.0))
+}
+
+/// Every id of the ERC1155 `token` that `holder` holds, with its balance, by id.
+pub fn multi_balances<K: TransactionKind>(
+    txn: &Txn<K>,
+    token: Address,
+    holder: Address,
+) -> DbResult<Vec<(U256, U256)>> {
+    let mut out = Vec::new();
+    let mut cursor = txn.cursor::<OtsERC1155Balances>()?;
+    let mut current = cursor.seek(&MultiKey { token, holder, id: U256::ZERO })?;
+    while let Some((key, Balance(b))) = current {
+        if key.token != token || key.holder != holder {
+            break;
+        }
+        out.push((key.id, b));
+        current = cursor.next_entry()?;
+    }
+    Ok(out)
+}
+
+fn set_multi_balance(txn: &WriteTxn, key: &MultiKey, value: U256) -> DbResult<()> {
+    if value.is_zero() {
+        txn.delete::<OtsERC1155Balances>(key, None)?;
+        Ok(())
+    } else {
+        txn.put::<OtsERC1155Balances>(key, &Balance(value))
+    }
 }
 
 /// Sets a balance, keeping the ranking and the holder count in step.
@@ -143,6 +213,9 @@ pub struct BalanceBook {
     owner_undo: BTreeMap<u64, Vec<PriorValue>>,
     seen: HashSet<(u64, PairKey)>,
     seen_ids: HashSet<(u64, TokenIdKey)>,
+    multi: HashMap<MultiKey, U256>,
+    multi_undo: BTreeMap<u64, Vec<MultiPrior>>,
+    seen_multi: HashSet<(u64, MultiKey)>,
 }
 
 impl BalanceBook {
@@ -164,26 +237,59 @@ impl BalanceBook {
         Ok(())
     }
 
+    /// Moves `amount` of one id in or out; returns the units actually moved (an outflow never
+    /// takes more than is held), which the token-wide balance then moves too, so that it stays
+    /// the exact sum over ids.
+    fn shift_multi(
+        &mut self,
+        txn: &WriteTxn,
+        block: u64,
+        key: MultiKey,
+        add: bool,
+        amount: U256,
+    ) -> DbResult<U256> {
+        if key.holder == Address::ZERO {
+            return Ok(amount);
+        }
+        let current = match self.multi.get(&key) {
+            Some(b) => *b,
+            None => multi_balance(txn, &key)?,
+        };
+        if self.seen_multi.insert((block, key)) {
+            self.multi_undo.entry(block).or_default().push(MultiPrior { key, old: current });
+        }
+        let next = if add { current.saturating_add(amount) } else { current.saturating_sub(amount) };
+        self.multi.insert(key, next);
+        Ok(if add { next - current } else { current - next })
+    }
+
     /// Applies one move of `block`.
     pub fn apply(&mut self, txn: &WriteTxn, block: u64, m: &BalanceMove) -> DbResult<()> {
-        let amount = match m.kind {
+        match m.kind {
             TokenKind::Erc721 => {
-                let key = TokenIdKey { token: m.token, id: m.value };
+                let key = TokenIdKey { token: m.token, id: m.id };
                 if self.seen_ids.insert((block, key)) {
                     let before = match self.owners.get(&key) {
                         Some(o) => *o,
                         None => txn.get::<OtsERC721Owners>(&key)?.unwrap_or(Address::ZERO),
                     };
-                    let prior = PriorValue { token: m.token, key: m.value, old: address_word(before) };
+                    let prior = PriorValue { token: m.token, key: m.id, old: address_word(before) };
                     self.owner_undo.entry(block).or_default().push(prior);
                 }
                 self.owners.insert(key, m.to);
-                U256::from(1)
             }
-            _ => m.value,
-        };
-        self.shift(txn, block, PairKey { token: m.token, holder: m.from }, false, amount)?;
-        self.shift(txn, block, PairKey { token: m.token, holder: m.to }, true, amount)
+            TokenKind::Erc1155 => {
+                let key = |holder| MultiKey { token: m.token, holder, id: m.id };
+                let out = self.shift_multi(txn, block, key(m.from), false, m.amount)?;
+                let into = self.shift_multi(txn, block, key(m.to), true, m.amount)?;
+                self.shift(txn, block, PairKey { token: m.token, holder: m.from }, false, out)?;
+                return self.shift(txn, block, PairKey { token: m.token, holder: m.to }, true, into);
+            }
+            TokenKind::Erc20 => {}
+        }
+        // The token-wide balance: ERC20 amount, ERC721 ids held.
+        self.shift(txn, block, PairKey { token: m.token, holder: m.from }, false, m.amount)?;
+        self.shift(txn, block, PairKey { token: m.token, holder: m.to }, true, m.amount)
     }
 
     /// Writes every changed balance and owner once, and what each block found before it.
@@ -210,6 +316,15 @@ impl BalanceBook {
                 txn.put::<OtsOwnerUndo>(&BlockNumber(block), &prior)?;
             }
         }
+        let multi: BTreeMap<MultiKey, U256> = self.multi.into_iter().collect();
+        for (key, value) in multi {
+            set_multi_balance(txn, &key, value)?;
+        }
+        for (block, priors) in self.multi_undo {
+            for prior in priors {
+                txn.put::<OtsERC1155BalanceUndo>(&BlockNumber(block), &prior)?;
+            }
+        }
         Ok(())
     }
 }
@@ -231,5 +346,9 @@ pub fn undo_block(txn: &WriteTxn, block: u64) -> Result<(), DbError> {
         }
     }
     txn.delete::<OtsOwnerUndo>(&key, None)?;
+    for prior in txn.cursor::<OtsERC1155BalanceUndo>()?.dups(&key)? {
+        set_multi_balance(txn, &prior.key, prior.old)?;
+    }
+    txn.delete::<OtsERC1155BalanceUndo>(&key, None)?;
     Ok(())
 }

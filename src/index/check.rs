@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use alloy_primitives::Address;
+use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::TransactionKind;
 
 use super::{
@@ -11,7 +11,7 @@ use super::{
     matches::{MatchCounter, MatchTable},
 };
 use crate::db::{
-    codec::{AttributeBit, Balance, BlockNumber, Count, Holding, KeyCodec, Rank, ValueCodec},
+    codec::{AttributeBit, Balance, BlockNumber, Count, Holding, KeyCodec, PairKey, Rank, ValueCodec},
     state,
     tables::*,
     DbError, Txn,
@@ -188,6 +188,7 @@ fn check_extras<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> Result<()
         next = cursor.next_entry()?;
     }
     check_balances(txn)?;
+    check_multi_balances(txn)?;
     check_holdings::<OtsERC20Holdings, K>(txn, tip)?;
     check_holdings::<OtsERC721Holdings, K>(txn, tip)?;
     check_holdings::<OtsERC1155Holdings, K>(txn, tip)?;
@@ -245,6 +246,35 @@ fn check_balances<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbError> {
     }
     if counted != per_token.len() {
         return Err(broken::<OtsTokenHolderCounts>(&[], "a token with balances has no holder count".into()));
+    }
+    Ok(())
+}
+
+/// ERC1155 balances: none zero, none of the zero address, and per (token, holder) their sum is
+/// the token-wide balance in `OtsTokenBalances`.
+fn check_multi_balances<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbError> {
+    let mut sums: std::collections::BTreeMap<PairKey, U256> = std::collections::BTreeMap::new();
+    let mut cursor = txn.cursor::<OtsERC1155Balances>()?;
+    let mut next = cursor.first()?;
+    while let Some((key, Balance(balance))) = next {
+        if balance.is_zero() || key.holder == Address::ZERO {
+            return Err(broken::<OtsERC1155Balances>(
+                &key.encode_key(),
+                "a zero balance or the zero address".into(),
+            ));
+        }
+        let sum = sums.entry(PairKey { token: key.token, holder: key.holder }).or_default();
+        *sum = sum.saturating_add(balance);
+        next = cursor.next_entry()?;
+    }
+    for (pair, sum) in sums {
+        let total = txn.get::<OtsTokenBalances>(&pair)?.map_or(U256::ZERO, |b| b.0);
+        if total != sum {
+            return Err(broken::<OtsTokenBalances>(
+                &pair.encode_key(),
+                format!("token-wide balance {total}, but its ERC1155 ids add up to {sum}"),
+            ));
+        }
     }
     Ok(())
 }

@@ -341,6 +341,7 @@ pub fn write_batch(
     prune_below::<OtsUndoJournal>(&txn, keep_from)?;
     prune_below::<OtsBalanceUndo>(&txn, keep_from)?;
     prune_below::<OtsOwnerUndo>(&txn, keep_from)?;
+    prune_below::<OtsERC1155BalanceUndo>(&txn, keep_from)?;
 
     for (address, ids) in &erc20.0 {
         append_ids::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn, address, ids)?;

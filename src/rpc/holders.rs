@@ -10,7 +10,7 @@ use super::{
 };
 use crate::{
     db::{codec::TokenIdKey, tables::OtsERC721Owners, DbError, ReadTxn},
-    index::balances::{holder_count, holders_page},
+    index::balances::{holder_count, holders_page, multi_balances},
 };
 
 /// One holder of `getTokenHolders`.
@@ -18,7 +18,7 @@ use crate::{
 pub struct Holder {
     /// The holder.
     pub holder: Address,
-    /// Its balance, hex (ERC721: the number of ids it holds).
+    /// Its balance, hex (ERC721: the number of ids it holds; ERC1155: its units over all ids).
     pub balance: U256,
 }
 
@@ -34,7 +34,7 @@ pub struct HolderPage {
 /// Holder methods (ours).
 #[rpc(server, namespace = "ots2")]
 pub trait Ots2HoldersApi {
-    /// Number of addresses holding a non-zero balance of an ERC20 or ERC721 token.
+    /// Number of addresses holding a non-zero balance of an ERC20, ERC721 or ERC1155 token.
     #[method(name = "getTokenHolderCount")]
     fn get_token_holder_count(&self, token: Address) -> RpcResult<u64>;
 
@@ -45,6 +45,20 @@ pub trait Ots2HoldersApi {
     /// The owner of an ERC721 token id; null if it was never minted or is burnt.
     #[method(name = "getERC721Owner")]
     fn get_erc721_owner(&self, token: Address, token_id: U256) -> RpcResult<Option<Address>>;
+
+    /// Every id of an ERC1155 token that `holder` holds, with its balance, by id.
+    #[method(name = "getERC1155Balances")]
+    fn get_erc1155_balances(&self, token: Address, holder: Address) -> RpcResult<Vec<IdBalance>>;
+}
+
+/// One id of `getERC1155Balances`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct IdBalance {
+    /// The token id, hex.
+    pub token_id: U256,
+    /// Its balance, hex.
+    pub balance: U256,
 }
 
 /// Implementation of [`Ots2HoldersApiServer`].
@@ -89,5 +103,10 @@ impl Ots2HoldersApiServer for Ots2Holders {
 
     fn get_erc721_owner(&self, token: Address, token_id: U256) -> RpcResult<Option<Address>> {
         self.read(|t| t.get::<OtsERC721Owners>(&TokenIdKey { token, id: token_id }))
+    }
+
+    fn get_erc1155_balances(&self, token: Address, holder: Address) -> RpcResult<Vec<IdBalance>> {
+        let ids = self.read(|t| multi_balances(t, token, holder))?;
+        Ok(ids.into_iter().map(|(token_id, balance)| IdBalance { token_id, balance }).collect())
     }
 }

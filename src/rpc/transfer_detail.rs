@@ -2,6 +2,7 @@
 //! receipt's transfer logs of classified tokens that involve the queried address.
 
 use alloy_primitives::{Address, Bytes, B256, U256};
+use ots_classifiers::decode_uint256_array;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -55,20 +56,6 @@ fn word(data: &[u8], at: usize) -> Option<U256> {
     data.get(at..at.checked_add(32)?).map(U256::from_be_slice)
 }
 
-fn small(v: U256) -> Option<usize> {
-    usize::try_from(v).ok()
-}
-
-/// A `uint256[]` whose offset is in head word `slot`.
-fn uint_array(data: &[u8], slot: usize) -> Option<Vec<U256>> {
-    let offset = small(word(data, slot * 32)?)?;
-    let len = small(word(data, offset)?)?;
-    if len > data.len() / 32 {
-        return None;
-    }
-    (0..len).map(|i| word(data, offset + 32 + i * 32)).collect()
-}
-
 /// Every movement in `receipt` of the kind a list shows (`kind`) that `address` sent or
 /// received, in log order. `kinds_of` says how an emitter is classified.
 pub fn transfers_in(
@@ -119,7 +106,7 @@ pub fn transfers_in(
                         _ => continue,
                     }
                 } else {
-                    match (uint_array(&log.data, 0), uint_array(&log.data, 1)) {
+                    match (decode_uint256_array(&log.data, 0), decode_uint256_array(&log.data, 1)) {
                         (Some(ids), Some(values)) if ids.len() == values.len() => {
                             ids.into_iter().zip(values).collect()
                         }

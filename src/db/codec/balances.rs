@@ -55,6 +55,63 @@ impl KeyCodec for TokenIdKey {
     }
 }
 
+/// `token ‖ holder ‖ token id` (72 bytes): an ERC1155 balance; sorts by token, then holder, so
+/// that one holder's ids of a token are one range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MultiKey {
+    /// The ERC1155 token.
+    pub token: Address,
+    /// The holder.
+    pub holder: Address,
+    /// The token id.
+    pub id: U256,
+}
+
+impl KeyCodec for MultiKey {
+    type Encoded = [u8; 72];
+    fn encode_key(&self) -> [u8; 72] {
+        let mut out = [0u8; 72];
+        out[..20].copy_from_slice(self.token.as_slice());
+        out[20..40].copy_from_slice(self.holder.as_slice());
+        out[40..].copy_from_slice(&self.id.to_be_bytes::<32>());
+        out
+    }
+    fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 72 {
+            return Err(CodecError::new("token, holder and id", "expected 72 bytes", bytes.len()));
+        }
+        Ok(Self {
+            token: address(&bytes[..20], "token")?,
+            holder: address(&bytes[20..40], "holder")?,
+            id: U256::from_be_slice(&bytes[40..]),
+        })
+    }
+}
+
+/// What a block changed in an ERC1155 balance: `token (20) ‖ holder (20) ‖ id (32) ‖ balance
+/// before the block (32)`, 104 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MultiPrior {
+    /// Which balance.
+    pub key: MultiKey,
+    /// Its value before the block.
+    pub old: U256,
+}
+
+impl ValueCodec for MultiPrior {
+    fn encode_value(&self) -> Vec<u8> {
+        let mut out = self.key.encode_key().to_vec();
+        out.extend_from_slice(&self.old.to_be_bytes::<32>());
+        out
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 104 {
+            return Err(CodecError::new("ERC1155 prior balance", "expected 104 bytes", bytes.len()));
+        }
+        Ok(Self { key: MultiKey::decode_key(&bytes[..72])?, old: U256::from_be_slice(&bytes[72..]) })
+    }
+}
+
 /// A balance: 32 bytes big-endian.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Balance(pub U256);
@@ -160,6 +217,30 @@ mod tests {
         let prior = PriorValue { token: t, key: address_word(h), old: U256::from(7) };
         assert_eq!(PriorValue::decode_value(&prior.encode_value()), Ok(prior));
         assert_eq!(word_address(address_word(h)), h);
+    }
+
+    #[test]
+    fn erc1155_keys_pin_their_bytes() {
+        let (t, h) = (Address::repeat_byte(0x11), Address::repeat_byte(0x22));
+        let key = MultiKey { token: t, holder: h, id: U256::from(0x0304) };
+        let bytes = key.encode_key();
+        assert_eq!(&bytes[..20], t.as_slice());
+        assert_eq!(&bytes[20..40], h.as_slice());
+        assert_eq!(&bytes[40..70], &[0u8; 30]);
+        assert_eq!(&bytes[70..], &[3, 4]);
+        assert_eq!(MultiKey::decode_key(&bytes), Ok(key));
+        assert!(MultiKey::decode_key(&bytes[..71]).is_err());
+        let prior = MultiPrior { key, old: U256::from(9) };
+        let encoded = prior.encode_value();
+        assert_eq!(encoded.len(), 104);
+        assert_eq!(&encoded[..72], &bytes[..]);
+        assert_eq!(encoded[103], 9);
+        assert_eq!(MultiPrior::decode_value(&encoded), Ok(prior));
+        // A holder's ids of a token are contiguous, in id order.
+        let next = MultiKey { id: U256::from(0x0305), ..key }.encode_key();
+        let other_holder =
+            MultiKey { holder: Address::repeat_byte(0x23), id: U256::ZERO, ..key }.encode_key();
+        assert!(bytes < next && next < other_holder);
     }
 
     #[test]
