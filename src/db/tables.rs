@@ -225,9 +225,9 @@ mod tests {
     #[test]
     fn registry_holds_every_ots2_table() {
         // Spec §2: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
-        // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, contract
-        // info, transfer probes, labels, undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 6 + 5);
+        // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, the 8
+        // balance tables, contract info, transfer probes, labels, undo journal and internal state.
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 5);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }
