@@ -2,10 +2,12 @@
 # API load benchmark (loopback only, bounded in time): builds the demo chain on a local Anvil,
 # indexes it, serves it with `ots-indexer serve`, and measures ots2_getERC20TransferCount and
 # one 25-transaction ots2_getERC20TransferList page at 1 and 32 concurrent clients.
-# Arguments: SECONDS per measurement (default 5).
+# Arguments: SECONDS per measurement (default 3) and ROUNDS (default 5); each figure is the median
+# over the rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECONDS_EACH=${1:-5}
+SECONDS_EACH=${1:-3}
+ROUNDS=${2:-5}
 ANVIL_PORT=${ANVIL_PORT:-18745}
 API_ADDR=${API_ADDR:-127.0.0.1:18746}
 NODE="http://127.0.0.1:${ANVIL_PORT}"
@@ -44,4 +46,4 @@ ADDRESS=0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266
 COUNT=$(curl -s -H 'content-type: application/json' \
   --data "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ots2_getERC20TransferCount\",\"params\":[\"$ADDRESS\"]}" "http://$API_ADDR")
 echo "address $ADDRESS: $COUNT" >&2
-./target/release/examples/bench_api "$API_ADDR" "$ADDRESS" "$SECONDS_EACH"
+./target/release/examples/bench_api "$API_ADDR" "$ADDRESS" "$SECONDS_EACH" "$ROUNDS"

@@ -1,7 +1,7 @@
 //! The RPC middleware in front of every call: our own methods run under the per-request time
 //! limit; any other method is forwarded to the node unless the proxy policy refuses it.
 
-use std::{collections::HashSet, sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use futures::future::{join_all, BoxFuture, FutureExt};
 use jsonrpsee::{
@@ -18,8 +18,10 @@ use crate::source::{ForwardError, NodeClient};
 /// What the gateway needs besides the service it wraps.
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
-    /// Names of the methods the server itself serves.
-    pub ours: Arc<HashSet<String>>,
+    /// The methods the server itself serves, each with whether it runs under the time limit:
+    /// async ones do; a synchronous one (an index read) runs to its end on the worker thread
+    /// anyway, so a timer around it would only cost time.
+    pub ours: Arc<HashMap<String, bool>>,
     /// What may be forwarded.
     pub policy: Arc<ProxyPolicy>,
     /// Where forwarded calls go.
@@ -91,7 +93,10 @@ where
 {
     fn route<'a>(&self, request: Request<'a>) -> BoxFuture<'a, MethodResponse> {
         let method = request.method_name();
-        if self.config.ours.contains(method) {
+        if let Some(&timed) = self.config.ours.get(method) {
+            if !timed {
+                return self.inner.call(request).boxed();
+            }
             let id = request.id().into_owned();
             let limit = self.config.request_timeout;
             let call = self.inner.call(request);

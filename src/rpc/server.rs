@@ -1,10 +1,11 @@
 //! Binding the server: one port for HTTP and WebSocket, CORS, limits, and the gateway that
 //! forwards what we do not serve.
 
-use std::{collections::HashSet, net::SocketAddr, sync::Arc, time::Duration};
+use std::{collections::HashMap, net::SocketAddr, sync::Arc, time::Duration};
 
-use jsonrpsee::server::{
-    middleware::rpc::RpcServiceBuilder, BatchRequestConfig, Server, ServerConfig, ServerHandle,
+use jsonrpsee::{
+    server::{middleware::rpc::RpcServiceBuilder, BatchRequestConfig, Server, ServerConfig, ServerHandle},
+    MethodCallback,
 };
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 
@@ -136,7 +137,10 @@ pub async fn serve(
 ) -> Result<(SocketAddr, ServerHandle), ServeError> {
     let node = ctx.node.clone();
     let methods = module(ctx)?;
-    let ours: HashSet<String> = methods.method_names().map(str::to_owned).collect();
+    let ours: HashMap<String, bool> = methods
+        .method_names()
+        .map(|name| (name.to_owned(), !matches!(methods.method(name), Some(MethodCallback::Sync(_)))))
+        .collect();
     let gateway = GatewayConfig {
         ours: Arc::new(ours),
         policy: Arc::new(options.proxy.clone()),
