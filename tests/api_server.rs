@@ -18,7 +18,11 @@ use jsonrpsee::{
 };
 use ots_classifiers::Erc20Classifier;
 use ots_indexer::{
-    db::{AccessMode, Db},
+    db::{
+        codec::{ChunkKey, LAST_CHUNK},
+        tables::OtsERC20TransferIndex,
+        AccessMode, Db,
+    },
     rpc::{self, ProxyPolicy, RpcContext, ServerOptions},
     source::NodeClient,
     sync::{Indexer, SyncConfig},
@@ -502,5 +506,30 @@ async fn ten_thousand_malformed_requests_get_json_rpc_errors() {
         .collect();
     assert_eq!(hashes.len(), 7);
     let _ = chain.token;
+    server.stop().expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn integrity_checkers_answer_null_or_name_the_broken_key() {
+    let chain = indexed_chain().await;
+    let (addr, server) = start_server(&chain.db, &chain.anvil.url, &ServerOptions::default()).await;
+    let client = Client::new(&format!("http://{addr}"));
+    assert_eq!(client.call("ots2_transferIntegrityChecker", json!([])).await, Value::Null);
+    assert_eq!(client.call("ots2_holdingsIntegrityChecker", json!([])).await, Value::Null);
+
+    // Drop an address's last index chunk while its counter stays.
+    let txn = chain.db.begin_write().expect("write");
+    let key = ChunkKey { address: chain.accounts[0], chunk: LAST_CHUNK };
+    txn.delete::<OtsERC20TransferIndex>(&key, None).expect("tamper");
+    txn.commit().expect("commit");
+    let (code, message) =
+        client.try_call("ots2_transferIntegrityChecker", json!([])).await.expect_err("broken");
+    assert_eq!(code, -32000);
+    assert!(message.contains("OtsERC20Transfer"), "{message}");
+    assert_eq!(
+        client.call("ots2_holdingsIntegrityChecker", json!([])).await,
+        Value::Null,
+        "holdings untouched"
+    );
     server.stop().expect("stop");
 }

@@ -99,6 +99,8 @@ fn calls(work: &workload::Workload) -> Vec<(&'static str, Value)> {
         ("ots2_getERC1155Balances", json!([token, a0])),
         ("ots2_getIndexerStatus", json!([])),
         ("ots2_getAddressLabels", json!([token])),
+        ("ots2_transferIntegrityChecker", json!([])),
+        ("ots2_holdingsIntegrityChecker", json!([])),
         ("ots2_getERC20TransferCount", json!(["0x12"])),
         ("ots2_noSuchMethod", json!([])),
     ]
