@@ -13,9 +13,9 @@ use alloy_primitives::{Address, U256};
 use ots_classifiers::BlockData;
 use signet_libmdbx::tx::TransactionKind;
 
-use ots_classifiers::{decode_uint256, decode_uint256_array};
-
-use super::transfers::{TokenKind, TokenKinds, TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC, TRANSFER_TOPIC};
+use super::transfers::{
+    erc1155_amounts, TokenKind, TokenKinds, TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC, TRANSFER_TOPIC,
+};
 use crate::db::{
     codec::{
         address_word, word_address, Balance, BlockNumber, Count, MultiKey, MultiPrior, PairKey, PriorValue,
@@ -78,19 +78,7 @@ pub fn balance_moves<E>(
             if !kinds_of(&log.address)?.multi {
                 continue;
             }
-            let pairs: Vec<(U256, U256)> = if *topic0 == TRANSFER_SINGLE_TOPIC {
-                match (decode_uint256(&log.data), log.data.get(32..).and_then(decode_uint256)) {
-                    (Some(id), Some(amount)) => vec![(id, amount)],
-                    _ => continue,
-                }
-            } else {
-                match (decode_uint256_array(&log.data, 0), decode_uint256_array(&log.data, 1)) {
-                    (Some(ids), Some(amounts)) if ids.len() == amounts.len() => {
-                        ids.into_iter().zip(amounts).collect()
-                    }
-                    _ => continue,
-                }
-            };
+            let Some(pairs) = erc1155_amounts(topic0, &log.data) else { continue };
             let (from, to) = (party(&log.topics[2]), party(&log.topics[3]));
             for (id, amount) in pairs {
                 out.push(BalanceMove { token: log.address, kind: TokenKind::Erc1155, from, to, id, amount });

@@ -1,9 +1,9 @@
 //! Which addresses a block's transfer logs touch (spec §3.3, "log analyzer"), for ERC20 and
 //! ERC721 `Transfer` and ERC1155 `TransferSingle`/`TransferBatch`.
 
-use alloy_primitives::{b256, Address, B256};
-use ots_classifiers::BlockData;
+use alloy_primitives::{b256, Address, B256, U256};
 pub use ots_classifiers::TRANSFER_TOPIC;
+use ots_classifiers::{decode_uint256, decode_uint256_array, BlockData};
 
 use crate::{
     db::codec::{AttributeBit, Attributes},
@@ -16,6 +16,19 @@ pub const TRANSFER_SINGLE_TOPIC: B256 =
 /// topic0 of `TransferBatch(address,address,address,uint256[],uint256[])`.
 pub const TRANSFER_BATCH_TOPIC: B256 =
     b256!("4a39dc06d4c0dbc64b70af90fd698a233a518aa5d07e595d983b8c0526c8f7fb");
+
+/// The `(id, amount)` pairs of an ERC1155 `TransferSingle` or `TransferBatch` log's data, in
+/// order; `None` for another topic or data that does not decode (arrays of unequal length too).
+pub fn erc1155_amounts(topic0: &B256, data: &[u8]) -> Option<Vec<(U256, U256)>> {
+    if *topic0 == TRANSFER_SINGLE_TOPIC {
+        Some(vec![(decode_uint256(data)?, decode_uint256(data.get(32..)?)?)])
+    } else if *topic0 == TRANSFER_BATCH_TOPIC {
+        let (ids, amounts) = (decode_uint256_array(data, 0)?, decode_uint256_array(data, 1)?);
+        (ids.len() == amounts.len()).then(|| ids.into_iter().zip(amounts).collect())
+    } else {
+        None
+    }
+}
 
 /// Which transfer index a token's logs go to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -32,6 +32,32 @@ pub struct GatewayConfig {
     pub max_response_bytes: usize,
 }
 
+/// What the gateway wraps: jsonrpsee's dispatcher, whose three answers are all a
+/// `MethodResponse`.
+pub trait Dispatcher:
+    RpcServiceT<
+        MethodResponse = MethodResponse,
+        BatchResponse = MethodResponse,
+        NotificationResponse = MethodResponse,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> Dispatcher for S where
+    S: RpcServiceT<
+            MethodResponse = MethodResponse,
+            BatchResponse = MethodResponse,
+            NotificationResponse = MethodResponse,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// The middleware; `S` is jsonrpsee's own method dispatcher.
 #[derive(Debug, Clone)]
 pub struct Gateway<S> {
@@ -82,14 +108,7 @@ async fn forward(
 
 impl<S> Gateway<S>
 where
-    S: RpcServiceT<
-            MethodResponse = MethodResponse,
-            BatchResponse = MethodResponse,
-            NotificationResponse = MethodResponse,
-        > + Clone
-        + Send
-        + Sync
-        + 'static,
+    S: Dispatcher,
 {
     fn route<'a>(&self, request: Request<'a>) -> BoxFuture<'a, MethodResponse> {
         let method = request.method_name();
@@ -119,14 +138,7 @@ where
 
 impl<S> RpcServiceT for Gateway<S>
 where
-    S: RpcServiceT<
-            MethodResponse = MethodResponse,
-            BatchResponse = MethodResponse,
-            NotificationResponse = MethodResponse,
-        > + Clone
-        + Send
-        + Sync
-        + 'static,
+    S: Dispatcher,
 {
     type MethodResponse = MethodResponse;
     type NotificationResponse = MethodResponse;

@@ -2,12 +2,11 @@
 //! receipt's transfer logs of classified tokens that involve the queried address.
 
 use alloy_primitives::{Address, Bytes, B256, U256};
-use ots_classifiers::decode_uint256_array;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::index::transfers::{
-    TokenKind, TokenKinds, TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC, TRANSFER_TOPIC,
+    erc1155_amounts, TokenKind, TokenKinds, TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC, TRANSFER_TOPIC,
 };
 
 /// One token movement.
@@ -100,19 +99,7 @@ pub fn transfers_in(
                 if from != address && to != address {
                     continue;
                 }
-                let pairs: Vec<(U256, U256)> = if single {
-                    match (word(&log.data, 0), word(&log.data, 32)) {
-                        (Some(id), Some(v)) => vec![(id, v)],
-                        _ => continue,
-                    }
-                } else {
-                    match (decode_uint256_array(&log.data, 0), decode_uint256_array(&log.data, 1)) {
-                        (Some(ids), Some(values)) if ids.len() == values.len() => {
-                            ids.into_iter().zip(values).collect()
-                        }
-                        _ => continue,
-                    }
-                };
+                let Some(pairs) = erc1155_amounts(topic0, &log.data) else { continue };
                 for (id, value) in pairs {
                     out.push(TransferDetail {
                         token: log.address,
