@@ -198,7 +198,7 @@ pub struct ServeArgs {
     #[arg(long, env = "OTS_MAX_PENDING_MESSAGES", default_value_t = rpc::server_defaults::MAX_PENDING_MESSAGES)]
     pub max_pending_messages: u32,
 
-    /// Longest one call may take, in seconds, forwarded ones included.
+    /// Longest a call that waits on the node may take (list pages, forwarded calls), in seconds.
     #[arg(long, env = "OTS_REQUEST_TIMEOUT", default_value_t = rpc::server_defaults::REQUEST_TIMEOUT_SECS)]
     pub request_timeout: u64,
 }
