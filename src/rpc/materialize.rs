@@ -124,7 +124,7 @@ impl Materializer {
         self.node.batch(calls).await.map_err(|e| node_error(&e))
     }
 
-    /// The blocks among `blocks` the cache lacks, and the header calls that fetch them.
+    /// The blocks among `blocks` the cache lacks.
     fn missing(&self, blocks: &[u64]) -> Vec<u64> {
         blocks.iter().copied().filter(|&b| self.cached(b).is_none()).collect()
     }
