@@ -10,7 +10,13 @@
 //! `scripts/bench-index.sh` runs it in release mode.
 //! Usage: bench_index [LOGS] [ADDRESSES] [LOGS_PER_BLOCK] [BLOCKS_PER_BATCH]
 
-use std::time::Instant;
+use std::{
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
 
 use alloy_primitives::{keccak256, Address, Bytes, B256, U256};
 use ots_classifiers::{BlockData, Fact, LogData, ReceiptData, Standard, TxData, TRANSFER_TOPIC};
@@ -27,14 +33,20 @@ fn arg(n: usize, default: u64) -> u64 {
     std::env::args().nth(n).and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// Peak resident set size, from /proc (Linux).
-fn peak_rss_mib() -> f64 {
+/// A field of /proc/self/status in MiB (Linux), NaN where there is none.
+fn status_mib(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// Peak resident set size: every page the process touched, the memory-mapped database's
+/// included.
+fn peak_rss_mib() -> f64 {
+    status_mib("VmHWM:")
 }
 
 struct Gen {
@@ -119,23 +131,65 @@ struct Run {
     index_bytes: u64,
     /// Pages of every table.
     all_bytes: u64,
+    /// Peak anonymous resident memory (heap: the batch, the writer's maps, MDBX's dirty pages), MiB.
+    anon_peak: f64,
+    /// Peak file-backed resident memory (the mapped database pages touched), MiB.
+    file_peak: f64,
+}
+
+/// Samples the resident memory by kind every 10 ms: the kernel keeps a peak only of the total.
+struct RssSampler {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<(f64, f64)>,
+}
+
+impl RssSampler {
+    fn start() -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let (mut anon, mut file) = (0f64, 0f64);
+            while !flag.load(Ordering::Relaxed) {
+                anon = anon.max(status_mib("RssAnon:"));
+                file = file.max(status_mib("RssFile:"));
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            (anon, file)
+        });
+        Self { stop, thread }
+    }
+
+    fn stop(self) -> (f64, f64) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap_or((f64::NAN, f64::NAN))
+    }
 }
 
 /// Indexes the generated chain.
-fn index(logs: u64, addresses: u64, logs_per_block: u64, per_batch: u64) -> anyhow::Result<Run> {
+fn index(
+    logs: u64,
+    addresses: u64,
+    logs_per_block: u64,
+    per_batch: u64,
+    show_tables: bool,
+) -> anyhow::Result<Run> {
     let dir = tempfile::tempdir()?;
     let db = Db::open(dir.path(), AccessMode::ReadWrite)?;
     let mut gen = Gen { state: 7, addresses };
     let blocks = logs.div_ceil(logs_per_block);
-    let started = Instant::now();
+    // Only the writer is timed: generating the chain is not indexing it.
+    let mut writing = Duration::ZERO;
+    let sampler = RssSampler::start();
     let mut n = 0;
     while n <= blocks {
         let batch: Vec<ClassifiedBlock> =
             (n..=(n + per_batch - 1).min(blocks)).map(|b| block(b, logs_per_block, &mut gen)).collect();
         n += batch.len() as u64;
+        let started = Instant::now();
         write_batch(&db, &batch, 128, None)?;
+        writing += started.elapsed();
     }
-    let secs = started.elapsed().as_secs_f64();
+    let secs = writing.as_secs_f64();
     let stats = db.begin_read()?.table_stats()?;
     let index_bytes = stats
         .iter()
@@ -143,7 +197,13 @@ fn index(logs: u64, addresses: u64, logs_per_block: u64, per_batch: u64) -> anyh
         .map(|t| t.bytes)
         .sum();
     let all_bytes = stats.iter().map(|t| t.bytes).sum();
-    Ok(Run { secs, logs: blocks * logs_per_block, index_bytes, all_bytes })
+    if show_tables {
+        for t in stats.iter().filter(|t| t.bytes > 0) {
+            println!("  {:<28} {:>12} entries {:>13} bytes", t.table.name(), t.entries, t.bytes);
+        }
+    }
+    let (anon_peak, file_peak) = sampler.stop();
+    Ok(Run { secs, logs: blocks * logs_per_block, index_bytes, all_bytes, anon_peak, file_peak })
 }
 
 fn main() -> anyhow::Result<()> {
@@ -152,19 +212,21 @@ fn main() -> anyhow::Result<()> {
     let logs_per_block = arg(3, 500);
     let per_batch = arg(4, 200);
 
-    let run = index(logs, addresses, logs_per_block, per_batch)?;
+    let run = index(logs, addresses, logs_per_block, per_batch, true)?;
     let (secs, written) = (run.secs, run.logs);
     // Each log gives an id to its sender and its receiver.
     let ids = written * 2;
     println!(
-        "batched writer: {written} transfer logs in {secs:.2} s = {:.0} logs/s ({:.0} ids/s); transfer index + counter {} bytes = {:.2} bytes per indexed id; all tables (holdings, balances, ranks, undo) {} bytes = {:.2} bytes per id; peak RSS {:.0} MiB",
+        "batched writer: {written} transfer logs in {secs:.2} s = {:.0} logs/s ({:.0} ids/s); transfer index + counter {} bytes = {:.2} bytes per indexed id; all tables (holdings, balances, ranks, undo) {} bytes = {:.2} bytes per id; peak RSS {:.0} MiB (peak anonymous {:.0} MiB, peak mapped database {:.0} MiB)",
         written as f64 / secs,
         ids as f64 / secs,
         run.index_bytes,
         run.index_bytes as f64 / ids as f64,
         run.all_bytes,
         run.all_bytes as f64 / ids as f64,
-        peak_rss_mib()
+        peak_rss_mib(),
+        run.anon_peak,
+        run.file_peak
     );
 
     // The yardstick: a plain sorted insert of as many entries into MDBX, same machine, same run.
@@ -189,8 +251,8 @@ fn main() -> anyhow::Result<()> {
 
     // One block per write transaction on a tenth of the chain: the cost of not batching.
     let small = (logs / 10).max(logs_per_block);
-    let one = index(small, addresses, logs_per_block, 1)?;
-    let many = index(small, addresses, logs_per_block, per_batch)?;
+    let one = index(small, addresses, logs_per_block, 1, false)?;
+    let many = index(small, addresses, logs_per_block, per_batch, false)?;
     println!(
         "{} logs, one block per transaction: {:.0} logs/s; {per_batch} blocks per transaction: {:.0} logs/s ({:.2}x)",
         one.logs,

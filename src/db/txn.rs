@@ -7,7 +7,7 @@ use std::{borrow::Cow, marker::PhantomData, sync::Arc};
 
 use signet_libmdbx::{
     tx::{Ro, Rw, TransactionKind, Tx},
-    Cursor, Database, WriteFlags,
+    Cursor, Database, MdbxError, WriteFlags,
 };
 
 use super::{
@@ -245,6 +245,22 @@ impl<'tx, K: TransactionKind, T: Table> TableCursor<'tx, K, T> {
         Ok(out)
     }
 
+    /// The previous dup of the current key.
+    pub fn prev_dup(&mut self) -> DbResult<Option<T::Value>> {
+        let raw = self.cursor.prev_dup::<Cow<'tx, [u8]>, Cow<'tx, [u8]>>().map(|o| o.map(|(_, v)| v));
+        self.value("prev dup", raw, &[])
+    }
+
+    /// Positions at exactly `key` with dup `value`; returns whether it is there.
+    pub fn seek_both(&mut self, key: &T::Key, value: &T::Value) -> DbResult<bool> {
+        let k = key.encode_key();
+        let found: Option<Cow<'tx, [u8]>> = self
+            .cursor
+            .get_both(k.as_ref(), &value.encode_value())
+            .map_err(|e| read_err("seek both", T::ID.name(), k.as_ref(), e))?;
+        Ok(found.is_some())
+    }
+
     /// The first dup at `key` whose bytes are ≥ `value_prefix` (MDBX's GET_BOTH_RANGE).
     pub fn seek_dup_at_least(&mut self, key: &T::Key, value_prefix: &[u8]) -> DbResult<Option<T::Value>> {
         let k = key.encode_key();
@@ -262,6 +278,37 @@ impl<T: Table> TableCursor<'_, Rw, T> {
     /// Deletes the entry under the cursor (one dup in a dupsort table).
     pub fn delete_current(&mut self) -> DbResult<()> {
         self.cursor.del().map_err(|e| table_err("delete", T::ID.name(), &[], e))
+    }
+
+    /// Deletes `key` (with `Some(value)`, only that dup; with `None`, only the first dup of a
+    /// dupsort table), moving the cursor there. Returns whether something was deleted. A cursor that walks keys in order finds each one near the last.
+    pub fn delete(&mut self, key: &T::Key, value: Option<&T::Value>) -> DbResult<bool> {
+        let found = match value {
+            Some(v) => self.seek_both(key, v)?,
+            None => self.seek_exact(key)?.is_some(),
+        };
+        if found {
+            self.delete_current()?;
+        }
+        Ok(found)
+    }
+
+    /// Adds `values` as dups of `key` in one call (a DupFixed table: every value encodes to the
+    /// same size). They are written in the table's order, which MDBX takes fastest. Returns how
+    /// many were added.
+    pub fn put_dups(&mut self, key: &T::Key, values: &[T::Value]) -> DbResult<usize> {
+        let k = key.encode_key();
+        let encoded: Vec<Vec<u8>> = values.iter().map(ValueCodec::encode_value).collect();
+        let Some(size) = encoded.first().map(Vec::len) else { return Ok(0) };
+        if encoded.iter().any(|v| v.len() != size) {
+            return Err(table_err("put dups", T::ID.name(), k.as_ref(), MdbxError::BadValSize));
+        }
+        let mut sorted: Vec<&[u8]> = encoded.iter().map(Vec::as_slice).collect();
+        sorted.sort_unstable();
+        let bytes = sorted.concat();
+        self.cursor
+            .put_multiple(k.as_ref(), &bytes, size)
+            .map_err(|e| table_err("put dups", T::ID.name(), k.as_ref(), e))
     }
 
     /// Writes through the cursor (adds a dup in a dupsort table).

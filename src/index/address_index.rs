@@ -6,12 +6,12 @@
 //! ids in a single chunk its counter is the single byte `total − 1` instead.
 
 use alloy_primitives::Address;
-use signet_libmdbx::tx::TransactionKind;
+use signet_libmdbx::tx::{Rw, TransactionKind};
 
 use crate::db::{
     codec::{ChunkKey, CounterDup, IdChunk, LAST_CHUNK, MAX_UNIQUE_CHUNK_COUNT},
     tables::Table,
-    DbError, DbResult, Txn, WriteTxn,
+    DbError, DbResult, TableCursor, Txn, WriteTxn,
 };
 
 /// Ids in every chunk but the last: the most whose 8-byte encoding stays under 1,950 bytes, the
@@ -45,87 +45,116 @@ struct Tail {
     unique: bool,
     /// Ids of the last chunk.
     last_ids: Vec<u64>,
-    /// The counter dup that describes the last chunk, to be replaced.
-    last_dup: Option<CounterDup>,
+    /// Whether a counter dup describes the last chunk (the counter cursor is left on it).
+    has_last_dup: bool,
 }
 
-fn read_tail<I: AddressIndex, C: AddressCounter>(txn: &WriteTxn, address: &Address) -> DbResult<Tail> {
-    let dups = txn.cursor::<C>()?.dups(address)?;
-    let (base, unique, last_dup) = match dups.as_slice() {
-        [] => (0, true, None),
-        [d @ CounterDup::Unique { .. }] => (0, true, Some(*d)),
-        [.., prev, last @ CounterDup::Regular { chunk: LAST_CHUNK, .. }] => {
-            (prev.cumulative(), false, Some(*last))
+/// Appends ids to many addresses of one index through one cursor per table: addresses taken in
+/// key order are each found next to the previous one.
+#[derive(Debug)]
+pub struct IdAppender<'tx, I: AddressIndex, C: AddressCounter> {
+    index: TableCursor<'tx, Rw, I>,
+    counter: TableCursor<'tx, Rw, C>,
+}
+
+impl<'tx, I: AddressIndex, C: AddressCounter> IdAppender<'tx, I, C> {
+    /// An appender writing in `txn`.
+    pub fn new(txn: &'tx WriteTxn) -> DbResult<Self> {
+        Ok(Self { index: txn.cursor::<I>()?, counter: txn.cursor::<C>()? })
+    }
+
+    /// Reads the counter dups that matter for an append, leaving the counter cursor on the last.
+    fn read_tail(&mut self, address: &Address) -> DbResult<Tail> {
+        let Some(first) = self.counter.seek_exact(address)? else {
+            return Ok(Tail { base: 0, unique: true, last_ids: Vec::new(), has_last_dup: false });
+        };
+        let dups = self.counter.dup_count()?;
+        let bad_dups = |what: &str| corrupt::<C>(address, LAST_CHUNK, format!("counter dups {what}"));
+        let (base, unique, last) = match first {
+            CounterDup::Unique { .. } if dups == 1 => (0, true, first),
+            CounterDup::Unique { .. } => {
+                return Err(bad_dups(&format!("start with a 1-byte counter among {dups}")))
+            }
+            CounterDup::Regular { .. } => {
+                let last = if dups == 1 {
+                    first
+                } else {
+                    self.counter.last_dup()?.ok_or_else(|| bad_dups("vanished"))?
+                };
+                let base = if dups == 1 {
+                    0
+                } else {
+                    let prev = self.counter.prev_dup()?.ok_or_else(|| bad_dups("vanished"))?;
+                    // Back onto the last dup, which the append replaces.
+                    self.counter.last_dup()?;
+                    prev.cumulative()
+                };
+                (base, false, last)
+            }
+        };
+        if last.chunk() != LAST_CHUNK {
+            return Err(bad_dups(&format!("end in {last:?}, not one for the last chunk")));
         }
-        [last @ CounterDup::Regular { chunk: LAST_CHUNK, .. }] => (0, false, Some(*last)),
-        _ => {
-            return Err(corrupt::<C>(
+        let ids = self.index.seek_exact(&ChunkKey::last(*address))?.map(|c| c.0).unwrap_or_default();
+        if ids.len() as u64 != last.cumulative() - base {
+            return Err(corrupt::<I>(
                 address,
                 LAST_CHUNK,
-                format!("counter dups {dups:?} do not end in one for the last chunk"),
-            ))
+                format!(
+                    "last chunk holds {} ids but the counter says {}",
+                    ids.len(),
+                    last.cumulative() - base
+                ),
+            ));
         }
-    };
-    let last_ids = match last_dup {
-        None => Vec::new(),
-        Some(dup) => {
-            let ids = txn.get::<I>(&ChunkKey::last(*address))?.map(|c| c.0).unwrap_or_default();
-            if ids.len() as u64 != dup.cumulative() - base {
+        Ok(Tail { base, unique, last_ids: ids, has_last_dup: true })
+    }
+
+    /// Appends `new_ids` (strictly ascending, each larger than every id already stored for the
+    /// address) to `address`'s list, re-cutting only its last chunk.
+    pub fn append(&mut self, address: &Address, new_ids: &[u64]) -> DbResult<()> {
+        let Some(&first_new) = new_ids.first() else { return Ok(()) };
+        let tail = self.read_tail(address)?;
+        if let Some(&last_old) = tail.last_ids.last() {
+            if first_new <= last_old {
                 return Err(corrupt::<I>(
                     address,
                     LAST_CHUNK,
-                    format!(
-                        "last chunk holds {} ids but the counter says {}",
-                        ids.len(),
-                        dup.cumulative() - base
-                    ),
+                    format!("id {first_new} appended after id {last_old}: ids must grow"),
                 ));
             }
-            ids
         }
-    };
-    Ok(Tail { base, unique, last_ids, last_dup })
+        if tail.has_last_dup {
+            self.counter.delete_current()?;
+        }
+        let mut merged = tail.last_ids;
+        merged.extend_from_slice(new_ids);
+
+        if tail.unique && merged.len() as u64 <= MAX_UNIQUE_CHUNK_COUNT {
+            let total = merged.len() as u64;
+            self.index.put(&ChunkKey::last(*address), &IdChunk(merged))?;
+            return self.counter.put(address, &CounterDup::Unique { total });
+        }
+
+        let mut cumulative = tail.base;
+        let pieces = merged.len().div_ceil(CHUNK_IDS);
+        for (i, piece) in merged.chunks(CHUNK_IDS).enumerate() {
+            let chunk = if i + 1 == pieces { LAST_CHUNK } else { piece[piece.len() - 1] };
+            cumulative += piece.len() as u64;
+            self.index.put(&ChunkKey { address: *address, chunk }, &IdChunk(piece.to_vec()))?;
+            self.counter.put(address, &CounterDup::Regular { cumulative, chunk })?;
+        }
+        Ok(())
+    }
 }
 
-/// Appends `new_ids` (strictly ascending, each larger than every id already stored for the
-/// address) to `address`'s list, re-cutting only its last chunk.
+/// Appends `new_ids` to one address's list (see [`IdAppender::append`]).
 pub fn append_ids<I: AddressIndex, C: AddressCounter>(
     txn: &WriteTxn,
     address: &Address,
     new_ids: &[u64],
 ) -> DbResult<()> {
-    let Some(&first_new) = new_ids.first() else { return Ok(()) };
-    let tail = read_tail::<I, C>(txn, address)?;
-    if let Some(&last_old) = tail.last_ids.last() {
-        if first_new <= last_old {
-            return Err(corrupt::<I>(
-                address,
-                LAST_CHUNK,
-                format!("id {first_new} appended after id {last_old}: ids must grow"),
-            ));
-        }
-    }
-    if let Some(dup) = &tail.last_dup {
-        txn.delete::<C>(address, Some(dup))?;
-    }
-    let mut merged = tail.last_ids;
-    merged.extend_from_slice(new_ids);
-
-    if tail.unique && merged.len() as u64 <= MAX_UNIQUE_CHUNK_COUNT {
-        let total = merged.len() as u64;
-        txn.put::<I>(&ChunkKey::last(*address), &IdChunk(merged))?;
-        return txn.put::<C>(address, &CounterDup::Unique { total });
-    }
-
-    let mut cumulative = tail.base;
-    let pieces = merged.len().div_ceil(CHUNK_IDS);
-    for (i, piece) in merged.chunks(CHUNK_IDS).enumerate() {
-        let chunk = if i + 1 == pieces { LAST_CHUNK } else { piece[piece.len() - 1] };
-        cumulative += piece.len() as u64;
-        txn.put::<I>(&ChunkKey { address: *address, chunk }, &IdChunk(piece.to_vec()))?;
-        txn.put::<C>(address, &CounterDup::Regular { cumulative, chunk })?;
-    }
-    Ok(())
+    IdAppender::<I, C>::new(txn)?.append(address, new_ids)
 }
 
 /// Number of ids stored for `address`.

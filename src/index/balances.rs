@@ -7,8 +7,6 @@
 //! changes in memory and writes each (token, holder) once; the value each block found is kept
 //! in `OtsBalanceUndo`/`OtsOwnerUndo` so that an unwind puts it back exactly.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-
 use alloy_primitives::{Address, U256};
 use ots_classifiers::BlockData;
 use signet_libmdbx::tx::TransactionKind;
@@ -17,10 +15,7 @@ use super::transfers::{
     erc1155_amounts, TokenKind, TokenKinds, TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC, TRANSFER_TOPIC,
 };
 use crate::db::{
-    codec::{
-        address_word, word_address, Balance, BlockNumber, Count, MultiKey, MultiPrior, PairKey, PriorValue,
-        Rank, TokenIdKey,
-    },
+    codec::{word_address, Balance, BlockNumber, Count, MultiKey, PairKey, Rank, TokenIdKey},
     tables::*,
     DbError, DbResult, Txn, WriteTxn,
 };
@@ -189,131 +184,6 @@ fn adjust_count(txn: &WriteTxn, token: &Address, up: bool) -> DbResult<()> {
         Ok(())
     } else {
         txn.put::<OtsTokenHolderCounts>(token, &Count(next))
-    }
-}
-
-/// A batch's balance and owner changes, gathered before they are written.
-#[derive(Debug, Default)]
-pub struct BalanceBook {
-    balances: HashMap<PairKey, U256>,
-    owners: HashMap<TokenIdKey, Address>,
-    balance_undo: BTreeMap<u64, Vec<PriorValue>>,
-    owner_undo: BTreeMap<u64, Vec<PriorValue>>,
-    seen: HashSet<(u64, PairKey)>,
-    seen_ids: HashSet<(u64, TokenIdKey)>,
-    multi: HashMap<MultiKey, U256>,
-    multi_undo: BTreeMap<u64, Vec<MultiPrior>>,
-    seen_multi: HashSet<(u64, MultiKey)>,
-}
-
-impl BalanceBook {
-    fn shift(&mut self, txn: &WriteTxn, block: u64, key: PairKey, add: bool, amount: U256) -> DbResult<()> {
-        if key.holder == Address::ZERO {
-            return Ok(());
-        }
-        let current = match self.balances.get(&key) {
-            Some(b) => *b,
-            None => balance(txn, key.token, key.holder)?,
-        };
-        if self.seen.insert((block, key)) {
-            let prior = PriorValue { token: key.token, key: address_word(key.holder), old: current };
-            self.balance_undo.entry(block).or_default().push(prior);
-        }
-        // Logs cannot see every balance change (docs/format.md): never wrap around.
-        let next = if add { current.saturating_add(amount) } else { current.saturating_sub(amount) };
-        self.balances.insert(key, next);
-        Ok(())
-    }
-
-    /// Moves `amount` of one id in or out; returns the units actually moved (an outflow never
-    /// takes more than is held), which the token-wide balance then moves too, so that it stays
-    /// the exact sum over ids.
-    fn shift_multi(
-        &mut self,
-        txn: &WriteTxn,
-        block: u64,
-        key: MultiKey,
-        add: bool,
-        amount: U256,
-    ) -> DbResult<U256> {
-        if key.holder == Address::ZERO {
-            return Ok(amount);
-        }
-        let current = match self.multi.get(&key) {
-            Some(b) => *b,
-            None => multi_balance(txn, &key)?,
-        };
-        if self.seen_multi.insert((block, key)) {
-            self.multi_undo.entry(block).or_default().push(MultiPrior { key, old: current });
-        }
-        let next = if add { current.saturating_add(amount) } else { current.saturating_sub(amount) };
-        self.multi.insert(key, next);
-        Ok(if add { next - current } else { current - next })
-    }
-
-    /// Applies one move of `block`.
-    pub fn apply(&mut self, txn: &WriteTxn, block: u64, m: &BalanceMove) -> DbResult<()> {
-        match m.kind {
-            TokenKind::Erc721 => {
-                let key = TokenIdKey { token: m.token, id: m.id };
-                if self.seen_ids.insert((block, key)) {
-                    let before = match self.owners.get(&key) {
-                        Some(o) => *o,
-                        None => txn.get::<OtsERC721Owners>(&key)?.unwrap_or(Address::ZERO),
-                    };
-                    let prior = PriorValue { token: m.token, key: m.id, old: address_word(before) };
-                    self.owner_undo.entry(block).or_default().push(prior);
-                }
-                self.owners.insert(key, m.to);
-            }
-            TokenKind::Erc1155 => {
-                let key = |holder| MultiKey { token: m.token, holder, id: m.id };
-                let out = self.shift_multi(txn, block, key(m.from), false, m.amount)?;
-                let into = self.shift_multi(txn, block, key(m.to), true, m.amount)?;
-                self.shift(txn, block, PairKey { token: m.token, holder: m.from }, false, out)?;
-                return self.shift(txn, block, PairKey { token: m.token, holder: m.to }, true, into);
-            }
-            TokenKind::Erc20 => {}
-        }
-        // The token-wide balance: ERC20 amount, ERC721 ids held.
-        self.shift(txn, block, PairKey { token: m.token, holder: m.from }, false, m.amount)?;
-        self.shift(txn, block, PairKey { token: m.token, holder: m.to }, true, m.amount)
-    }
-
-    /// Writes every changed balance and owner once, and what each block found before it.
-    pub fn write(self, txn: &WriteTxn) -> DbResult<()> {
-        let balances: BTreeMap<PairKey, U256> = self.balances.into_iter().collect();
-        for (key, value) in balances {
-            set_balance(txn, key.token, key.holder, value)?;
-        }
-        let owners: BTreeMap<TokenIdKey, Address> = self.owners.into_iter().collect();
-        for (key, owner) in owners {
-            if owner == Address::ZERO {
-                txn.delete::<OtsERC721Owners>(&key, None)?;
-            } else {
-                txn.put::<OtsERC721Owners>(&key, &owner)?;
-            }
-        }
-        for (block, priors) in self.balance_undo {
-            for prior in priors {
-                txn.put::<OtsBalanceUndo>(&BlockNumber(block), &prior)?;
-            }
-        }
-        for (block, priors) in self.owner_undo {
-            for prior in priors {
-                txn.put::<OtsOwnerUndo>(&BlockNumber(block), &prior)?;
-            }
-        }
-        let multi: BTreeMap<MultiKey, U256> = self.multi.into_iter().collect();
-        for (key, value) in multi {
-            set_multi_balance(txn, &key, value)?;
-        }
-        for (block, priors) in self.multi_undo {
-            for prior in priors {
-                txn.put::<OtsERC1155BalanceUndo>(&BlockNumber(block), &prior)?;
-            }
-        }
-        Ok(())
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod address_index;
 pub mod attributes;
+mod balance_book;
 pub mod balances;
 pub mod check;
 pub mod contract_info;

@@ -8,12 +8,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use alloy_primitives::{Address, B256};
 use ots_classifiers::{BlockData, Fact, Flag, Metadata, Standard};
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::{
-    address_index::append_ids,
+    address_index::{AddressCounter, AddressIndex, IdAppender},
     attributes::{add_attribute, attributes},
-    balances::{balance_moves, BalanceBook},
+    balance_book::{BalanceBook, Resolved},
+    balances::balance_moves,
     matches::append_matches,
     transfers::{touches, TokenKind, TokenKinds},
 };
@@ -137,24 +138,16 @@ fn lookup_kinds(
 }
 
 /// A block's undo record while its batch is written: number, hash, what it touched.
-type PendingRecord = (u64, B256, BTreeSet<(IndexKind, Address)>);
+type PendingRecord = (u64, B256, Vec<(IndexKind, Address)>);
 
-/// Records that `holder` first appeared with `token` in `first`, unless an earlier appearance is
-/// stored (forward sync only ever finds earlier ones there). Returns whether a dup was added.
-fn add_holding<H: Table<Key = Address, Value = Holding>>(
-    txn: &WriteTxn,
-    holder: Address,
-    token: Address,
-    first: TxId,
-) -> Result<bool, DbError> {
-    // A DupFixed table only takes a whole-size value to seek with: token ‖ the smallest id.
-    let lowest = Holding { token, first: TxId(0) }.encode_value();
-    let existing = txn.cursor::<H>()?.seek_dup_at_least(&holder, &lowest)?;
-    if existing.is_some_and(|h| h.token == token) {
-        return Ok(false);
-    }
-    txn.put::<H>(&holder, &Holding { token, first })?;
-    Ok(true)
+/// How a batch's balances were resolved.
+enum Resolving {
+    /// The batch moved no balance.
+    Nothing,
+    /// From a read snapshot, on the second core.
+    Done(Box<Resolved>),
+    /// Still to be done in the write transaction: no snapshot could be had.
+    Serially,
 }
 
 /// Drops the rows of a per-block undo table below `keep_from`: they left the reorg window.
@@ -170,19 +163,57 @@ fn prune_below<T: Table<Key = BlockNumber>>(txn: &WriteTxn, keep_from: u64) -> R
     }
 }
 
-/// Per-address id lists of one transfer index, gathered over a batch.
+/// The (address, id) pairs of one address index, gathered over a batch and sorted once: a
+/// flat list sorts faster than a map grows.
 #[derive(Debug, Default)]
-struct IdCollector(BTreeMap<Address, Vec<u64>>);
+struct IdCollector(Vec<(Address, u64)>);
 
 impl IdCollector {
-    fn touch(&mut self, address: Address, id: u64) -> bool {
-        let ids = self.0.entry(address).or_default();
-        // Ids arrive in chain order, so a repeat can only be the last one pushed.
-        if ids.last() == Some(&id) {
-            return false;
+    fn touch(&mut self, address: Address, id: u64) {
+        self.0.push((address, id));
+    }
+
+    /// Appends every address's ids, addresses in key order; returns how many ids were new.
+    fn write<I: AddressIndex, C: AddressCounter>(mut self, txn: &WriteTxn) -> Result<u64, DbError> {
+        self.0.sort_unstable();
+        self.0.dedup();
+        let mut appender = IdAppender::<I, C>::new(txn)?;
+        let mut ids = Vec::new();
+        for run in self.0.chunk_by(|a, b| a.0 == b.0) {
+            ids.clear();
+            ids.extend(run.iter().map(|&(_, id)| id));
+            appender.append(&run[0].0, &ids)?;
         }
-        ids.push(id);
-        true
+        Ok(self.0.len() as u64)
+    }
+}
+
+/// The (holder, token) pairs of one holdings table met in a batch, with the transaction.
+#[derive(Debug, Default)]
+struct HoldingCollector(Vec<(Address, Address, TxId)>);
+
+impl HoldingCollector {
+    /// Adds a dup for every pair without one, with its first transaction of the batch; calls
+    /// `added` with each added pair's holder and first transaction.
+    fn write<H: Table<Key = Address, Value = Holding>>(
+        mut self,
+        txn: &WriteTxn,
+        mut added: impl FnMut(Address, TxId),
+    ) -> Result<(), DbError> {
+        self.0.sort_unstable();
+        let mut cursor = txn.cursor::<H>()?;
+        for run in self.0.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+            let (holder, token, first) = run[0];
+            // A DupFixed table only takes a whole-size value to seek with: token ‖ the smallest id.
+            let lowest = Holding { token, first: TxId(0) }.encode_value();
+            // Forward sync only ever finds earlier appearances stored.
+            if cursor.seek_dup_at_least(&holder, &lowest)?.is_some_and(|h| h.token == token) {
+                continue;
+            }
+            cursor.put(&holder, &Holding { token, first })?;
+            added(holder, first);
+        }
+        Ok(())
     }
 }
 
@@ -197,6 +228,9 @@ pub fn write_batch(
 ) -> Result<BatchStats, WriteError> {
     let mut stats = BatchStats::default();
     let Some(last) = blocks.last() else { return Ok(stats) };
+    // Blocks below this leave the reorg window when the batch commits: what would undo them is
+    // never written (catching up, most of a batch).
+    let keep_from = last.block.number.saturating_sub(window.max(1) - 1);
     let txn = db.begin_write()?;
     let mut tip = state::read_state(&txn)?.checkpoint;
 
@@ -207,10 +241,9 @@ pub fn write_batch(
     let mut erc1155 = IdCollector::default();
     let mut rewarded = IdCollector::default();
     let mut withdrawals = IdCollector::default();
-    // (holder, token) → first transaction of the batch; keys sort as the table does.
-    let mut erc20_holdings: BTreeMap<(Address, Address), TxId> = BTreeMap::new();
-    let mut erc721_holdings: BTreeMap<(Address, Address), TxId> = BTreeMap::new();
-    let mut erc1155_holdings: BTreeMap<(Address, Address), TxId> = BTreeMap::new();
+    let mut erc20_holdings = HoldingCollector::default();
+    let mut erc721_holdings = HoldingCollector::default();
+    let mut erc1155_holdings = HoldingCollector::default();
     let mut records: Vec<PendingRecord> = Vec::with_capacity(blocks.len());
 
     for ClassifiedBlock { block, facts, probe_misses } in blocks {
@@ -268,23 +301,23 @@ pub fn write_batch(
         for (address, Flag::Erc721Metadata) in flagged {
             add_attribute(&txn, &address, AttributeBit::Erc721Metadata)?;
         }
-        let mut undo: BTreeSet<(IndexKind, Address)> = BTreeSet::new();
+        let mut undo: Vec<(IndexKind, Address)> = Vec::new();
         for (address, metadata) in described {
             txn.put::<OtsContractInfo>(&address, &contract_info(block.number, metadata))?;
-            undo.insert((IndexKind::ContractInfo, address));
+            undo.push((IndexKind::ContractInfo, address));
         }
         for (address, label) in labels {
             txn.put::<OtsLabels>(&address, &Label { block: block.number, label: label.to_owned() })?;
-            undo.insert((IndexKind::Label, address));
+            undo.push((IndexKind::Label, address));
         }
         for address in probe_misses {
             txn.put::<OtsTransferProbes>(address, &BlockNumber(block.number))?;
-            undo.insert((IndexKind::TransferProbe, *address));
+            undo.push((IndexKind::TransferProbe, *address));
         }
 
         let found = touches(block, |token| lookup_kinds(&mut kinds, &txn, token))?;
         for m in balance_moves(block, |token| lookup_kinds(&mut kinds, &txn, token))? {
-            book.apply(&txn, block.number, &m)?;
+            book.push(block.number, m);
         }
         stats.transfer_logs += (found.len() / 2) as u64;
         for touch in found {
@@ -293,15 +326,15 @@ pub fn write_batch(
                 TokenKind::Erc721 => (&mut erc721, &mut erc721_holdings, IndexKind::Erc721Transfers),
                 TokenKind::Erc1155 => (&mut erc1155, &mut erc1155_holdings, IndexKind::Erc1155Transfers),
             };
-            stats.transfer_ids += u64::from(collector.touch(touch.address, touch.tx.0));
-            holdings.entry((touch.address, touch.token)).or_insert(touch.tx);
-            undo.insert((kind, touch.address));
+            collector.touch(touch.address, touch.tx.0);
+            holdings.0.push((touch.address, touch.token, touch.tx));
+            undo.push((kind, touch.address));
         }
         rewarded.touch(block.coinbase, block.number);
-        undo.insert((IndexKind::BlocksRewarded, block.coinbase));
+        undo.push((IndexKind::BlocksRewarded, block.coinbase));
         for w in &block.withdrawals {
             withdrawals.touch(w.address, w.index);
-            undo.insert((IndexKind::Withdrawals, w.address));
+            undo.push((IndexKind::Withdrawals, w.address));
         }
         if let Some(last_withdrawal) = block.withdrawals.iter().map(|w| w.index).max() {
             txn.put::<OtsWithdrawalIdx2Block>(&Count(last_withdrawal), &BlockNumber(block.number))?;
@@ -309,58 +342,74 @@ pub fn write_batch(
         records.push((block.number, block.hash, undo));
         stats.blocks += 1;
     }
-    let first_block = blocks[0].block.number;
-    let mut journal_holding = |first: TxId, entry: (IndexKind, Address)| {
-        // Journalled with the block of that first transaction.
-        let at = usize::try_from(first.block() - first_block).unwrap_or(usize::MAX);
-        if let Some((_, _, undo)) = records.get_mut(at) {
-            undo.insert(entry);
-        }
-    };
-    for (&(holder, token), &first) in &erc20_holdings {
-        if add_holding::<OtsERC20Holdings>(&txn, holder, token, first)? {
-            journal_holding(first, (IndexKind::Erc20Holdings, holder));
-        }
+    // Balances are resolved on the second core from a read snapshot while this thread writes
+    // the holdings and address indexes. The snapshot is the state this transaction started
+    // from: this transaction holds the writer lock, so nothing commits in between, and nothing
+    // here writes a balance table before the resolved values are written below.
+    let resolved = std::thread::scope(|scope| {
+        let resolving = scope.spawn(|| -> Result<Resolving, DbError> {
+            if book.is_empty() {
+                return Ok(Resolving::Nothing);
+            }
+            match db.begin_read() {
+                Ok(snapshot) => Ok(Resolving::Done(Box::new(book.resolve(&snapshot, keep_from)?))),
+                Err(error) => {
+                    // E.g. every reader slot taken by API clients: resolve in the write
+                    // transaction instead, after this thread's part.
+                    warn!(target: "ots::index", %error, "no read snapshot for balances; resolving them serially");
+                    Ok(Resolving::Serially)
+                }
+            }
+        });
+        let written = (|| -> Result<(), WriteError> {
+            let first_block = blocks[0].block.number;
+            // A new holding is journalled with the block of its first transaction.
+            let journal =
+                |records: &mut Vec<PendingRecord>, kind: IndexKind, holder: Address, first: TxId| {
+                    let at = usize::try_from(first.block() - first_block).unwrap_or(usize::MAX);
+                    if let Some((_, _, undo)) = records.get_mut(at) {
+                        undo.push((kind, holder));
+                    }
+                };
+            erc20_holdings.write::<OtsERC20Holdings>(&txn, |h, f| {
+                journal(&mut records, IndexKind::Erc20Holdings, h, f)
+            })?;
+            erc721_holdings.write::<OtsERC721Holdings>(&txn, |h, f| {
+                journal(&mut records, IndexKind::Erc721Holdings, h, f)
+            })?;
+            erc1155_holdings.write::<OtsERC1155Holdings>(&txn, |h, f| {
+                journal(&mut records, IndexKind::Erc1155Holdings, h, f)
+            })?;
+            for (number, hash, mut touched) in records {
+                if number < keep_from {
+                    continue;
+                }
+                touched.sort_unstable();
+                touched.dedup();
+                txn.put::<OtsUndoJournal>(&BlockNumber(number), &UndoRecord { hash, touched })?;
+            }
+            stats.transfer_ids += erc20.write::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn)?;
+            stats.transfer_ids += erc721.write::<OtsERC721TransferIndex, OtsERC721TransferCounter>(&txn)?;
+            stats.transfer_ids +=
+                erc1155.write::<OtsERC1155TransferIndex, OtsERC1155TransferCounter>(&txn)?;
+            rewarded.write::<OtsBlocksRewardedIndex, OtsBlocksRewardedCounter>(&txn)?;
+            // Withdrawal indexes grow with the chain; a block may list them in any order, which
+            // the collector's sort puts right.
+            withdrawals.write::<OtsWithdrawalsIndex, OtsWithdrawalsCounter>(&txn)?;
+            Ok(())
+        })();
+        let resolved = resolving.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        written.and(resolved.map_err(WriteError::from))
+    })?;
+    match resolved {
+        Resolving::Nothing => {}
+        Resolving::Done(resolved) => resolved.write(&txn)?,
+        Resolving::Serially => book.resolve(&txn, keep_from)?.write(&txn)?,
     }
-    for (&(holder, token), &first) in &erc721_holdings {
-        if add_holding::<OtsERC721Holdings>(&txn, holder, token, first)? {
-            journal_holding(first, (IndexKind::Erc721Holdings, holder));
-        }
-    }
-    for (&(holder, token), &first) in &erc1155_holdings {
-        if add_holding::<OtsERC1155Holdings>(&txn, holder, token, first)? {
-            journal_holding(first, (IndexKind::Erc1155Holdings, holder));
-        }
-    }
-    for (number, hash, undo) in records {
-        let record = UndoRecord { hash, touched: undo.into_iter().collect() };
-        txn.put::<OtsUndoJournal>(&BlockNumber(number), &record)?;
-    }
-    book.write(&txn)?;
-    let keep_from = last.block.number.saturating_sub(window.max(1) - 1);
     prune_below::<OtsUndoJournal>(&txn, keep_from)?;
     prune_below::<OtsBalanceUndo>(&txn, keep_from)?;
     prune_below::<OtsOwnerUndo>(&txn, keep_from)?;
     prune_below::<OtsERC1155BalanceUndo>(&txn, keep_from)?;
-
-    for (address, ids) in &erc20.0 {
-        append_ids::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn, address, ids)?;
-    }
-    for (address, ids) in &erc721.0 {
-        append_ids::<OtsERC721TransferIndex, OtsERC721TransferCounter>(&txn, address, ids)?;
-    }
-    for (address, ids) in &erc1155.0 {
-        append_ids::<OtsERC1155TransferIndex, OtsERC1155TransferCounter>(&txn, address, ids)?;
-    }
-    for (address, ids) in &rewarded.0 {
-        append_ids::<OtsBlocksRewardedIndex, OtsBlocksRewardedCounter>(&txn, address, ids)?;
-    }
-    for (address, ids) in &mut withdrawals.0 {
-        // Withdrawal indexes grow with the chain, but a block may list them in any order.
-        ids.sort_unstable();
-        ids.dedup();
-        append_ids::<OtsWithdrawalsIndex, OtsWithdrawalsCounter>(&txn, address, ids)?;
-    }
     state::set_checkpoint(&txn, Checkpoint { number: last.block.number, hash: last.block.hash })?;
     if let Some(rate) = blocks_per_second {
         state::set_sync_rate(&txn, rate)?;

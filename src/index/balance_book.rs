@@ -1,0 +1,316 @@
+//! A batch's balance and owner changes: gathered as moves, then resolved and written table by
+//! table in key order.
+//!
+//! Every value a batch touches is read once, through one cursor walking the keys in order (MDBX
+//! finds a key next to the last one without a descent from the root), replayed in memory, and
+//! written once, again in key order. The ranking's deletes and puts are sorted by rank so that
+//! each lands near the previous one, and each token's holder count is written once per batch.
+
+use std::collections::BTreeMap;
+
+use alloy_primitives::{Address, U256};
+use signet_libmdbx::tx::TransactionKind;
+// The maps are keyed by addresses and hashed millions of times per batch; nothing
+// adversarial reaches them that could not as well flood the chain.
+use rustc_hash::FxHashMap as HashMap;
+
+use super::{balances::BalanceMove, transfers::TokenKind};
+use crate::db::{
+    codec::{
+        address_word, Balance, BlockNumber, Count, MultiKey, MultiPrior, PairKey, PriorValue, Rank,
+        TokenIdKey,
+    },
+    tables::*,
+    DbResult, Txn, WriteTxn,
+};
+
+/// One value while its batch is resolved.
+#[derive(Debug, Clone, Copy)]
+struct Slot<V> {
+    /// What the table held before the batch.
+    before: V,
+    /// What it holds after the moves replayed so far.
+    now: V,
+    /// The last block that changed it: a block's first change records the prior for its undo.
+    block: Option<u64>,
+}
+
+impl<V: Copy> Slot<V> {
+    fn new(before: V) -> Self {
+        Self { before, now: before, block: None }
+    }
+
+    /// The value before `block`'s first change, if this is that change and `block` keeps undo
+    /// rows (is at least `keep_from`).
+    fn first_change_in(&mut self, block: u64, keep_from: u64) -> Option<V> {
+        (block >= keep_from && self.block != Some(block)).then(|| {
+            self.block = Some(block);
+            self.now
+        })
+    }
+}
+
+/// The slots of a batch, one per key its moves touch, and those keys in table order.
+#[derive(Debug)]
+struct Slots<K, V> {
+    keys: Vec<K>,
+    map: HashMap<K, Slot<V>>,
+}
+
+impl<K: Copy + Ord + std::hash::Hash, V: Copy> Slots<K, V> {
+    /// Reads the stored value of every key in `keys` through one cursor, walking them in order
+    /// (`absent` where the table has none).
+    fn read<T: Table<Key = K>, Kind: TransactionKind>(
+        txn: &Txn<Kind>,
+        keys: impl Iterator<Item = K>,
+        absent: V,
+        value: impl Fn(T::Value) -> V,
+    ) -> DbResult<Self> {
+        let mut map: HashMap<K, Slot<V>> = HashMap::default();
+        for key in keys {
+            map.entry(key).or_insert(Slot::new(absent));
+        }
+        let mut keys: Vec<K> = map.keys().copied().collect();
+        keys.sort_unstable();
+        let mut cursor = txn.cursor::<T>()?;
+        for key in &keys {
+            if let Some(stored) = cursor.seek_exact(key)? {
+                if let Some(slot) = map.get_mut(key) {
+                    *slot = Slot::new(value(stored));
+                }
+            }
+        }
+        Ok(Self { keys, map })
+    }
+
+    /// Every changed key in table order, with its value before the batch and now.
+    fn changed(&self) -> impl Iterator<Item = (&K, V, V)> + '_
+    where
+        V: PartialEq,
+    {
+        self.keys.iter().filter_map(|k| {
+            let slot = self.map.get(k)?;
+            (slot.before != slot.now).then_some((k, slot.before, slot.now))
+        })
+    }
+}
+
+/// The balance and owner changes of one batch, in the order the chain made them.
+#[derive(Debug, Default)]
+pub struct BalanceBook {
+    moves: Vec<(u64, BalanceMove)>,
+}
+
+/// A batch's values resolved against the database, with what each block found before its first
+/// change: ready to be written.
+#[derive(Debug)]
+pub struct Resolved {
+    balances: Slots<PairKey, U256>,
+    owners: Slots<TokenIdKey, Address>,
+    multi: Slots<MultiKey, U256>,
+    balance_undo: Vec<(u64, PriorValue)>,
+    owner_undo: Vec<(u64, PriorValue)>,
+    multi_undo: Vec<(u64, MultiPrior)>,
+    /// The oldest block whose undo rows are kept.
+    keep_from: u64,
+}
+
+impl Resolved {
+    /// Moves `amount` into or out of a token-wide balance. Logs cannot see every balance change
+    /// (docs/format.md), so a balance never wraps around.
+    fn shift(&mut self, block: u64, key: PairKey, add: bool, amount: U256) {
+        if key.holder == Address::ZERO {
+            return;
+        }
+        let Some(slot) = self.balances.map.get_mut(&key) else { return };
+        if let Some(old) = slot.first_change_in(block, self.keep_from) {
+            self.balance_undo
+                .push((block, PriorValue { token: key.token, key: address_word(key.holder), old }));
+        }
+        slot.now = if add { slot.now.saturating_add(amount) } else { slot.now.saturating_sub(amount) };
+    }
+
+    /// Moves `amount` of one ERC1155 id in or out; returns the units actually moved (an outflow
+    /// never takes more than is held), which the token-wide balance then moves too, so that it
+    /// stays the exact sum over ids.
+    fn shift_multi(&mut self, block: u64, key: MultiKey, add: bool, amount: U256) -> U256 {
+        if key.holder == Address::ZERO {
+            return amount;
+        }
+        let Some(slot) = self.multi.map.get_mut(&key) else { return U256::ZERO };
+        if let Some(old) = slot.first_change_in(block, self.keep_from) {
+            self.multi_undo.push((block, MultiPrior { key, old }));
+        }
+        let current = slot.now;
+        slot.now = if add { current.saturating_add(amount) } else { current.saturating_sub(amount) };
+        if add {
+            slot.now - current
+        } else {
+            current - slot.now
+        }
+    }
+
+    fn apply(&mut self, block: u64, m: &BalanceMove) {
+        match m.kind {
+            TokenKind::Erc721 => {
+                let key = TokenIdKey { token: m.token, id: m.id };
+                if let Some(slot) = self.owners.map.get_mut(&key) {
+                    if let Some(old) = slot.first_change_in(block, self.keep_from) {
+                        let prior = PriorValue { token: m.token, key: m.id, old: address_word(old) };
+                        self.owner_undo.push((block, prior));
+                    }
+                    slot.now = m.to;
+                }
+            }
+            TokenKind::Erc1155 => {
+                let key = |holder| MultiKey { token: m.token, holder, id: m.id };
+                let out = self.shift_multi(block, key(m.from), false, m.amount);
+                let into = self.shift_multi(block, key(m.to), true, m.amount);
+                self.shift(block, PairKey { token: m.token, holder: m.from }, false, out);
+                self.shift(block, PairKey { token: m.token, holder: m.to }, true, into);
+                return;
+            }
+            TokenKind::Erc20 => {}
+        }
+        // The token-wide balance: ERC20 amount, ERC721 ids held.
+        self.shift(block, PairKey { token: m.token, holder: m.from }, false, m.amount);
+        self.shift(block, PairKey { token: m.token, holder: m.to }, true, m.amount);
+    }
+}
+
+impl BalanceBook {
+    /// Records one move of `block` (blocks in chain order).
+    pub fn push(&mut self, block: u64, m: BalanceMove) {
+        self.moves.push((block, m));
+    }
+
+    /// Whether the batch moved nothing.
+    pub fn is_empty(&self) -> bool {
+        self.moves.is_empty()
+    }
+
+    /// Reads every value the moves touch as `txn` sees it (the state the batch starts from)
+    /// and replays the moves; undo rows are kept for blocks from `keep_from` on (older blocks
+    /// leave the reorg window with this batch).
+    pub fn resolve<Kind: TransactionKind>(&self, txn: &Txn<Kind>, keep_from: u64) -> DbResult<Resolved> {
+        let holders = |m: &BalanceMove| [m.from, m.to].into_iter().filter(|h| *h != Address::ZERO);
+        let pairs =
+            self.moves.iter().flat_map(|(_, m)| holders(m).map(|holder| PairKey { token: m.token, holder }));
+        let ids = self.moves.iter().filter(|(_, m)| m.kind == TokenKind::Erc721);
+        let multi = self.moves.iter().filter(|(_, m)| m.kind == TokenKind::Erc1155);
+        let mut resolved = Resolved {
+            balances: Slots::read::<OtsTokenBalances, _>(txn, pairs, U256::ZERO, |b| b.0)?,
+            owners: Slots::read::<OtsERC721Owners, _>(
+                txn,
+                ids.map(|(_, m)| TokenIdKey { token: m.token, id: m.id }),
+                Address::ZERO,
+                |o| o,
+            )?,
+            multi: Slots::read::<OtsERC1155Balances, _>(
+                txn,
+                multi.flat_map(|(_, m)| {
+                    holders(m).map(|holder| MultiKey { token: m.token, holder, id: m.id })
+                }),
+                U256::ZERO,
+                |b| b.0,
+            )?,
+            balance_undo: Vec::new(),
+            owner_undo: Vec::new(),
+            multi_undo: Vec::new(),
+            keep_from,
+        };
+        for (block, m) in &self.moves {
+            resolved.apply(*block, m);
+        }
+        Ok(resolved)
+    }
+}
+
+impl Resolved {
+    /// Writes every changed balance, owner, rank and holder count once, and the undo rows.
+    pub fn write(self, txn: &WriteTxn) -> DbResult<()> {
+        let resolved = self;
+        write_balances(txn, &resolved.balances)?;
+        let mut owners = txn.cursor::<OtsERC721Owners>()?;
+        for (key, _, now) in resolved.owners.changed() {
+            if now == Address::ZERO {
+                owners.delete(key, None)?;
+            } else {
+                owners.put(key, &now)?;
+            }
+        }
+        let mut multi = txn.cursor::<OtsERC1155Balances>()?;
+        for (key, _, now) in resolved.multi.changed() {
+            if now.is_zero() {
+                multi.delete(key, None)?;
+            } else {
+                multi.put(key, &Balance(now))?;
+            }
+        }
+        write_undo::<OtsBalanceUndo, _>(txn, &resolved.balance_undo)?;
+        write_undo::<OtsOwnerUndo, _>(txn, &resolved.owner_undo)?;
+        write_undo::<OtsERC1155BalanceUndo, _>(txn, &resolved.multi_undo)?;
+        Ok(())
+    }
+}
+
+/// Writes the per-block undo dups of a batch (rows in block order), one call per block.
+fn write_undo<T, V: Copy>(txn: &WriteTxn, rows: &[(u64, V)]) -> DbResult<()>
+where
+    T: Table<Key = BlockNumber, Value = V>,
+{
+    let mut cursor = txn.cursor::<T>()?;
+    let mut values = Vec::new();
+    for block_rows in rows.chunk_by(|a, b| a.0 == b.0) {
+        values.clear();
+        values.extend(block_rows.iter().map(|(_, v)| *v));
+        cursor.put_dups(&BlockNumber(block_rows[0].0), &values)?;
+    }
+    Ok(())
+}
+
+/// Writes changed token-wide balances with their ranks and holder counts.
+fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>) -> DbResult<()> {
+    let mut balances = txn.cursor::<OtsTokenBalances>()?;
+    // Rank dups sort by !balance, then holder.
+    let mut stale: Vec<(Address, U256, Address)> = Vec::new();
+    let mut fresh: Vec<(Address, U256, Address)> = Vec::new();
+    let mut holders: BTreeMap<Address, i64> = BTreeMap::new();
+    for (key, before, now) in slots.changed() {
+        if before.is_zero() {
+            *holders.entry(key.token).or_default() += 1;
+        } else {
+            stale.push((key.token, !before, key.holder));
+        }
+        if now.is_zero() {
+            balances.delete(key, None)?;
+            *holders.entry(key.token).or_default() -= 1;
+        } else {
+            balances.put(key, &Balance(now))?;
+            fresh.push((key.token, !now, key.holder));
+        }
+    }
+    stale.sort_unstable();
+    fresh.sort_unstable();
+    let mut ranks = txn.cursor::<OtsTokenHolderRanks>()?;
+    for &(token, inverted, holder) in &stale {
+        ranks.delete(&token, Some(&Rank { balance: !inverted, holder }))?;
+    }
+    for &(token, inverted, holder) in &fresh {
+        ranks.put(&token, &Rank { balance: !inverted, holder })?;
+    }
+    let mut counts = txn.cursor::<OtsTokenHolderCounts>()?;
+    for (token, delta) in holders {
+        if delta == 0 {
+            continue;
+        }
+        let stored = counts.seek_exact(&token)?.map_or(0, |Count(c)| c);
+        let next = stored.saturating_add_signed(delta);
+        if next == 0 {
+            counts.delete(&token, None)?;
+        } else {
+            counts.put(&token, &Count(next))?;
+        }
+    }
+    Ok(())
+}
