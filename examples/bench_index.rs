@@ -210,7 +210,7 @@ fn main() -> anyhow::Result<()> {
     let logs = arg(1, 5_000_000);
     let addresses = arg(2, 200_000);
     let logs_per_block = arg(3, 500);
-    let per_batch = arg(4, 200);
+    let per_batch = arg(4, 500);
 
     let run = index(logs, addresses, logs_per_block, per_batch, true)?;
     let (secs, written) = (run.secs, run.logs);
