@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::TransactionKind;
-// The maps are keyed by addresses and hashed millions of times per batch; nothing
-// adversarial reaches them that could not as well flood the chain.
-use rustc_hash::FxHashMap as HashMap;
+// Hashed millions of times per batch: a fast hasher, randomly seeded per process so that
+// addresses ground to collide cannot slow the writer down.
+use foldhash::HashMap;
 
 use super::{balances::BalanceMove, transfers::TokenKind};
 use crate::db::{
