@@ -23,6 +23,7 @@ use ots_classifiers::{BlockData, Fact, LogData, ReceiptData, Standard, TxData, T
 use ots_indexer::{
     db::{
         codec::{BlockNumber, Count},
+        compact::compact_into,
         tables::{OtsWithdrawalIdx2Block, TableId},
         AccessMode, Db,
     },
@@ -135,6 +136,15 @@ struct Run {
     anon_peak: f64,
     /// Peak file-backed resident memory (the mapped database pages touched), MiB.
     file_peak: f64,
+    /// After `compact`: seconds it took, transfer index + counter bytes, every table's bytes.
+    compacted: Option<(f64, u64, u64)>,
+}
+
+fn erc20_index_bytes(copies: impl Iterator<Item = (TableId, u64)>) -> u64 {
+    copies
+        .filter(|(t, _)| matches!(t, TableId::OtsERC20TransferIndex | TableId::OtsERC20TransferCounter))
+        .map(|(_, bytes)| bytes)
+        .sum()
 }
 
 /// Samples the resident memory by kind every 10 ms: the kernel keeps a peak only of the total.
@@ -171,7 +181,7 @@ fn index(
     addresses: u64,
     logs_per_block: u64,
     per_batch: u64,
-    show_tables: bool,
+    report: bool,
 ) -> anyhow::Result<Run> {
     let dir = tempfile::tempdir()?;
     let db = Db::open(dir.path(), AccessMode::ReadWrite)?;
@@ -191,26 +201,36 @@ fn index(
     }
     let secs = writing.as_secs_f64();
     let stats = db.begin_read()?.table_stats()?;
-    let index_bytes = stats
-        .iter()
-        .filter(|t| matches!(t.table, TableId::OtsERC20TransferIndex | TableId::OtsERC20TransferCounter))
-        .map(|t| t.bytes)
-        .sum();
+    let index_bytes = erc20_index_bytes(stats.iter().map(|t| (t.table, t.bytes)));
     let all_bytes = stats.iter().map(|t| t.bytes).sum();
-    if show_tables {
-        for t in stats.iter().filter(|t| t.bytes > 0) {
-            println!("  {:<28} {:>12} entries {:>13} bytes", t.table.name(), t.entries, t.bytes);
-        }
-    }
     let (anon_peak, file_peak) = sampler.stop();
-    Ok(Run { secs, logs: blocks * logs_per_block, index_bytes, all_bytes, anon_peak, file_peak })
+    let mut compacted = None;
+    if report {
+        let scratch = tempfile::tempdir()?;
+        let started = Instant::now();
+        let copies = compact_into(&db, &scratch.path().join("copy"))?;
+        let took = started.elapsed().as_secs_f64();
+        println!("  {:<28} {:>12} {:>13} {:>13}", "table", "entries", "bytes", "compacted");
+        for c in copies.iter().filter(|c| c.bytes_before > 0) {
+            println!(
+                "  {:<28} {:>12} {:>13} {:>13}",
+                c.table.name(),
+                c.entries,
+                c.bytes_before,
+                c.bytes_after
+            );
+        }
+        let after_index = erc20_index_bytes(copies.iter().map(|c| (c.table, c.bytes_after)));
+        compacted = Some((took, after_index, copies.iter().map(|c| c.bytes_after).sum()));
+    }
+    Ok(Run { secs, logs: blocks * logs_per_block, index_bytes, all_bytes, anon_peak, file_peak, compacted })
 }
 
 fn main() -> anyhow::Result<()> {
     let logs = arg(1, 5_000_000);
     let addresses = arg(2, 200_000);
     let logs_per_block = arg(3, 500);
-    let per_batch = arg(4, 500);
+    let per_batch = arg(4, 1000);
 
     let run = index(logs, addresses, logs_per_block, per_batch, true)?;
     let (secs, written) = (run.secs, run.logs);
@@ -228,6 +248,13 @@ fn main() -> anyhow::Result<()> {
         run.anon_peak,
         run.file_peak
     );
+    if let Some((took, index, all)) = run.compacted {
+        println!(
+            "after `compact` ({took:.1} s): transfer index + counter {index} bytes = {:.2} bytes per indexed id; all tables {all} bytes = {:.2} bytes per id",
+            index as f64 / ids as f64,
+            all as f64 / ids as f64
+        );
+    }
 
     // The yardstick: a plain sorted insert of as many entries into MDBX, same machine, same run.
     let dir = tempfile::tempdir()?;

@@ -11,7 +11,7 @@ use alloy::primitives::{keccak256, Address, Bytes, B256, U256};
 use ots_classifiers::{BlockData, Fact, LogData, ReceiptData, Standard, TxData, TRANSFER_TOPIC};
 use ots_indexer::index::transfers::{TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC};
 use ots_indexer::{
-    db::{tables::*, AccessMode, Db},
+    db::{compact::compact_into, tables::*, AccessMode, Db},
     index::{
         address_index::id_page,
         balances::{holder_count, holders_page, multi_balances},
@@ -400,6 +400,51 @@ fn run(seed: u64) {
     compare(&db, &model, &world, &format!("seed {seed}, at the end"));
     let busiest = model.transfers.get(&(Kind::Erc20, world.people[0])).map_or(0, BTreeSet::len);
     assert!(busiest > 2 * 244, "seed {seed}: the busy address has only {busiest} ids");
+    compacted_copy_goes_on(&db, &mut world, history, model, seed);
+}
+
+/// Every table of `db`, byte for byte.
+fn raw_tables(db: &Db) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    let txn = db.begin_read().expect("read");
+    TableId::ALL.iter().map(|t| txn.raw_entries(*t).expect("entries")).collect()
+}
+
+/// A compacted copy holds every table byte for byte, and takes batches and unwinds exactly as
+/// the database it was made from.
+fn compacted_copy_goes_on(
+    db: &Db,
+    world: &mut World,
+    mut history: Vec<(Model, B256)>,
+    mut model: Model,
+    seed: u64,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copies = compact_into(db, &dir.path().join("copy")).expect("compact");
+    assert!(copies.iter().all(|c| c.bytes_after <= c.bytes_before), "seed {seed}: a table grew: {copies:?}");
+    assert!(compact_into(db, &dir.path().join("copy")).is_err(), "the copy must not overwrite a database");
+    let copy = Db::open(&dir.path().join("copy"), AccessMode::ReadWrite).expect("copy");
+    assert_eq!(raw_tables(db), raw_tables(&copy), "seed {seed}: the copy differs");
+    compare(&copy, &model, world, &format!("seed {seed}, compacted"));
+    for _ in 0..3 {
+        let next = history.len() as u64;
+        let mut batch = Vec::new();
+        for n in next..next + 4 {
+            let block = world.block(n, history[n as usize - 1].1, &mut model);
+            history.push((model.clone(), block.block.hash));
+            batch.push(block);
+        }
+        write_batch(db, &batch, WINDOW, None).expect("write");
+        write_batch(&copy, &batch, WINDOW, None).expect("write the copy");
+    }
+    let to = history.len() as u64 - 7;
+    for d in [db, &copy] {
+        let txn = d.begin_write().expect("write");
+        unwind_to(&txn, to).expect("unwind");
+        txn.commit().expect("commit");
+    }
+    model = history[to as usize].0.clone();
+    assert_eq!(raw_tables(db), raw_tables(&copy), "seed {seed}: the copy went another way");
+    compare(&copy, &model, world, &format!("seed {seed}, compacted, written on and unwound"));
 }
 
 #[test]

@@ -94,7 +94,7 @@ pub struct SyncArgs {
     pub registry: Registry,
 
     /// Most blocks written in one database transaction.
-    #[arg(long, env = "OTS_BATCH_BLOCKS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, env = "OTS_BATCH_BLOCKS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_blocks: u64,
 
     /// A batch also ends once its blocks hold this many logs (bounds memory on busy chains).

@@ -22,6 +22,10 @@ pub const GROWTH_STEP: isize = 256 << 20;
 /// 16 KiB pages: measured 30% faster random-address writes than 4 KiB (tree depth 3 instead of 4)
 /// and a 256-id chunk (2 KiB) still fits in a leaf without an overflow page.
 pub const PAGE_SIZE: usize = 16 << 10;
+/// Dirty pages a write transaction keeps in memory (16,384 × 16 KiB = 256 MiB); past that MDBX
+/// writes the oldest out early. A 1,000-block catch-up batch touches ~600 MiB of pages: the cap
+/// measured −160 MiB anonymous memory for ~2% speed (docs/benchmarks.md).
+pub const DIRTY_PAGE_LIMIT: u64 = 16_384;
 /// Readers: the sync loop, the RPC server's workers and other processes reading the same DB.
 pub const MAX_READERS: u64 = 256;
 
@@ -36,6 +40,9 @@ pub enum AccessMode {
     ReadWrite,
     /// Never writes; the tables must exist.
     ReadOnly,
+    /// Read-write, and no other process may open the database meanwhile (for `compact`, which
+    /// replaces the file); the database must exist.
+    Exclusive,
 }
 
 /// An open database: the MDBX environment and a handle to every table of the registry.
@@ -52,6 +59,9 @@ impl Db {
             path: path.to_path_buf(),
             hint: match source {
                 MdbxError::Other(2) => " (no database there yet)",
+                MdbxError::Busy | MdbxError::Other(11 | 16) if mode == AccessMode::Exclusive => {
+                    " (another process has the database open: stop `run`, `sync` and `serve` first)"
+                }
                 _ => hint_for(&source),
             },
             source,
@@ -65,6 +75,7 @@ impl Db {
         }
         let sync_mode = SyncMode::Durable;
         let env = Environment::builder()
+            .set_txn_dp_limit(DIRTY_PAGE_LIMIT)
             .set_max_dbs(TableId::ALL.len() + 4)
             .set_max_readers(MAX_READERS)
             .set_geometry(Geometry {
@@ -75,16 +86,17 @@ impl Db {
             })
             .set_flags(EnvironmentFlags {
                 mode: match mode {
-                    AccessMode::ReadWrite => Mode::ReadWrite { sync_mode },
+                    AccessMode::ReadWrite | AccessMode::Exclusive => Mode::ReadWrite { sync_mode },
                     AccessMode::ReadOnly => Mode::ReadOnly,
                 },
+                exclusive: mode == AccessMode::Exclusive,
                 ..Default::default()
             })
             .open(path)
             .map_err(open_err)?;
 
         let tables = match mode {
-            AccessMode::ReadWrite => {
+            AccessMode::ReadWrite | AccessMode::Exclusive => {
                 let tx = env.begin_rw_unsync().map_err(txn_err("begin"))?;
                 let mut dbs = Vec::with_capacity(TableId::ALL.len());
                 for t in TableId::ALL {

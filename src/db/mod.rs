@@ -1,6 +1,7 @@
 //! Storage: the MDBX environment, the table registry, codecs and the indexer's state.
 
 pub mod codec;
+pub mod compact;
 mod env;
 mod error;
 pub mod state;

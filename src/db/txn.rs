@@ -89,6 +89,11 @@ impl<K: TransactionKind> Txn<K> {
             .collect()
     }
 
+    /// A cursor over `table` that reads and writes bytes as stored.
+    pub(super) fn raw_cursor(&self, table: TableId) -> DbResult<Cursor<'_, K>> {
+        self.tx.cursor(self.tables[table.index()]).map_err(|e| table_err("open cursor", table.name(), &[], e))
+    }
+
     /// Every entry of `table` as raw bytes, in order (dups one by one).
     pub fn raw_entries(&self, table: TableId) -> DbResult<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut cursor = self

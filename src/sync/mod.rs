@@ -51,7 +51,7 @@ pub struct SyncConfig {
 impl Default for SyncConfig {
     fn default() -> Self {
         Self {
-            batch_blocks: 500,
+            batch_blocks: 1000,
             concurrency: 16,
             poll_interval: Duration::from_secs(1),
             reorg_window: DEFAULT_REORG_WINDOW,
