@@ -160,6 +160,9 @@ pub struct TableCursor<'tx, K: TransactionKind, T: Table> {
     _table: PhantomData<T>,
 }
 
+/// Dups written per MDBX call by [`TableCursor::replace_dups`].
+const REPLACE_DUPS_PER_CALL: usize = 4096;
+
 type Entry<T> = (<T as Table>::Key, <T as Table>::Value);
 type RawEntry<'tx> = Result<Option<(Cow<'tx, [u8]>, Cow<'tx, [u8]>)>, signet_libmdbx::ReadError>;
 
@@ -286,7 +289,8 @@ impl<T: Table> TableCursor<'_, Rw, T> {
     }
 
     /// Deletes `key` (with `Some(value)`, only that dup; with `None`, only the first dup of a
-    /// dupsort table), moving the cursor there. Returns whether something was deleted. A cursor that walks keys in order finds each one near the last.
+    /// dupsort table), moving the cursor there. Returns whether something was deleted. A cursor
+    /// that walks keys in order finds each one near the last.
     pub fn delete(&mut self, key: &T::Key, value: Option<&T::Value>) -> DbResult<bool> {
         let found = match value {
             Some(v) => self.seek_both(key, v)?,
@@ -314,6 +318,39 @@ impl<T: Table> TableCursor<'_, Rw, T> {
         self.cursor
             .put_multiple(k.as_ref(), &bytes, size)
             .map_err(|e| table_err("put dups", T::ID.name(), k.as_ref(), e))
+    }
+
+    /// Makes `values` the only dups of `key` (a DupFixed table), in one call that deletes the old
+    /// ones. `values` must be in the table's order (their encodings ascending) and unique.
+    pub fn replace_dups(&mut self, key: &T::Key, values: &[T::Value]) -> DbResult<()> {
+        let k = key.encode_key();
+        let mut bytes = Vec::new();
+        let mut size = 0;
+        for v in values {
+            let encoded = v.encode_value();
+            size = encoded.len();
+            debug_assert!(
+                bytes.len() < size || bytes[bytes.len() - size..] < encoded[..],
+                "dups out of order"
+            );
+            bytes.extend_from_slice(&encoded);
+        }
+        if bytes.len() != size * values.len() {
+            return Err(table_err("replace dups", T::ID.name(), k.as_ref(), MdbxError::BadValSize));
+        }
+        // Not MDBX_MULTIPLE|MDBX_ALLDUPS: in this libmdbx it keeps old dups of a key with a
+        // nested tree and inserts out of order (found by the compaction test).
+        self.cursor
+            .del_all_dups_of(k.as_ref())
+            .map_err(|e| table_err("replace dups", T::ID.name(), k.as_ref(), e))?;
+        // In slices: MDBX reserves dirty-page room for a whole call up front, and a token's
+        // ranking in one call can ask for more than the transaction's dirty-page limit.
+        for slice in bytes.chunks(size.max(1) * REPLACE_DUPS_PER_CALL) {
+            self.cursor
+                .put_multiple(k.as_ref(), slice, size)
+                .map_err(|e| table_err("replace dups", T::ID.name(), k.as_ref(), e))?;
+        }
+        Ok(())
     }
 
     /// Writes through the cursor (adds a dup in a dupsort table).

@@ -4,12 +4,13 @@
 //! Every value a batch touches is read once, through one cursor walking the keys in order (MDBX
 //! finds a key next to the last one without a descent from the root), replayed in memory, and
 //! written once, again in key order. The ranking's deletes and puts are sorted by rank so that
-//! each lands near the previous one, and each token's holder count is written once per batch.
+//! each lands near the previous one, or a token's ranking is rewritten whole when the batch
+//! changed a large share of its holders; each token's holder count is written once per batch.
 
 use std::collections::BTreeMap;
 
 use alloy_primitives::{Address, U256};
-use signet_libmdbx::tx::TransactionKind;
+use signet_libmdbx::tx::{Rw, TransactionKind};
 // Hashed millions of times per batch: a fast hasher, randomly seeded per process so that
 // addresses ground to collide cannot slow the writer down.
 use foldhash::HashMap;
@@ -21,7 +22,7 @@ use crate::db::{
         TokenIdKey,
     },
     tables::*,
-    DbResult, Txn, WriteTxn,
+    DbResult, TableCursor, Txn, WriteTxn,
 };
 
 /// One value while its batch is resolved.
@@ -269,48 +270,97 @@ where
     Ok(())
 }
 
+/// A token's ranking is rewritten whole from its balances once a batch changes more than one in
+/// this many of its holders: one sorted write of every rank (measured ~0.45 µs per holder, scan
+/// and sort included) then costs less than moving each changed one (a delete and a put, ~3.4 µs).
+const REBUILD_SHARE: u64 = 8;
+
+/// What a batch changes of one token's holders.
+#[derive(Debug, Default, Clone, Copy)]
+struct HolderChange {
+    /// Holders whose balance changed.
+    changed: u64,
+    /// Holders gained minus holders lost.
+    delta: i64,
+}
+
 /// Writes changed token-wide balances with their ranks and holder counts.
 fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>) -> DbResult<()> {
     let mut balances = txn.cursor::<OtsTokenBalances>()?;
     // Rank dups sort by !balance, then holder.
     let mut stale: Vec<(Address, U256, Address)> = Vec::new();
     let mut fresh: Vec<(Address, U256, Address)> = Vec::new();
-    let mut holders: BTreeMap<Address, i64> = BTreeMap::new();
+    let mut tokens: BTreeMap<Address, HolderChange> = BTreeMap::new();
     for (key, before, now) in slots.changed() {
+        let change = tokens.entry(key.token).or_default();
+        change.changed += 1;
         if before.is_zero() {
-            *holders.entry(key.token).or_default() += 1;
+            change.delta += 1;
         } else {
             stale.push((key.token, !before, key.holder));
         }
         if now.is_zero() {
             balances.delete(key, None)?;
-            *holders.entry(key.token).or_default() -= 1;
+            change.delta -= 1;
         } else {
             balances.put(key, &Balance(now))?;
             fresh.push((key.token, !now, key.holder));
         }
     }
-    stale.sort_unstable();
-    fresh.sort_unstable();
-    let mut ranks = txn.cursor::<OtsTokenHolderRanks>()?;
-    for &(token, inverted, holder) in &stale {
-        ranks.delete(&token, Some(&Rank { balance: !inverted, holder }))?;
-    }
-    for &(token, inverted, holder) in &fresh {
-        ranks.put(&token, &Rank { balance: !inverted, holder })?;
-    }
     let mut counts = txn.cursor::<OtsTokenHolderCounts>()?;
-    for (token, delta) in holders {
-        if delta == 0 {
+    let mut rebuilt = Vec::new();
+    for (&token, change) in &tokens {
+        let stored = counts.seek_exact(&token)?.map_or(0, |Count(c)| c);
+        if change.changed.saturating_mul(REBUILD_SHARE) > stored {
+            rebuilt.push(token);
+        }
+        if change.delta == 0 {
             continue;
         }
-        let stored = counts.seek_exact(&token)?.map_or(0, |Count(c)| c);
-        let next = stored.saturating_add_signed(delta);
+        let next = stored.saturating_add_signed(change.delta);
         if next == 0 {
             counts.delete(&token, None)?;
         } else {
             counts.put(&token, &Count(next))?;
         }
     }
+    let mut ranks = txn.cursor::<OtsTokenHolderRanks>()?;
+    for &token in &rebuilt {
+        rebuild_ranks(txn, &mut ranks, token)?;
+    }
+    // `rebuilt` is in token order, as are the moves.
+    let moved = |(token, _, _): &(Address, U256, Address)| rebuilt.binary_search(token).is_err();
+    stale.retain(moved);
+    fresh.retain(moved);
+    stale.sort_unstable();
+    fresh.sort_unstable();
+    for &(token, inverted, holder) in &stale {
+        ranks.delete(&token, Some(&Rank { balance: !inverted, holder }))?;
+    }
+    for &(token, inverted, holder) in &fresh {
+        ranks.put(&token, &Rank { balance: !inverted, holder })?;
+    }
     Ok(())
+}
+
+/// Rewrites `token`'s ranking from its balances as they stand in `txn`.
+fn rebuild_ranks(
+    txn: &WriteTxn,
+    ranks: &mut TableCursor<'_, Rw, OtsTokenHolderRanks>,
+    token: Address,
+) -> DbResult<()> {
+    let mut balances = txn.cursor::<OtsTokenBalances>()?;
+    let mut order: Vec<(U256, Address)> = Vec::new();
+    let mut entry = balances.seek(&PairKey { token, holder: Address::ZERO })?;
+    while let Some((key, Balance(balance))) = entry {
+        if key.token != token {
+            break;
+        }
+        order.push((!balance, key.holder));
+        entry = balances.next_entry()?;
+    }
+    order.sort_unstable();
+    let sorted: Vec<Rank> =
+        order.into_iter().map(|(inverted, holder)| Rank { balance: !inverted, holder }).collect();
+    ranks.replace_dups(&token, &sorted)
 }

@@ -4,6 +4,7 @@
 
 pub mod anvil;
 pub mod fault_proxy;
+pub mod transfer_chain;
 pub mod workload;
 
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};

@@ -1,0 +1,67 @@
+//! A generated chain of ERC20 transfers, big enough that tables span many pages and a token
+//! has thousands of holders: 150 transfers per block between 4,000 addresses, two tokens.
+
+use alloy::primitives::{keccak256, Address, Bytes, B256, U256};
+use ots_classifiers::{BlockData, Fact, LogData, ReceiptData, Standard, TxData, TRANSFER_TOPIC};
+use ots_indexer::{
+    db::{tables::TableId, Db},
+    index::{write_batch, ClassifiedBlock},
+};
+
+const TOKENS: [Address; 2] = [Address::repeat_byte(0x20), Address::repeat_byte(0x21)];
+
+fn holder(n: u64) -> Address {
+    Address::left_padding_from(&(n + 1).to_be_bytes())
+}
+
+fn word(a: Address) -> B256 {
+    B256::left_padding_from(a.as_slice())
+}
+
+/// Block `n`: 150 transfers between 4,000 addresses picked by a multiplicative hash of the log.
+pub fn block(n: u64) -> ClassifiedBlock {
+    let mut facts = Vec::new();
+    let mut receipts = Vec::new();
+    let mut transactions = Vec::new();
+    if n == 0 {
+        facts.extend(TOKENS.map(|address| Fact::Matched { standard: Standard::Erc20, address }));
+    }
+    for i in 0..if n == 0 { 0 } else { 150u64 } {
+        let seed = (n * 1000 + i).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let (from, to) = (holder((seed >> 20) % 4000), holder((seed >> 40) % 4000));
+        let log = LogData {
+            address: TOKENS[(seed & 1) as usize],
+            topics: vec![TRANSFER_TOPIC, word(from), word(to)],
+            data: Bytes::from(U256::from(seed % 1000).to_be_bytes::<32>().to_vec()),
+        };
+        receipts.push(ReceiptData { success: true, contract_address: None, logs: vec![log] });
+        transactions.push(TxData { hash: keccak256([n, i].map(u64::to_be_bytes).concat()), from, to: None });
+    }
+    let block = BlockData {
+        number: n,
+        hash: keccak256(n.to_be_bytes()),
+        parent_hash: if n == 0 { B256::ZERO } else { keccak256((n - 1).to_be_bytes()) },
+        timestamp: 1_700_000_000 + n,
+        coinbase: Address::ZERO,
+        gas_limit: 30_000_000,
+        transactions,
+        receipts,
+        frames: None,
+        withdrawals: vec![],
+    };
+    ClassifiedBlock { block, facts, probe_misses: vec![] }
+}
+
+/// Writes blocks `from..to` in batches of `per_batch` blocks.
+pub fn index(db: &Db, from: u64, to: u64, per_batch: u64) {
+    for start in (from..to).step_by(per_batch as usize) {
+        let batch: Vec<ClassifiedBlock> = (start..(start + per_batch).min(to)).map(block).collect();
+        write_batch(db, &batch, 64, None).expect("write");
+    }
+}
+
+/// Every table of `db`, byte for byte.
+pub fn raw_tables(db: &Db) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    let txn = db.begin_read().expect("read");
+    TableId::ALL.iter().map(|t| txn.raw_entries(*t).expect("entries")).collect()
+}
