@@ -75,21 +75,13 @@ impl<'tx, I: AddressIndex, C: AddressCounter> IdAppender<'tx, I, C> {
             CounterDup::Unique { .. } => {
                 return Err(bad_dups(&format!("start with a 1-byte counter among {dups}")))
             }
+            CounterDup::Regular { .. } if dups == 1 => (0, false, first),
             CounterDup::Regular { .. } => {
-                let last = if dups == 1 {
-                    first
-                } else {
-                    self.counter.last_dup()?.ok_or_else(|| bad_dups("vanished"))?
-                };
-                let base = if dups == 1 {
-                    0
-                } else {
-                    let prev = self.counter.prev_dup()?.ok_or_else(|| bad_dups("vanished"))?;
-                    // Back onto the last dup, which the append replaces.
-                    self.counter.last_dup()?;
-                    prev.cumulative()
-                };
-                (base, false, last)
+                let last = self.counter.last_dup()?.ok_or_else(|| bad_dups("vanished"))?;
+                let prev = self.counter.prev_dup()?.ok_or_else(|| bad_dups("vanished"))?;
+                // Back onto the last dup, which the append replaces.
+                self.counter.last_dup()?;
+                (prev.cumulative(), false, last)
             }
         };
         if last.chunk() != LAST_CHUNK {

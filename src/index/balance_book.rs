@@ -255,6 +255,19 @@ impl Resolved {
     }
 }
 
+/// Sets token-wide balances back to `priors` (one per (token, holder)), keeping ranks and holder
+/// counts in step the way a batch does: how an unwind restores a block's balances.
+pub fn restore_balances(txn: &WriteTxn, priors: &[(PairKey, U256)]) -> DbResult<()> {
+    let mut slots =
+        Slots::read::<OtsTokenBalances, _>(txn, priors.iter().map(|(key, _)| *key), U256::ZERO, |b| b.0)?;
+    for (key, old) in priors {
+        if let Some(slot) = slots.map.get_mut(key) {
+            slot.now = *old;
+        }
+    }
+    write_balances(txn, &slots)
+}
+
 /// Writes the per-block undo dups of a batch (rows in block order), one call per block.
 fn write_undo<T, V: Copy>(txn: &WriteTxn, rows: &[(u64, V)]) -> DbResult<()>
 where

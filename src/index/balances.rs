@@ -11,11 +11,12 @@ use alloy_primitives::{Address, U256};
 use ots_classifiers::BlockData;
 use signet_libmdbx::tx::TransactionKind;
 
+use super::balance_book::restore_balances;
 use super::transfers::{
     erc1155_amounts, TokenKind, TokenKinds, TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC, TRANSFER_TOPIC,
 };
 use crate::db::{
-    codec::{word_address, Balance, BlockNumber, Count, MultiKey, PairKey, Rank, TokenIdKey},
+    codec::{word_address, Balance, BlockNumber, Count, MultiKey, PairKey, TokenIdKey},
     tables::*,
     DbError, DbResult, Txn, WriteTxn,
 };
@@ -154,45 +155,16 @@ fn set_multi_balance(txn: &WriteTxn, key: &MultiKey, value: U256) -> DbResult<()
     }
 }
 
-/// Sets a balance, keeping the ranking and the holder count in step.
-pub fn set_balance(txn: &WriteTxn, token: Address, holder: Address, new: U256) -> DbResult<()> {
-    let key = PairKey { token, holder };
-    let old = balance(txn, token, holder)?;
-    if old == new {
-        return Ok(());
-    }
-    if old.is_zero() {
-        adjust_count(txn, &token, true)?;
-    } else {
-        txn.delete::<OtsTokenHolderRanks>(&token, Some(&Rank { balance: old, holder }))?;
-    }
-    if new.is_zero() {
-        txn.delete::<OtsTokenBalances>(&key, None)?;
-        adjust_count(txn, &token, false)?;
-    } else {
-        txn.put::<OtsTokenBalances>(&key, &Balance(new))?;
-        txn.put::<OtsTokenHolderRanks>(&token, &Rank { balance: new, holder })?;
-    }
-    Ok(())
-}
-
-fn adjust_count(txn: &WriteTxn, token: &Address, up: bool) -> DbResult<()> {
-    let count = holder_count(txn, token)?;
-    let next = if up { count + 1 } else { count.saturating_sub(1) };
-    if next == 0 {
-        txn.delete::<OtsTokenHolderCounts>(token, None)?;
-        Ok(())
-    } else {
-        txn.put::<OtsTokenHolderCounts>(token, &Count(next))
-    }
-}
-
 /// Puts back what `block` changed (blocks must be undone newest first).
 pub fn undo_block(txn: &WriteTxn, block: u64) -> Result<(), DbError> {
     let key = BlockNumber(block);
-    for prior in txn.cursor::<OtsBalanceUndo>()?.dups(&key)? {
-        set_balance(txn, prior.token, word_address(prior.key), prior.old)?;
-    }
+    let priors: Vec<(PairKey, U256)> = txn
+        .cursor::<OtsBalanceUndo>()?
+        .dups(&key)?
+        .into_iter()
+        .map(|prior| (PairKey { token: prior.token, holder: word_address(prior.key) }, prior.old))
+        .collect();
+    restore_balances(txn, &priors)?;
     txn.delete::<OtsBalanceUndo>(&key, None)?;
     for prior in txn.cursor::<OtsOwnerUndo>()?.dups(&key)? {
         let id = TokenIdKey { token: prior.token, id: prior.key };
