@@ -5,10 +5,13 @@
 //! model. One busy address makes its lists pass through every counter form (1 byte, 16 bytes,
 //! several chunks).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use alloy::primitives::{keccak256, Address, Bytes, B256, U256};
-use ots_classifiers::{BlockData, Fact, LogData, ReceiptData, Standard, TxData, TRANSFER_TOPIC};
+use common::transfer_chain::{block_data, raw_tables};
+use ots_classifiers::{Fact, LogData, ReceiptData, Standard, TxData, TRANSFER_TOPIC};
 use ots_indexer::index::transfers::{TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC};
 use ots_indexer::{
     db::{compact::compact_into, tables::*, AccessMode, Db},
@@ -267,18 +270,7 @@ impl World {
                 receipts.push(ReceiptData { success: true, contract_address: None, logs });
             }
         }
-        let block = BlockData {
-            number: n,
-            hash,
-            parent_hash: parent,
-            timestamp: 1_700_000_000 + n,
-            coinbase: Address::ZERO,
-            gas_limit: 30_000_000,
-            transactions,
-            receipts,
-            frames: None,
-            withdrawals: vec![],
-        };
+        let block = block_data(n, hash, parent, transactions, receipts);
         ClassifiedBlock { block, facts, probe_misses: vec![] }
     }
 }
@@ -401,12 +393,6 @@ fn run(seed: u64) {
     let busiest = model.transfers.get(&(Kind::Erc20, world.people[0])).map_or(0, BTreeSet::len);
     assert!(busiest > 2 * 244, "seed {seed}: the busy address has only {busiest} ids");
     compacted_copy_goes_on(&db, &mut world, history, model, seed);
-}
-
-/// Every table of `db`, byte for byte.
-fn raw_tables(db: &Db) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
-    let txn = db.begin_read().expect("read");
-    TableId::ALL.iter().map(|t| txn.raw_entries(*t).expect("entries")).collect()
 }
 
 /// A compacted copy holds every table byte for byte, and takes batches and unwinds exactly as

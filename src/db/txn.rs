@@ -320,8 +320,9 @@ impl<T: Table> TableCursor<'_, Rw, T> {
             .map_err(|e| table_err("put dups", T::ID.name(), k.as_ref(), e))
     }
 
-    /// Makes `values` the only dups of `key` (a DupFixed table), in one call that deletes the old
-    /// ones. `values` must be in the table's order (their encodings ascending) and unique.
+    /// Makes `values` the only dups of `key` (a DupFixed table): deletes the old ones, then adds
+    /// these in a few large calls. `values` must be in the table's order (their encodings
+    /// ascending) and unique.
     pub fn replace_dups(&mut self, key: &T::Key, values: &[T::Value]) -> DbResult<()> {
         let k = key.encode_key();
         let mut bytes = Vec::new();

@@ -1,5 +1,6 @@
 //! A generated chain of ERC20 transfers, big enough that tables span many pages and a token
-//! has thousands of holders: 150 transfers per block between 4,000 addresses, two tokens.
+//! has thousands of holders: 150 transfers per block between 4,000 addresses, two tokens; and
+//! what other generated chains share with it (a block's fixed fields, a dump of every table).
 
 use alloy::primitives::{keccak256, Address, Bytes, B256, U256};
 use ots_classifiers::{BlockData, Fact, LogData, ReceiptData, Standard, TxData, TRANSFER_TOPIC};
@@ -37,19 +38,31 @@ pub fn block(n: u64) -> ClassifiedBlock {
         receipts.push(ReceiptData { success: true, contract_address: None, logs: vec![log] });
         transactions.push(TxData { hash: keccak256([n, i].map(u64::to_be_bytes).concat()), from, to: None });
     }
-    let block = BlockData {
-        number: n,
-        hash: keccak256(n.to_be_bytes()),
-        parent_hash: if n == 0 { B256::ZERO } else { keccak256((n - 1).to_be_bytes()) },
-        timestamp: 1_700_000_000 + n,
+    let parent = if n == 0 { B256::ZERO } else { keccak256((n - 1).to_be_bytes()) };
+    let block = block_data(n, keccak256(n.to_be_bytes()), parent, transactions, receipts);
+    ClassifiedBlock { block, facts, probe_misses: vec![] }
+}
+
+/// A generated block: one timestamp a second, no coinbase, frames or withdrawals.
+pub fn block_data(
+    number: u64,
+    hash: B256,
+    parent_hash: B256,
+    transactions: Vec<TxData>,
+    receipts: Vec<ReceiptData>,
+) -> BlockData {
+    BlockData {
+        number,
+        hash,
+        parent_hash,
+        timestamp: 1_700_000_000 + number,
         coinbase: Address::ZERO,
         gas_limit: 30_000_000,
         transactions,
         receipts,
         frames: None,
         withdrawals: vec![],
-    };
-    ClassifiedBlock { block, facts, probe_misses: vec![] }
+    }
 }
 
 /// Writes blocks `from..to` in batches of `per_batch` blocks.
