@@ -5,11 +5,13 @@ use alloy::primitives::{address, Address};
 use ots_indexer::{
     db::{
         codec::{ChunkKey, CounterDup, IdChunk, LAST_CHUNK},
-        tables::{OtsAllContracts, OtsAllContractsCounter, OtsERC20TransferCounter, OtsERC20TransferIndex},
+        tables::{
+            OtsAllContracts, OtsAllContractsCounter, OtsERC20TransferCounter, OtsERC20TransferIndex, Table,
+        },
         AccessMode, Db,
     },
     index::{
-        address_index::{append_ids, id_count, id_page, verify_address, CHUNK_IDS},
+        address_index::{append_ids, id_count, id_page, rewrite_with_appends, verify_address, CHUNK_IDS},
         matches::{append_matches, match_count, match_page},
     },
 };
@@ -128,6 +130,78 @@ fn ids_must_grow() {
     append_ids::<I, C>(&txn, &a, &[10, 20]).expect("append");
     let err = append_ids::<I, C>(&txn, &a, &[15]).expect_err("must refuse");
     assert!(err.to_string().contains("ids must grow"), "{err}");
+}
+
+/// Both tables of the index as stored.
+fn index_bytes(db: &Db) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    let txn = db.begin_read().expect("read");
+    [I::ID, C::ID].iter().map(|t| txn.raw_entries(*t).expect("entries")).collect()
+}
+
+#[test]
+fn rewriting_whole_gives_the_bytes_of_appending_in_place() {
+    // Rounds of appends to random addresses of a pool, by both write paths into two databases:
+    // lists cross the 1-byte counter's limit and chunk boundaries, untouched addresses are
+    // copied between touched ones, and new addresses arrive before, between and after old ones.
+    let (_a, in_place) = fresh();
+    let (_b, rewritten) = fresh();
+    let mut state = 11u64;
+    let mut next = |n: u64| {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) % n
+    };
+    let pool: Vec<Address> = (0..60u64).map(|i| Address::with_last_byte((i * 4 + 1) as u8)).collect();
+    let mut stored: std::collections::BTreeMap<Address, Vec<u64>> = Default::default();
+    let mut id = 1_000u64;
+    for round in 0..40 {
+        let mut appends: std::collections::BTreeMap<Address, Vec<u64>> = Default::default();
+        for _ in 0..next(12) + 1 {
+            let address = pool[next(pool.len() as u64) as usize];
+            let count = [1, 3, 40, 250, 700][next(5) as usize];
+            let ids = appends.entry(address).or_default();
+            for _ in 0..count {
+                id += next(3) + 1;
+                ids.push(id);
+            }
+        }
+        let txn = in_place.begin_write().expect("write");
+        for (address, ids) in &appends {
+            append_ids::<I, C>(&txn, address, ids).expect("append");
+        }
+        txn.commit().expect("commit");
+        let before = rewritten.begin_read().expect("snapshot");
+        let txn = rewritten.begin_write().expect("write");
+        rewrite_with_appends::<I, C, _>(&txn, &before, appends.iter().map(|(a, ids)| (*a, ids.as_slice())))
+            .expect("rewrite");
+        txn.commit().expect("commit");
+        drop(before);
+        for (address, ids) in appends {
+            stored.entry(address).or_default().extend(ids);
+        }
+        assert_eq!(index_bytes(&in_place), index_bytes(&rewritten), "round {round}");
+        let txn = rewritten.begin_read().expect("read");
+        for (address, ids) in &stored {
+            assert_eq!(&verify_address::<I, C, _>(&txn, address).expect("invariants"), ids);
+        }
+    }
+    assert!(stored.values().any(|ids| ids.len() > 3 * CHUNK_IDS), "no list crossed several chunks");
+    assert!(stored.values().any(|ids| ids.len() < 256), "no list kept the 1-byte counter");
+}
+
+#[test]
+fn rewriting_whole_refuses_ids_that_do_not_grow_and_writes_nothing() {
+    let (_dir, db) = fresh();
+    let a = address!("00000000000000000000000000000000000000d2");
+    let txn = db.begin_write().expect("write");
+    append_ids::<I, C>(&txn, &a, &[10, 20]).expect("append");
+    txn.commit().expect("commit");
+    let stored = index_bytes(&db);
+    let before = db.begin_read().expect("snapshot");
+    let txn = db.begin_write().expect("write");
+    let err = rewrite_with_appends::<I, C, _>(&txn, &before, [(a, &[15u64][..])]).expect_err("must refuse");
+    assert!(err.to_string().contains("ids must grow"), "{err}");
+    drop(txn);
+    assert_eq!(index_bytes(&db), stored);
 }
 
 #[test]

@@ -13,7 +13,7 @@ use signet_libmdbx::{
 use super::{
     codec::{KeyCodec, ValueCodec},
     error::{hint_for, read_err, table_err, DbError, DbResult},
-    tables::{Table, TableId},
+    tables::{Layout, Table, TableId},
 };
 
 /// A read-only transaction: a consistent snapshot, to be kept short.
@@ -72,21 +72,25 @@ impl<K: TransactionKind> Txn<K> {
 
     /// Entries and bytes of every table of the registry.
     pub fn table_stats(&self) -> DbResult<Vec<TableStats>> {
-        TableId::ALL
-            .iter()
-            .map(|t| {
-                let stat = self
-                    .tx
-                    .db_stat(&self.tables[t.index()])
-                    .map_err(|e| table_err("stat", t.name(), &[], e))?;
-                let pages = stat.branch_pages() + stat.leaf_pages() + stat.overflow_pages();
-                Ok(TableStats {
-                    table: *t,
-                    entries: stat.entries() as u64,
-                    bytes: pages as u64 * u64::from(stat.page_size()),
-                })
-            })
-            .collect()
+        TableId::ALL.iter().map(|t| self.stats_of(*t)).collect()
+    }
+
+    /// Entries and bytes of table `T`.
+    pub fn stats<T: Table>(&self) -> DbResult<TableStats> {
+        self.stats_of(T::ID)
+    }
+
+    fn stats_of(&self, table: TableId) -> DbResult<TableStats> {
+        let stat = self
+            .tx
+            .db_stat(&self.tables[table.index()])
+            .map_err(|e| table_err("stat", table.name(), &[], e))?;
+        let pages = stat.branch_pages() + stat.leaf_pages() + stat.overflow_pages();
+        Ok(TableStats {
+            table,
+            entries: stat.entries() as u64,
+            bytes: pages as u64 * u64::from(stat.page_size()),
+        })
     }
 
     /// A cursor over `table` that reads and writes bytes as stored.
@@ -134,6 +138,12 @@ impl Txn<Rw> {
         self.tx
             .del(self.db::<T>(), k.as_ref(), v.as_deref())
             .map_err(|e| table_err("delete", T::ID.name(), k.as_ref(), e))
+    }
+
+    /// Empties table `T`. Its pages stay readable by older snapshots (MVCC), so a snapshot
+    /// taken before this can be copied back into it.
+    pub fn clear<T: Table>(&self) -> DbResult<()> {
+        self.tx.clear_db(self.db::<T>()).map_err(|e| table_err("clear", T::ID.name(), &[], e))
     }
 
     /// Commits every write of this transaction at once.
@@ -352,6 +362,21 @@ impl<T: Table> TableCursor<'_, Rw, T> {
                 .map_err(|e| table_err("replace dups", T::ID.name(), k.as_ref(), e))?;
         }
         Ok(())
+    }
+
+    /// Writes an entry that sorts after every entry of the table (in a dupsort table: a key after
+    /// the last key, or a dup after the last dup of the last key). MDBX then splits a full page
+    /// at its end, not in its middle, so pages written this way stay full. An entry out of order
+    /// is an error and writes nothing.
+    pub fn append(&mut self, key: &T::Key, value: &T::Value) -> DbResult<()> {
+        let k = key.encode_key();
+        let flags = match T::ID.layout() {
+            Layout::Plain => WriteFlags::APPEND,
+            Layout::DupSort | Layout::DupFixed => WriteFlags::APPEND | WriteFlags::APPEND_DUP,
+        };
+        self.cursor
+            .put(k.as_ref(), &value.encode_value(), flags)
+            .map_err(|e| table_err("append", T::ID.name(), k.as_ref(), e))
     }
 
     /// Writes through the cursor (adds a dup in a dupsort table).

@@ -11,7 +11,7 @@ use ots_classifiers::{BlockData, Fact, Flag, Metadata, Standard};
 use tracing::{debug, warn};
 
 use super::{
-    address_index::{AddressCounter, AddressIndex, IdAppender},
+    address_index::{rewrite_with_appends, AddressCounter, AddressIndex, IdAppender},
     attributes::{add_attribute, attributes},
     balance_book::{BalanceBook, Resolved},
     balances::balance_moves,
@@ -26,7 +26,7 @@ use crate::{
         },
         state::{self, Checkpoint},
         tables::*,
-        Db, DbError, WriteTxn,
+        Db, DbError, ReadTxn, TableStats, WriteTxn,
     },
     txid::{TxId, TxIdOverflow},
 };
@@ -174,18 +174,47 @@ impl IdCollector {
     }
 
     /// Appends every address's ids, addresses in key order; returns how many ids were new.
-    fn write<I: AddressIndex, C: AddressCounter>(mut self, txn: &WriteTxn) -> Result<u64, DbError> {
+    /// With `before` (a snapshot of the state `txn` started from) the index and its counter are
+    /// rewritten whole when the batch touches most of their pages anyway.
+    fn write<I: AddressIndex, C: AddressCounter>(
+        mut self,
+        txn: &WriteTxn,
+        before: Option<&ReadTxn>,
+    ) -> Result<u64, DbError> {
         self.0.sort_unstable();
         self.0.dedup();
-        let mut appender = IdAppender::<I, C>::new(txn)?;
-        let mut ids = Vec::new();
+        let mut runs: Vec<(Address, &[u64])> = Vec::new();
+        let ids: Vec<u64> = self.0.iter().map(|&(_, id)| id).collect();
+        let mut rest = ids.as_slice();
         for run in self.0.chunk_by(|a, b| a.0 == b.0) {
-            ids.clear();
-            ids.extend(run.iter().map(|&(_, id)| id));
-            appender.append(&run[0].0, &ids)?;
+            let (head, tail) = rest.split_at(run.len());
+            runs.push((run[0].0, head));
+            rest = tail;
+        }
+        match before {
+            Some(before) if rewrite_pays(txn.stats::<I>()?, runs.len() as u64) => {
+                rewrite_with_appends::<I, C, _>(txn, before, runs)?;
+            }
+            _ => {
+                let mut appender = IdAppender::<I, C>::new(txn)?;
+                for (address, ids) in runs {
+                    appender.append(&address, ids)?;
+                }
+            }
         }
         Ok(self.0.len() as u64)
     }
+}
+
+/// A batch rewrites an address index whole once it appends to more than one in this many of
+/// its chunks' addresses.
+const REWRITE_SHARE: u64 = 16;
+
+/// Whether rewriting an index with `stats` whole costs less than appending to `touched` of its
+/// addresses one by one. Both are paid per entry: a rewrite copies every chunk (~0.2 µs each),
+/// an append finds and replaces one address's last chunk and counter dup (~3 µs).
+fn rewrite_pays(stats: TableStats, touched: u64) -> bool {
+    touched.saturating_mul(REWRITE_SHARE) >= stats.entries
 }
 
 /// The (holder, token) pairs of one holdings table met in a batch, with the transaction.
@@ -388,14 +417,20 @@ pub fn write_batch(
                 touched.dedup();
                 txn.put::<OtsUndoJournal>(&BlockNumber(number), &UndoRecord { hash, touched })?;
             }
-            stats.transfer_ids += erc20.write::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn)?;
-            stats.transfer_ids += erc721.write::<OtsERC721TransferIndex, OtsERC721TransferCounter>(&txn)?;
+            // The state this transaction started from, as for the balances: the address
+            // indexes are still untouched here. Without it every index is written in place.
+            let before = db.begin_read().ok();
+            let before = before.as_ref();
             stats.transfer_ids +=
-                erc1155.write::<OtsERC1155TransferIndex, OtsERC1155TransferCounter>(&txn)?;
-            rewarded.write::<OtsBlocksRewardedIndex, OtsBlocksRewardedCounter>(&txn)?;
+                erc20.write::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn, before)?;
+            stats.transfer_ids +=
+                erc721.write::<OtsERC721TransferIndex, OtsERC721TransferCounter>(&txn, before)?;
+            stats.transfer_ids +=
+                erc1155.write::<OtsERC1155TransferIndex, OtsERC1155TransferCounter>(&txn, before)?;
+            rewarded.write::<OtsBlocksRewardedIndex, OtsBlocksRewardedCounter>(&txn, before)?;
             // Withdrawal indexes grow with the chain; a block may list them in any order, which
             // the collector's sort puts right.
-            withdrawals.write::<OtsWithdrawalsIndex, OtsWithdrawalsCounter>(&txn)?;
+            withdrawals.write::<OtsWithdrawalsIndex, OtsWithdrawalsCounter>(&txn, before)?;
             Ok(())
         })();
         let resolved = resolving.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
