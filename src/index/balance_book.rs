@@ -15,14 +15,14 @@ use signet_libmdbx::tx::{Rw, TransactionKind};
 // addresses ground to collide cannot slow the writer down.
 use foldhash::HashMap;
 
-use super::{balances::BalanceMove, transfers::TokenKind};
+use super::{balances::BalanceMove, rewrite::rewrite_pays, transfers::TokenKind};
 use crate::db::{
     codec::{
         address_word, Balance, BlockNumber, Count, MultiKey, MultiPrior, PairKey, PriorValue, Rank,
         TokenIdKey,
     },
     tables::*,
-    DbResult, TableCursor, Txn, WriteTxn,
+    DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
 };
 
 /// One value while its batch is resolved.
@@ -229,9 +229,11 @@ impl BalanceBook {
 
 impl Resolved {
     /// Writes every changed balance, owner, rank and holder count once, and the undo rows.
-    pub fn write(self, txn: &WriteTxn) -> DbResult<()> {
+    /// With `before` (a snapshot of the state `txn` started from) the balance table is
+    /// rewritten whole when the batch changes a large share of it.
+    pub fn write(self, txn: &WriteTxn, before: Option<&ReadTxn>) -> DbResult<()> {
         let resolved = self;
-        write_balances(txn, &resolved.balances)?;
+        write_balances(txn, &resolved.balances, before)?;
         let mut owners = txn.cursor::<OtsERC721Owners>()?;
         for (key, _, now) in resolved.owners.changed() {
             if now == Address::ZERO {
@@ -265,7 +267,7 @@ pub fn restore_balances(txn: &WriteTxn, priors: &[(PairKey, U256)]) -> DbResult<
             slot.now = *old;
         }
     }
-    write_balances(txn, &slots)
+    write_balances(txn, &slots, None)
 }
 
 /// Writes the per-block undo dups of a batch (rows in block order), one call per block.
@@ -298,26 +300,40 @@ struct HolderChange {
     delta: i64,
 }
 
-/// Writes changed token-wide balances with their ranks and holder counts.
-fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>) -> DbResult<()> {
-    let mut balances = txn.cursor::<OtsTokenBalances>()?;
+/// Writes changed token-wide balances with their ranks and holder counts; with `before`, by
+/// rewriting the balance table whole when that pays (`rewrite_pays`).
+fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>, before: Option<&ReadTxn>) -> DbResult<()> {
+    let changed: Vec<(PairKey, U256, U256)> = slots.changed().map(|(k, b, n)| (*k, b, n)).collect();
+    match before {
+        Some(before) if rewrite_pays(txn.stats::<OtsTokenBalances>()?.entries, changed.len() as u64) => {
+            rewrite_balances(txn, before, &changed)?;
+        }
+        _ => {
+            let mut balances = txn.cursor::<OtsTokenBalances>()?;
+            for (key, _, now) in &changed {
+                if now.is_zero() {
+                    balances.delete(key, None)?;
+                } else {
+                    balances.put(key, &Balance(*now))?;
+                }
+            }
+        }
+    }
     // Rank dups sort by !balance, then holder.
     let mut stale: Vec<(Address, U256, Address)> = Vec::new();
     let mut fresh: Vec<(Address, U256, Address)> = Vec::new();
     let mut tokens: BTreeMap<Address, HolderChange> = BTreeMap::new();
-    for (key, before, now) in slots.changed() {
+    for &(key, was, now) in &changed {
         let change = tokens.entry(key.token).or_default();
         change.changed += 1;
-        if before.is_zero() {
+        if was.is_zero() {
             change.delta += 1;
         } else {
-            stale.push((key.token, !before, key.holder));
+            stale.push((key.token, !was, key.holder));
         }
         if now.is_zero() {
-            balances.delete(key, None)?;
             change.delta -= 1;
         } else {
-            balances.put(key, &Balance(now))?;
             fresh.push((key.token, !now, key.holder));
         }
     }
@@ -355,6 +371,37 @@ fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>) -> DbResult<()> 
         ranks.put(&token, &Rank { balance: !inverted, holder })?;
     }
     Ok(())
+}
+
+/// Empties the balance table and appends every row of `before` (the state `txn` started from)
+/// with `changed` (in key order: key, value before, value now) merged in; zero balances leave no
+/// row.
+fn rewrite_balances(txn: &WriteTxn, before: &ReadTxn, changed: &[(PairKey, U256, U256)]) -> DbResult<()> {
+    let mut old = before.cursor::<OtsTokenBalances>()?;
+    let mut next_old = old.first()?;
+    txn.clear::<OtsTokenBalances>()?;
+    let mut out = txn.cursor::<OtsTokenBalances>()?;
+    let mut changes = changed.iter().peekable();
+    loop {
+        let change = changes.peek().map(|(key, _, _)| *key);
+        match next_old.take() {
+            Some((key, value)) if change.is_none_or(|c| key < c) => {
+                out.append(&key, &value)?;
+                next_old = old.next_entry()?;
+            }
+            stored => {
+                let Some(&(key, _, now)) = changes.next() else { return Ok(()) };
+                // A changed key replaces its stored row.
+                next_old = match stored {
+                    Some((stored_key, _)) if stored_key == key => old.next_entry()?,
+                    other => other,
+                };
+                if !now.is_zero() {
+                    out.append(&key, &Balance(now))?;
+                }
+            }
+        }
+    }
 }
 
 /// Rewrites `token`'s ranking from its balances as they stand in `txn`.

@@ -9,6 +9,7 @@ pub mod contract_info;
 pub mod matches;
 pub mod refresh;
 pub mod reprobe;
+mod rewrite;
 pub mod transfers;
 pub mod unwind;
 mod writer;

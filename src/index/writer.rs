@@ -16,6 +16,7 @@ use super::{
     balance_book::{BalanceBook, Resolved},
     balances::balance_moves,
     matches::append_matches,
+    rewrite::rewrite_pays,
     transfers::{touches, TokenKind, TokenKinds},
 };
 use crate::{
@@ -26,7 +27,7 @@ use crate::{
         },
         state::{self, Checkpoint},
         tables::*,
-        Db, DbError, ReadTxn, TableStats, WriteTxn,
+        Db, DbError, ReadTxn, WriteTxn,
     },
     txid::{TxId, TxIdOverflow},
 };
@@ -175,7 +176,8 @@ impl IdCollector {
 
     /// Appends every address's ids, addresses in key order; returns how many ids were new.
     /// With `before` (a snapshot of the state `txn` started from) the index and its counter are
-    /// rewritten whole when the batch touches most of their pages anyway.
+    /// rewritten whole when the batch appends to a large share of the index's chunks
+    /// (`rewrite_pays`; the index has at least one chunk per address).
     fn write<I: AddressIndex, C: AddressCounter>(
         mut self,
         txn: &WriteTxn,
@@ -192,7 +194,7 @@ impl IdCollector {
             rest = tail;
         }
         match before {
-            Some(before) if rewrite_pays(txn.stats::<I>()?, runs.len() as u64) => {
+            Some(before) if rewrite_pays(txn.stats::<I>()?.entries, runs.len() as u64) => {
                 rewrite_with_appends::<I, C, _>(txn, before, runs)?;
             }
             _ => {
@@ -204,17 +206,6 @@ impl IdCollector {
         }
         Ok(self.0.len() as u64)
     }
-}
-
-/// A batch rewrites an address index whole once it appends to more than one in this many of
-/// its chunks' addresses.
-const REWRITE_SHARE: u64 = 16;
-
-/// Whether rewriting an index with `stats` whole costs less than appending to `touched` of its
-/// addresses one by one. Both are paid per entry: a rewrite copies every chunk (~0.2 µs each),
-/// an append finds and replaces one address's last chunk and counter dup (~3 µs).
-fn rewrite_pays(stats: TableStats, touched: u64) -> bool {
-    touched.saturating_mul(REWRITE_SHARE) >= stats.entries
 }
 
 /// The (holder, token) pairs of one holdings table met in a batch, with the transaction.
@@ -438,8 +429,12 @@ pub fn write_batch(
     })?;
     match resolved {
         Resolving::Nothing => {}
-        Resolving::Done(resolved) => resolved.write(&txn)?,
-        Resolving::Serially => book.resolve(&txn, keep_from)?.write(&txn)?,
+        Resolving::Done(resolved) => {
+            // Still the state this transaction started from: no balance table is written yet.
+            let before = db.begin_read().ok();
+            resolved.write(&txn, before.as_ref())?;
+        }
+        Resolving::Serially => book.resolve(&txn, keep_from)?.write(&txn, None)?,
     }
     prune_below::<OtsUndoJournal>(&txn, keep_from)?;
     prune_below::<OtsBalanceUndo>(&txn, keep_from)?;
