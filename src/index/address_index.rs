@@ -187,9 +187,10 @@ impl<'tx, I: AddressIndex, C: AddressCounter> IdAppender<'tx, I, C> {
 
 /// Rewrites index `I` and counter `C` whole with `appends` (addresses ascending, each with its
 /// new ids ascending) added: `before` is a snapshot of both tables as `txn` found them. Every
-/// entry is appended in key order, so the pages come out full; when a batch touches most pages
-/// of the tables anyway this writes fewer pages than appending address by address, and leaves
-/// the tables as compact as `compact` does. The bytes are those [`IdAppender::append`] writes.
+/// entry is appended in key order, so the pages come out full, as `compact` leaves them; for a
+/// batch that appends to a large share of the addresses this is also cheaper than
+/// [`IdAppender::append`] address by address (see `index::rewrite`). The entries are exactly
+/// those the appender writes; untouched addresses are copied as they were.
 pub fn rewrite_with_appends<'a, I: AddressIndex, C: AddressCounter, K: TransactionKind>(
     txn: &WriteTxn,
     before: &Txn<K>,

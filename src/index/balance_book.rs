@@ -6,8 +6,8 @@
 //! written once, again in key order. The ranking's deletes and puts are sorted by rank so that
 //! each lands near the previous one, or a token's ranking is rewritten whole when the batch
 //! changed a large share of its holders; each token's holder count is written once per batch.
-
-use std::collections::BTreeMap;
+//! A batch that changes a large share of all balances rewrites the balance table whole
+//! (`index::rewrite`).
 
 use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::{Rw, TransactionKind};
@@ -51,11 +51,16 @@ impl<V: Copy> Slot<V> {
     }
 }
 
-/// The slots of a batch, one per key its moves touch, and those keys in table order.
+/// The slots of a batch, one per key its moves touch, in table order.
 #[derive(Debug)]
 struct Slots<K, V> {
+    /// The keys, ascending.
     keys: Vec<K>,
-    map: HashMap<K, Slot<V>>,
+    /// The slot of `keys[i]`.
+    slots: Vec<Slot<V>>,
+    /// Where each key is in `keys`: the moves are replayed in chain order, the writes walk
+    /// `keys` and `slots` in table order without hashing.
+    position: HashMap<K, usize>,
 }
 
 impl<K: Copy + Ord + std::hash::Hash, V: Copy> Slots<K, V> {
@@ -67,21 +72,22 @@ impl<K: Copy + Ord + std::hash::Hash, V: Copy> Slots<K, V> {
         absent: V,
         value: impl Fn(T::Value) -> V,
     ) -> DbResult<Self> {
-        let mut map: HashMap<K, Slot<V>> = HashMap::default();
-        for key in keys {
-            map.entry(key).or_insert(Slot::new(absent));
-        }
-        let mut keys: Vec<K> = map.keys().copied().collect();
+        let mut keys: Vec<K> = keys.collect();
         keys.sort_unstable();
+        keys.dedup();
+        let position = keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
+        let mut slots = Vec::with_capacity(keys.len());
         let mut cursor = txn.cursor::<T>()?;
         for key in &keys {
-            if let Some(stored) = cursor.seek_exact(key)? {
-                if let Some(slot) = map.get_mut(key) {
-                    *slot = Slot::new(value(stored));
-                }
-            }
+            slots.push(Slot::new(cursor.seek_exact(key)?.map_or(absent, &value)));
         }
-        Ok(Self { keys, map })
+        Ok(Self { keys, slots, position })
+    }
+
+    /// The slot of `key`, if the batch touches it.
+    fn get_mut(&mut self, key: &K) -> Option<&mut Slot<V>> {
+        let at = *self.position.get(key)?;
+        self.slots.get_mut(at)
     }
 
     /// Every changed key in table order, with its value before the batch and now.
@@ -89,10 +95,10 @@ impl<K: Copy + Ord + std::hash::Hash, V: Copy> Slots<K, V> {
     where
         V: PartialEq,
     {
-        self.keys.iter().filter_map(|k| {
-            let slot = self.map.get(k)?;
-            (slot.before != slot.now).then_some((k, slot.before, slot.now))
-        })
+        self.keys
+            .iter()
+            .zip(&self.slots)
+            .filter_map(|(k, slot)| (slot.before != slot.now).then_some((k, slot.before, slot.now)))
     }
 }
 
@@ -123,7 +129,7 @@ impl Resolved {
         if key.holder == Address::ZERO {
             return;
         }
-        let Some(slot) = self.balances.map.get_mut(&key) else { return };
+        let Some(slot) = self.balances.get_mut(&key) else { return };
         if let Some(old) = slot.first_change_in(block, self.keep_from) {
             self.balance_undo
                 .push((block, PriorValue { token: key.token, key: address_word(key.holder), old }));
@@ -138,7 +144,7 @@ impl Resolved {
         if key.holder == Address::ZERO {
             return amount;
         }
-        let Some(slot) = self.multi.map.get_mut(&key) else { return U256::ZERO };
+        let Some(slot) = self.multi.get_mut(&key) else { return U256::ZERO };
         if let Some(old) = slot.first_change_in(block, self.keep_from) {
             self.multi_undo.push((block, MultiPrior { key, old }));
         }
@@ -155,7 +161,7 @@ impl Resolved {
         match m.kind {
             TokenKind::Erc721 => {
                 let key = TokenIdKey { token: m.token, id: m.id };
-                if let Some(slot) = self.owners.map.get_mut(&key) {
+                if let Some(slot) = self.owners.get_mut(&key) {
                     if let Some(old) = slot.first_change_in(block, self.keep_from) {
                         let prior = PriorValue { token: m.token, key: m.id, old: address_word(old) };
                         self.owner_undo.push((block, prior));
@@ -263,7 +269,7 @@ pub fn restore_balances(txn: &WriteTxn, priors: &[(PairKey, U256)]) -> DbResult<
     let mut slots =
         Slots::read::<OtsTokenBalances, _>(txn, priors.iter().map(|(key, _)| *key), U256::ZERO, |b| b.0)?;
     for (key, old) in priors {
-        if let Some(slot) = slots.map.get_mut(key) {
+        if let Some(slot) = slots.get_mut(key) {
             slot.now = *old;
         }
     }
@@ -291,15 +297,6 @@ where
 /// several times cheaper, and took the 5 M-log benchmark from ~118k to ~128k logs/s.
 const REBUILD_SHARE: u64 = 8;
 
-/// What a batch changes of one token's holders.
-#[derive(Debug, Default, Clone, Copy)]
-struct HolderChange {
-    /// Holders whose balance changed.
-    changed: u64,
-    /// Holders gained minus holders lost.
-    delta: i64,
-}
-
 /// Writes changed token-wide balances with their ranks and holder counts; with `before`, by
 /// rewriting the balance table whole when that pays (`rewrite_pays`).
 fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>, before: Option<&ReadTxn>) -> DbResult<()> {
@@ -319,49 +316,36 @@ fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>, before: Option<&
             }
         }
     }
+    let mut counts = txn.cursor::<OtsTokenHolderCounts>()?;
+    let mut ranks = txn.cursor::<OtsTokenHolderRanks>()?;
     // Rank dups sort by !balance, then holder.
     let mut stale: Vec<(Address, U256, Address)> = Vec::new();
     let mut fresh: Vec<(Address, U256, Address)> = Vec::new();
-    let mut tokens: BTreeMap<Address, HolderChange> = BTreeMap::new();
-    for &(key, was, now) in &changed {
-        let change = tokens.entry(key.token).or_default();
-        change.changed += 1;
-        if was.is_zero() {
-            change.delta += 1;
-        } else {
-            stale.push((key.token, !was, key.holder));
-        }
-        if now.is_zero() {
-            change.delta -= 1;
-        } else {
-            fresh.push((key.token, !now, key.holder));
-        }
-    }
-    let mut counts = txn.cursor::<OtsTokenHolderCounts>()?;
-    let mut rebuilt = Vec::new();
-    for (&token, change) in &tokens {
+    // `changed` is in key order: each token's holders are one run.
+    for run in changed.chunk_by(|a, b| a.0.token == b.0.token) {
+        let token = run[0].0.token;
+        let gained = run.iter().filter(|(_, was, _)| was.is_zero()).count() as i64;
+        let lost = run.iter().filter(|(_, _, now)| now.is_zero()).count() as i64;
         let stored = counts.seek_exact(&token)?.map_or(0, |Count(c)| c);
-        if change.changed.saturating_mul(REBUILD_SHARE) > stored {
-            rebuilt.push(token);
+        if gained != lost {
+            match stored.saturating_add_signed(gained - lost) {
+                0 => counts.delete(&token, None).map(drop)?,
+                next => counts.put(&token, &Count(next))?,
+            }
         }
-        if change.delta == 0 {
+        if (run.len() as u64).saturating_mul(REBUILD_SHARE) > stored {
+            rebuild_ranks(txn, &mut ranks, token)?;
             continue;
         }
-        let next = stored.saturating_add_signed(change.delta);
-        if next == 0 {
-            counts.delete(&token, None)?;
-        } else {
-            counts.put(&token, &Count(next))?;
+        for &(key, was, now) in run {
+            if !was.is_zero() {
+                stale.push((token, !was, key.holder));
+            }
+            if !now.is_zero() {
+                fresh.push((token, !now, key.holder));
+            }
         }
     }
-    let mut ranks = txn.cursor::<OtsTokenHolderRanks>()?;
-    for &token in &rebuilt {
-        rebuild_ranks(txn, &mut ranks, token)?;
-    }
-    // `rebuilt` is in token order, as are the moves.
-    let moved = |(token, _, _): &(Address, U256, Address)| rebuilt.binary_search(token).is_err();
-    stale.retain(moved);
-    fresh.retain(moved);
     stale.sort_unstable();
     fresh.sort_unstable();
     for &(token, inverted, holder) in &stale {
