@@ -44,10 +44,15 @@ fn status_mib(field: &str) -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
-/// Peak resident set size: every page the process touched, the memory-mapped database's
-/// included.
+/// Peak resident set size since the last `reset_peak_rss`: heap and every page of the
+/// memory-mapped database the process had mapped at the time.
 fn peak_rss_mib() -> f64 {
     status_mib("VmHWM:")
+}
+
+/// Starts a new peak for `peak_rss_mib` (Linux ≥ 4.0), so that it covers the indexing alone.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 struct Gen {
@@ -132,6 +137,8 @@ struct Run {
     index_bytes: u64,
     /// Pages of every table.
     all_bytes: u64,
+    /// Peak resident set size while indexing (the kernel's high-water mark), MiB.
+    rss_peak: f64,
     /// Peak anonymous resident memory (heap: the batch, the writer's maps, MDBX's dirty pages), MiB.
     anon_peak: f64,
     /// Peak file-backed resident memory (the mapped database pages touched), MiB.
@@ -189,6 +196,7 @@ fn index(
     let blocks = logs.div_ceil(logs_per_block);
     // Only the writer is timed: generating the chain is not indexing it.
     let mut writing = Duration::ZERO;
+    reset_peak_rss();
     let sampler = RssSampler::start();
     let mut n = 0;
     while n <= blocks {
@@ -200,6 +208,7 @@ fn index(
         writing += started.elapsed();
     }
     let secs = writing.as_secs_f64();
+    let rss_peak = peak_rss_mib();
     let stats = db.begin_read()?.table_stats()?;
     let index_bytes = erc20_index_bytes(stats.iter().map(|t| (t.table, t.bytes)));
     let all_bytes = stats.iter().map(|t| t.bytes).sum();
@@ -223,7 +232,16 @@ fn index(
         let after_index = erc20_index_bytes(copies.iter().map(|c| (c.table, c.bytes_after)));
         compacted = Some((took, after_index, copies.iter().map(|c| c.bytes_after).sum()));
     }
-    Ok(Run { secs, logs: blocks * logs_per_block, index_bytes, all_bytes, anon_peak, file_peak, compacted })
+    Ok(Run {
+        secs,
+        logs: blocks * logs_per_block,
+        index_bytes,
+        all_bytes,
+        rss_peak,
+        anon_peak,
+        file_peak,
+        compacted,
+    })
 }
 
 fn main() -> anyhow::Result<()> {
@@ -244,7 +262,7 @@ fn main() -> anyhow::Result<()> {
         run.index_bytes as f64 / ids as f64,
         run.all_bytes,
         run.all_bytes as f64 / ids as f64,
-        peak_rss_mib(),
+        run.rss_peak,
         run.anon_peak,
         run.file_peak
     );

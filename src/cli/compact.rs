@@ -14,11 +14,9 @@ use tracing::info;
 use super::args::DbArgs;
 use crate::db::{
     compact::{compact_into, TableCopy},
-    AccessMode, Db,
+    AccessMode, Db, DATA_FILE,
 };
 
-/// The MDBX data file inside a datadir.
-const DATA_FILE: &str = "mdbx.dat";
 /// Where the copy is made, inside the datadir.
 const SCRATCH_DIR: &str = "compacting";
 

@@ -9,6 +9,7 @@ use tracing::debug;
 
 use super::{
     error::{hint_for, DbError, DbResult},
+    residency::{release_mapped, MappedFile},
     tables::TableId,
     txn::{ReadTxn, Txn, WriteTxn},
 };
@@ -26,6 +27,8 @@ pub const PAGE_SIZE: usize = 16 << 10;
 /// writes the oldest out early. A 1,000-block catch-up batch touches ~600 MiB of pages: the cap
 /// measured −160 MiB anonymous memory for ~2% speed (docs/benchmarks.md).
 pub const DIRTY_PAGE_LIMIT: u64 = 16_384;
+/// The MDBX data file inside a database directory.
+pub const DATA_FILE: &str = "mdbx.dat";
 /// Readers: the sync loop, the RPC server's workers and other processes reading the same DB.
 pub const MAX_READERS: u64 = 256;
 
@@ -50,6 +53,9 @@ pub enum AccessMode {
 pub struct Db {
     env: Environment,
     tables: Arc<[Database]>,
+    /// The data file, to find its pages in this process's memory map; `None` where it cannot be
+    /// identified.
+    data_file: Option<MappedFile>,
 }
 
 impl Db {
@@ -136,19 +142,29 @@ impl Db {
             }
         };
         debug!(target: "ots::db", path = %path.display(), ?mode, tables = tables.len(), "database open");
-        Ok(Self { env, tables: tables.into() })
+        // With WRITEMAP the map would hold dirty pages not yet in the file: never drop those.
+        let data_file = if env.is_write_map() { None } else { MappedFile::of(&path.join(DATA_FILE)).ok() };
+        Ok(Self { env, tables: tables.into(), data_file })
     }
 
     /// Begins a read-only snapshot.
     pub fn begin_read(&self) -> DbResult<ReadTxn> {
         let tx = self.env.begin_ro_unsync().map_err(txn_err("begin"))?;
-        Ok(Txn::new(tx, self.tables.clone()))
+        Ok(Txn::new(tx, self.tables.clone(), self.data_file))
     }
 
     /// Begins the write transaction (waits while another one is open).
     pub fn begin_write(&self) -> DbResult<WriteTxn> {
         let tx = self.env.begin_rw_unsync().map_err(txn_err("begin"))?;
-        Ok(Txn::new(tx, self.tables.clone()))
+        Ok(Txn::new(tx, self.tables.clone(), self.data_file))
+    }
+
+    /// Drops the database pages this process has read through MDBX's memory map from its
+    /// resident set; they stay in the page cache, so reading them again costs no I/O. Without
+    /// this, every page a batch reads stays counted in the process's RSS (`residency.rs`).
+    /// Best effort: a failure is logged and changes nothing else.
+    pub fn release_mapped_pages(&self) {
+        release_mapped(self.data_file.as_ref());
     }
 
     /// Bytes the database file takes on disk.

@@ -4,10 +4,11 @@ pub mod codec;
 pub mod compact;
 mod env;
 mod error;
+pub(crate) mod residency;
 pub mod state;
 pub mod tables;
 mod txn;
 
-pub use env::{AccessMode, Db, GROWTH_STEP, MAX_DB_SIZE, PAGE_SIZE};
+pub use env::{AccessMode, Db, DATA_FILE, GROWTH_STEP, MAX_DB_SIZE, PAGE_SIZE};
 pub use error::{DbError, DbResult};
 pub use txn::{ReadTxn, TableCursor, TableStats, Txn, WriteTxn};

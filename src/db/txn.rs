@@ -13,6 +13,7 @@ use signet_libmdbx::{
 use super::{
     codec::{KeyCodec, ValueCodec},
     error::{hint_for, read_err, table_err, DbError, DbResult},
+    residency::{release_mapped, MappedFile},
     tables::{Layout, Table, TableId},
 };
 
@@ -26,6 +27,8 @@ pub type WriteTxn = Txn<Rw>;
 pub struct Txn<K: TransactionKind> {
     tx: Tx<K>,
     tables: Arc<[Database]>,
+    /// The data file, for `release_mapped_pages`.
+    mapped: Option<MappedFile>,
 }
 
 fn decode_key<T: Table>(bytes: &[u8]) -> DbResult<T::Key> {
@@ -45,8 +48,14 @@ fn decode_value<T: Table>(key: &[u8], bytes: &[u8]) -> DbResult<T::Value> {
 }
 
 impl<K: TransactionKind> Txn<K> {
-    pub(crate) fn new(tx: Tx<K>, tables: Arc<[Database]>) -> Self {
-        Self { tx, tables }
+    pub(crate) fn new(tx: Tx<K>, tables: Arc<[Database]>, mapped: Option<MappedFile>) -> Self {
+        Self { tx, tables, mapped }
+    }
+
+    /// As `Db::release_mapped_pages`: for a long write that has just read through a large part
+    /// of the database and will not read it again.
+    pub fn release_mapped_pages(&self) {
+        release_mapped(self.mapped.as_ref());
     }
 
     fn db<T: Table>(&self) -> Database {

@@ -8,6 +8,7 @@
 use alloy_primitives::Address;
 use signet_libmdbx::tx::{Rw, TransactionKind};
 
+use super::rewrite::MappedPages;
 use crate::db::{
     codec::{ChunkKey, CounterDup, IdChunk, LAST_CHUNK, MAX_UNIQUE_CHUNK_COUNT},
     tables::Table,
@@ -207,6 +208,7 @@ pub fn rewrite_with_appends<'a, I: AddressIndex, C: AddressCounter, K: Transacti
     let mut appends = appends.into_iter().peekable();
     let mut chunks: Vec<(ChunkKey, IdChunk)> = Vec::new();
     let mut dups: Vec<CounterDup> = Vec::new();
+    let mut mapped = MappedPages::default();
     loop {
         let Some(address) = [
             next_chunk.as_ref().map(|(k, _)| k.address),
@@ -259,6 +261,7 @@ pub fn rewrite_with_appends<'a, I: AddressIndex, C: AddressCounter, K: Transacti
         }
         for (key, chunk) in &chunks {
             index.append(key, chunk)?;
+            mapped.tick(before);
         }
         for dup in &dups {
             counter.append(&address, dup)?;

@@ -15,7 +15,11 @@ use signet_libmdbx::tx::{Rw, TransactionKind};
 // addresses ground to collide cannot slow the writer down.
 use foldhash::HashMap;
 
-use super::{balances::BalanceMove, rewrite::rewrite_pays, transfers::TokenKind};
+use super::{
+    balances::BalanceMove,
+    rewrite::{rewrite_pays, MappedPages},
+    transfers::TokenKind,
+};
 use crate::db::{
     codec::{
         address_word, Balance, BlockNumber, Count, MultiKey, MultiPrior, PairKey, PriorValue, Rank,
@@ -78,13 +82,20 @@ impl<K: Copy + Ord + std::hash::Hash, V: Copy> Slots<K, V> {
         let position = keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
         let mut slots = Vec::with_capacity(keys.len());
         let mut cursor = txn.cursor::<T>()?;
+        let mut mapped = MappedPages::default();
         for key in &keys {
             slots.push(Slot::new(cursor.seek_exact(key)?.map_or(absent, &value)));
+            mapped.tick(txn);
         }
         Ok(Self { keys, slots, position })
     }
 
-    /// The slot of `key`, if the batch touches it.
+    /// Frees the key lookup once the moves are replayed: the writes walk the keys in order.
+    fn replayed(&mut self) {
+        self.position = HashMap::default();
+    }
+
+    /// The slot of `key`, if the batch touches it (until `replayed`).
     fn get_mut(&mut self, key: &K) -> Option<&mut Slot<V>> {
         let at = *self.position.get(key)?;
         self.slots.get_mut(at)
@@ -229,6 +240,9 @@ impl BalanceBook {
         for (block, m) in &self.moves {
             resolved.apply(*block, m);
         }
+        resolved.balances.replayed();
+        resolved.owners.replayed();
+        resolved.multi.replayed();
         Ok(resolved)
     }
 }
@@ -300,18 +314,18 @@ const REBUILD_SHARE: u64 = 8;
 /// Writes changed token-wide balances with their ranks and holder counts; with `before`, by
 /// rewriting the balance table whole when that pays (`rewrite_pays`).
 fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>, before: Option<&ReadTxn>) -> DbResult<()> {
-    let changed: Vec<(PairKey, U256, U256)> = slots.changed().map(|(k, b, n)| (*k, b, n)).collect();
+    let changes = slots.changed().count() as u64;
     match before {
-        Some(before) if rewrite_pays(txn.stats::<OtsTokenBalances>()?.entries, changed.len() as u64) => {
-            rewrite_balances(txn, before, &changed)?;
+        Some(before) if rewrite_pays(txn.stats::<OtsTokenBalances>()?.entries, changes) => {
+            rewrite_balances(txn, before, slots.changed())?;
         }
         _ => {
             let mut balances = txn.cursor::<OtsTokenBalances>()?;
-            for (key, _, now) in &changed {
+            for (key, _, now) in slots.changed() {
                 if now.is_zero() {
                     balances.delete(key, None)?;
                 } else {
-                    balances.put(key, &Balance(*now))?;
+                    balances.put(key, &Balance(now))?;
                 }
             }
         }
@@ -321,9 +335,16 @@ fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>, before: Option<&
     // Rank dups sort by !balance, then holder.
     let mut stale: Vec<(Address, U256, Address)> = Vec::new();
     let mut fresh: Vec<(Address, U256, Address)> = Vec::new();
-    // `changed` is in key order: each token's holders are one run.
-    for run in changed.chunk_by(|a, b| a.0.token == b.0.token) {
-        let token = run[0].0.token;
+    // The changes come in key order: each token's holders are one run.
+    let mut changes = slots.changed().peekable();
+    let mut run: Vec<(PairKey, U256, U256)> = Vec::new();
+    let mut mapped = MappedPages::default();
+    while let Some(&(first, _, _)) = changes.peek() {
+        let token = first.token;
+        run.clear();
+        while let Some((key, was, now)) = changes.next_if(|(key, _, _)| key.token == token) {
+            run.push((*key, was, now));
+        }
         let gained = run.iter().filter(|(_, was, _)| was.is_zero()).count() as i64;
         let lost = run.iter().filter(|(_, _, now)| now.is_zero()).count() as i64;
         let stored = counts.seek_exact(&token)?.map_or(0, |Count(c)| c);
@@ -334,10 +355,10 @@ fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>, before: Option<&
             }
         }
         if (run.len() as u64).saturating_mul(REBUILD_SHARE) > stored {
-            rebuild_ranks(txn, &mut ranks, token)?;
+            rebuild_ranks(txn, &mut ranks, token, &mut mapped)?;
             continue;
         }
-        for &(key, was, now) in run {
+        for &(key, was, now) in &run {
             if !was.is_zero() {
                 stale.push((token, !was, key.holder));
             }
@@ -360,21 +381,27 @@ fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>, before: Option<&
 /// Empties the balance table and appends every row of `before` (the state `txn` started from)
 /// with `changed` (in key order: key, value before, value now) merged in; zero balances leave no
 /// row.
-fn rewrite_balances(txn: &WriteTxn, before: &ReadTxn, changed: &[(PairKey, U256, U256)]) -> DbResult<()> {
+fn rewrite_balances<'a>(
+    txn: &WriteTxn,
+    before: &ReadTxn,
+    changed: impl Iterator<Item = (&'a PairKey, U256, U256)>,
+) -> DbResult<()> {
     let mut old = before.cursor::<OtsTokenBalances>()?;
     let mut next_old = old.first()?;
     txn.clear::<OtsTokenBalances>()?;
     let mut out = txn.cursor::<OtsTokenBalances>()?;
-    let mut changes = changed.iter().peekable();
+    let mut changes = changed.peekable();
+    let mut mapped = MappedPages::default();
     loop {
-        let change = changes.peek().map(|(key, _, _)| *key);
+        let change = changes.peek().map(|(key, _, _)| **key);
+        mapped.tick(before);
         match next_old.take() {
             Some((key, value)) if change.is_none_or(|c| key < c) => {
                 out.append(&key, &value)?;
                 next_old = old.next_entry()?;
             }
             stored => {
-                let Some(&(key, _, now)) = changes.next() else { return Ok(()) };
+                let Some((&key, _, now)) = changes.next() else { return Ok(()) };
                 // A changed key replaces its stored row.
                 next_old = match stored {
                     Some((stored_key, _)) if stored_key == key => old.next_entry()?,
@@ -393,6 +420,7 @@ fn rebuild_ranks(
     txn: &WriteTxn,
     ranks: &mut TableCursor<'_, Rw, OtsTokenHolderRanks>,
     token: Address,
+    mapped: &mut MappedPages,
 ) -> DbResult<()> {
     let mut balances = txn.cursor::<OtsTokenBalances>()?;
     let mut order: Vec<(U256, Address)> = Vec::new();
@@ -403,6 +431,7 @@ fn rebuild_ranks(
         }
         order.push((!balance, key.holder));
         entry = balances.next_entry()?;
+        mapped.tick(txn);
     }
     order.sort_unstable();
     let sorted: Vec<Rank> =

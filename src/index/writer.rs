@@ -16,7 +16,7 @@ use super::{
     balance_book::{BalanceBook, Resolved},
     balances::balance_moves,
     matches::append_matches,
-    rewrite::rewrite_pays,
+    rewrite::{rewrite_pays, MappedPages},
     transfers::{touches, TokenKind, TokenKinds},
 };
 use crate::{
@@ -25,12 +25,18 @@ use crate::{
             AttributeBit, BlockNumber, ContractInfo, Count, Holding, IndexKind, Label, UndoRecord,
             ValueCodec, MAX_LABEL_BYTES,
         },
+        residency::trim_heap,
         state::{self, Checkpoint},
         tables::*,
         Db, DbError, ReadTxn, WriteTxn,
     },
     txid::{TxId, TxIdOverflow},
 };
+
+/// A batch with at least this many transfer logs gives its freed heap back to the kernel when it
+/// commits (glibc keeps it otherwise: ~270 MiB after a 500 k-log batch). Trimming took 8–26 ms
+/// after such a batch (docs/benchmarks.md); small batches free too little to be worth it.
+const TRIM_AFTER_LOGS: u64 = 10_000;
 
 /// A block with what the classifiers found in it.
 #[derive(Debug, Clone)]
@@ -148,7 +154,7 @@ enum Resolving {
     /// From a read snapshot, on the second core.
     Done(Box<Resolved>),
     /// Still to be done in the write transaction: no snapshot could be had.
-    Serially,
+    Serially(BalanceBook),
 }
 
 /// Drops the rows of a per-block undo table below `keep_from`: they left the reorg window.
@@ -183,6 +189,10 @@ impl IdCollector {
         txn: &WriteTxn,
         before: Option<&ReadTxn>,
     ) -> Result<u64, DbError> {
+        if self.0.is_empty() {
+            // Nothing to append: not even an empty table is worth clearing.
+            return Ok(0);
+        }
         self.0.sort_unstable();
         self.0.dedup();
         let mut runs: Vec<(Address, &[u64])> = Vec::new();
@@ -222,7 +232,9 @@ impl HoldingCollector {
     ) -> Result<(), DbError> {
         self.0.sort_unstable();
         let mut cursor = txn.cursor::<H>()?;
+        let mut mapped = MappedPages::default();
         for run in self.0.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+            mapped.tick(txn);
             let (holder, token, first) = run[0];
             // A DupFixed table only takes a whole-size value to seek with: token ‖ the smallest id.
             let lowest = Holding { token, first: TxId(0) }.encode_value();
@@ -367,7 +379,8 @@ pub fn write_batch(
     // from: this transaction holds the writer lock, so nothing commits in between, and nothing
     // here writes a balance table before the resolved values are written below.
     let resolved = std::thread::scope(|scope| {
-        let resolving = scope.spawn(|| -> Result<Resolving, DbError> {
+        // The book moves to that thread, which frees it once resolved.
+        let resolving = scope.spawn(move || -> Result<Resolving, DbError> {
             if book.is_empty() {
                 return Ok(Resolving::Nothing);
             }
@@ -377,7 +390,7 @@ pub fn write_batch(
                     // E.g. every reader slot taken by API clients: resolve in the write
                     // transaction instead, after this thread's part.
                     warn!(target: "ots::index", %error, "no read snapshot for balances; resolving them serially");
-                    Ok(Resolving::Serially)
+                    Ok(Resolving::Serially(book))
                 }
             }
         });
@@ -434,7 +447,7 @@ pub fn write_batch(
             let before = db.begin_read().ok();
             resolved.write(&txn, before.as_ref())?;
         }
-        Resolving::Serially => book.resolve(&txn, keep_from)?.write(&txn, None)?,
+        Resolving::Serially(book) => book.resolve(&txn, keep_from)?.write(&txn, None)?,
     }
     prune_below::<OtsUndoJournal>(&txn, keep_from)?;
     prune_below::<OtsBalanceUndo>(&txn, keep_from)?;
@@ -445,6 +458,12 @@ pub fn write_batch(
         state::set_sync_rate(&txn, rate)?;
     }
     txn.commit()?;
+    // What the batch read through the map and freed on the heap would otherwise stay counted in
+    // the process's resident memory while it follows the head.
+    db.release_mapped_pages();
+    if stats.transfer_logs >= TRIM_AFTER_LOGS {
+        trim_heap();
+    }
     debug!(target: "ots::index", first = blocks[0].block.number, last = last.block.number, ?stats, "batch committed");
     Ok(stats)
 }
