@@ -34,3 +34,26 @@ fn batch_size_changes_no_byte() {
         }
     }
 }
+
+/// With every MDBX reader slot taken (API clients, say), a batch can open no read snapshot: it
+/// resolves its balances inside the write transaction and writes every table in place, and the
+/// tables come out the same.
+#[test]
+fn a_batch_without_a_reader_slot_writes_the_same_tables() {
+    let reference = tempfile::tempdir().expect("tempdir");
+    let reference = Db::open(reference.path(), AccessMode::ReadWrite).expect("db");
+    index(&reference, 0, 60, 20);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
+    index(&db, 0, 20, 20);
+    let mut held = Vec::new();
+    while let Ok(reader) = db.begin_read() {
+        held.push(reader);
+        assert!(held.len() <= 4096, "reader slots never ran out");
+    }
+    index(&db, 20, 60, 20);
+    drop(held);
+    check(&db.begin_read().expect("read")).expect("consistent");
+    assert!(raw_tables(&db) == raw_tables(&reference), "the tables differ from those of the usual path");
+}
