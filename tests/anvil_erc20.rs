@@ -11,7 +11,6 @@ use common::{anvil::Anvil, workload, Client};
 use ots_classifiers::Erc20Classifier;
 use ots_indexer::{
     db::{AccessMode, Db},
-    rpc::{self, RpcContext},
     source::NodeClient,
     sync::{Indexer, SyncConfig},
 };
@@ -89,12 +88,7 @@ async fn erc20_index_matches_what_was_sent() {
     let head = node.head().await.expect("head");
     indexer.sync_to(head).await.expect("sync");
 
-    let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000, progress: None, events: None };
-    let (addr, server) =
-        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
-            .await
-            .expect("serve");
-    let client = Client::new(&format!("http://{addr}"));
+    let (client, server) = common::serve(&db, node).await;
 
     assert_eq!(client.call("ots_getApiLevel", json!([])).await, json!(8));
 

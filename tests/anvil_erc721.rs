@@ -17,7 +17,6 @@ use common::{anvil::Anvil, workload::Chain, Client};
 use ots_indexer::{
     db::{AccessMode, Db},
     index::check::check,
-    rpc::{self, RpcContext},
     source::NodeClient,
     sync::{Indexer, SyncConfig},
 };
@@ -90,12 +89,7 @@ async fn erc721_owners_and_holders_match_the_contract() {
     indexer.sync_to(node.head().await.expect("head")).await.expect("sync");
     check(&db.begin_read().expect("read")).expect("a clean index passes check");
 
-    let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000, progress: None, events: None };
-    let (addr, server) =
-        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
-            .await
-            .expect("serve");
-    let client = Client::new(&format!("http://{addr}"));
+    let (client, server) = common::serve(&db, node).await;
     let node = Client::new(&anvil.url);
 
     for id in 1..=IDS {

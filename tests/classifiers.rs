@@ -24,7 +24,6 @@ use ots_indexer::{
         check::{check, dump},
         unwind::unwind_to,
     },
-    rpc::{self, RpcContext},
     source::{
         fixture::{capture, Fixture},
         NodeClient, TraceChoice,
@@ -456,13 +455,7 @@ async fn every_builtin_classifier_on_real_contracts() {
     }
     let clean = dump(&db.begin_read().expect("read")).expect("dump");
 
-    let ctx =
-        RpcContext { db: db.clone(), node: node.clone(), max_page_size: 1000, progress: None, events: None };
-    let (addr, server) =
-        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
-            .await
-            .expect("serve");
-    let client = Client::new(&format!("http://{addr}"));
+    let (client, server) = common::serve(&db, node.clone()).await;
     check_lists(&client, &deployed, true).await;
     check_erc1155_balances(&client, &node, &deployed).await;
 

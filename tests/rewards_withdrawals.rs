@@ -6,7 +6,7 @@ mod common;
 use std::{collections::BTreeMap, time::Duration};
 
 use alloy::primitives::{keccak256, Address, B256};
-use common::{anvil::Anvil, workload::Chain, Client};
+use common::{anvil::Anvil, workload::Chain};
 use ots_classifiers::{BlockData, Withdrawal};
 use ots_indexer::{
     db::{codec::Count, state::ChainIdentity, tables::*, AccessMode, Db},
@@ -15,7 +15,6 @@ use ots_indexer::{
         check::{check, dump},
         unwind::unwind_to,
     },
-    rpc::{self, RpcContext},
     source::{
         fixture::{write_recording, Fixture},
         NodeClient,
@@ -56,12 +55,7 @@ async fn blocks_rewarded_follow_the_coinbase() {
     let indexer =
         Indexer::open(db.clone(), node.clone(), classifiers, SyncConfig::default()).await.expect("open");
     indexer.sync_to(head).await.expect("sync");
-    let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000, progress: None, events: None };
-    let (addr, server) =
-        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
-            .await
-            .expect("serve");
-    let client = Client::new(&format!("http://{addr}"));
+    let (client, server) = common::serve(&db, node).await;
 
     for (miner, blocks) in &expected {
         assert_eq!(client.call("ots2_getBlocksRewardedCount", json!([miner])).await, json!(blocks.len()));
@@ -193,12 +187,7 @@ async fn withdrawals_index_and_unwind_on_a_generated_chain() {
 
     // Counts come from the database; lists need the node's blocks, and say so when it is down.
     let dead = NodeClient::connect("http://127.0.0.1:9", Duration::from_secs(2)).expect("url");
-    let ctx = RpcContext { db: db.clone(), node: dead, max_page_size: 1000, progress: None, events: None };
-    let (addr, server) =
-        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
-            .await
-            .expect("serve");
-    let client = Client::new(&format!("http://{addr}"));
+    let (client, server) = common::serve(&db, dead).await;
     let want = expected_withdrawals(&blocks, BLOCKS - 1);
     for (address, indexes) in &want {
         assert_eq!(client.call("ots2_getWithdrawalsCount", json!([address])).await, json!(indexes.len()));

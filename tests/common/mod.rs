@@ -8,7 +8,24 @@ pub mod transfer_chain;
 pub mod workload;
 
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
+use jsonrpsee::server::ServerHandle;
+use ots_indexer::{
+    db::Db,
+    rpc::{self, RpcContext},
+    source::NodeClient,
+};
 use serde_json::Value;
+
+/// Serves `db` (forwarding to `node`) on a free loopback port with the default limits and 1,000
+/// results per page: a real client for it, and the server's handle.
+pub async fn serve(db: &Db, node: NodeClient) -> (Client, ServerHandle) {
+    let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000, progress: None, events: None };
+    let (addr, server) =
+        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
+            .await
+            .expect("serve");
+    (Client::new(&format!("http://{addr}")), server)
+}
 
 /// A real JSON-RPC client over HTTP.
 #[derive(Debug, Clone)]
