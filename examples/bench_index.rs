@@ -27,7 +27,7 @@ use ots_indexer::{
         tables::{OtsWithdrawalIdx2Block, TableId},
         AccessMode, Db,
     },
-    index::{write_batch, ClassifiedBlock},
+    index::{write_batch, BatchOptions, ClassifiedBlock},
 };
 
 fn arg(n: usize, default: u64) -> u64 {
@@ -204,7 +204,7 @@ fn index(
             (n..=(n + per_batch - 1).min(blocks)).map(|b| block(b, logs_per_block, &mut gen)).collect();
         n += batch.len() as u64;
         let started = Instant::now();
-        write_batch(&db, &batch, 128, None)?;
+        write_batch(&db, &batch, BatchOptions::window(128))?;
         writing += started.elapsed();
     }
     let secs = writing.as_secs_f64();

@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod config;
 pub mod db;
+pub mod decode;
 pub mod events;
 pub mod index;
 pub mod metrics;

@@ -85,8 +85,10 @@ pub struct IndexerStatus {
     /// The tracer call frames come from (`trace_block`, `debug_traceBlockByNumber` or `none`),
     /// when this process is syncing.
     pub tracer: Option<&'static str>,
-    /// Bytes of the database file.
+    /// Bytes of the database file on disk.
     pub file_bytes: u64,
+    /// Bytes of that file's pages that hold data (the rest is free pages and growth room).
+    pub used_bytes: u64,
     /// Every table.
     pub tables: Vec<TableStatus>,
 }
@@ -116,6 +118,7 @@ pub fn read_status(db: &Db, head: Option<u64>, progress: Option<Progress>) -> Re
         blocks_per_second: progress.map(|p| p.blocks_per_second).or(s.sync_rate),
         tracer: progress.map(|p| p.tracer),
         file_bytes: db.file_size(),
+        used_bytes: db.used_bytes(),
         tables,
     })
 }

@@ -533,3 +533,58 @@ async fn integrity_checkers_answer_null_or_name_the_broken_key() {
     );
     server.stop().expect("stop");
 }
+
+/// Writes `head` and then `body` whole, as a client that only reads once it has sent
+/// everything, and returns what the server answered.
+fn send_whole_then_read(addr: &str, head: &str, body: &[u8]) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body)?;
+    stream.flush()?;
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer)?;
+    Ok(String::from_utf8_lossy(&answer).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_sends_a_12_mb_body_whole_reads_the_413_answer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
+    // No node is needed: the request never reaches a method.
+    let (addr, server) = start_server(&db, "http://127.0.0.1:1", &ServerOptions::default()).await;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ots_getApiLevel","params":["{}"]}}"#,
+        "x".repeat(12 << 20)
+    );
+
+    let with_length = format!(
+        "POST / HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut chunked_body = Vec::new();
+    for chunk in body.as_bytes().chunks(1 << 16) {
+        chunked_body.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        chunked_body.extend_from_slice(chunk);
+        chunked_body.extend_from_slice(b"\r\n");
+    }
+    chunked_body.extend_from_slice(b"0\r\n\r\n");
+    let chunked = format!(
+        "POST / HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+    );
+    for (head, body) in [(with_length, body.into_bytes()), (chunked, chunked_body)] {
+        let addr = addr.clone();
+        let answer = tokio::task::spawn_blocking(move || send_whole_then_read(&addr, &head, &body))
+            .await
+            .expect("join")
+            .expect("the client sends its whole body and reads an answer");
+        assert!(answer.starts_with("HTTP/1.1 413"), "{}", &answer[..answer.len().min(300)]);
+        assert!(answer.contains("-32007") && answer.contains("Request is too big"), "{answer}");
+    }
+
+    // A body within the limit is still served.
+    let client = Client::new(&format!("http://{addr}"));
+    assert_eq!(client.call("ots_getApiLevel", json!([])).await, json!(8));
+    let _ = server.stop();
+}

@@ -27,6 +27,7 @@ const MASKED: &[&str] = &[
     "indexedHash",
     "blocksPerSecond",
     "fileBytes",
+    "usedBytes",
     "tables",
     "headBlock",
     "lag",

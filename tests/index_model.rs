@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use alloy::primitives::{keccak256, Address, Bytes, B256, U256};
 use common::transfer_chain::{block_data, raw_tables};
 use ots_classifiers::{Fact, LogData, ReceiptData, Standard, TxData, TRANSFER_TOPIC};
-use ots_indexer::index::transfers::{TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC};
+use ots_indexer::decode::{TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC};
 use ots_indexer::{
     db::{compact::compact_into, tables::*, AccessMode, Db},
     index::{
@@ -20,7 +20,7 @@ use ots_indexer::{
         balances::{holder_count, holders_page, multi_balances},
         check::check,
         unwind::{journal_start, unwind_to},
-        write_batch, ClassifiedBlock,
+        write_batch, BatchOptions, ClassifiedBlock,
     },
     txid::TxId,
 };
@@ -369,7 +369,7 @@ fn run(seed: u64) {
         // Now and then a window shorter than the batch: its oldest blocks leave the window with
         // the batch itself, so nothing that would undo them is written.
         let window = if world.rng.next(4) == 0 { 1 + world.rng.next(batch_len) } else { WINDOW };
-        write_batch(&db, &batch, window, None).expect("write");
+        write_batch(&db, &batch, BatchOptions::window(window)).expect("write");
         let tip = history.len() as u64 - 1;
         if tip > 10 && world.rng.next(6) == 0 {
             let txn = db.begin_write().expect("write");
@@ -419,8 +419,8 @@ fn compacted_copy_goes_on(
             history.push((model.clone(), block.block.hash));
             batch.push(block);
         }
-        write_batch(db, &batch, WINDOW, None).expect("write");
-        write_batch(&copy, &batch, WINDOW, None).expect("write the copy");
+        write_batch(db, &batch, BatchOptions::window(WINDOW)).expect("write");
+        write_batch(&copy, &batch, BatchOptions::window(WINDOW)).expect("write the copy");
     }
     let to = history.len() as u64 - 7;
     for d in [db, &copy] {

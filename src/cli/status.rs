@@ -63,7 +63,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         "speed         {}",
         s.blocks_per_second.map_or_else(|| "-".to_owned(), |r| format!("{r:.0} blocks/s (last batch)"))
     );
-    println!("file size     {}", human_bytes(s.file_bytes));
+    println!("file size     {} ({} in use)", human_bytes(s.file_bytes), human_bytes(s.used_bytes));
     println!();
     println!("{:<28} {:>14} {:>12}", "table", "entries", "size");
     for t in &s.tables {

@@ -5,7 +5,7 @@ use clap::Args;
 
 use super::args::DbArgs;
 use crate::{
-    db::{AccessMode, Db},
+    db::{state, AccessMode, Db},
     index::unwind::unwind_to,
 };
 
@@ -24,6 +24,19 @@ pub struct UnwindArgs {
 pub fn unwind(args: &UnwindArgs) -> anyhow::Result<()> {
     let db = Db::open(&args.db.datadir, AccessMode::ReadWrite)?;
     let txn = db.begin_write()?;
+    let Some(tip) = state::read_state(&txn)?.checkpoint else {
+        anyhow::bail!(
+            "nothing to unwind: the database at {} holds no indexed block",
+            args.db.datadir.display()
+        );
+    };
+    if args.to >= tip.number {
+        println!(
+            "nothing to unwind: the newest indexed block is {} ({}), not above --to {}",
+            tip.number, tip.hash, args.to
+        );
+        return Ok(());
+    }
     let checkpoint = unwind_to(&txn, args.to).context("cannot unwind")?;
     txn.commit()?;
     println!("unwound: the newest indexed block is now {} ({})", checkpoint.number, checkpoint.hash);

@@ -1,6 +1,9 @@
 //! Opening the MDBX environment.
 
-use std::{path::Path, sync::Arc};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use signet_libmdbx::{
     sys::PageSize, Database, Environment, EnvironmentFlags, Geometry, MdbxError, Mode, SyncMode,
@@ -56,11 +59,17 @@ pub struct Db {
     /// The data file, to find its pages in this process's memory map; `None` where it cannot be
     /// identified.
     data_file: Option<MappedFile>,
+    /// The database directory.
+    dir: Arc<PathBuf>,
 }
 
 impl Db {
     /// Opens (and in read-write mode creates) the database in directory `path`.
     pub fn open(path: &Path, mode: AccessMode) -> DbResult<Self> {
+        // A read-only open never creates anything: say plainly that there is nothing to open.
+        if mode != AccessMode::ReadWrite && !path.join(DATA_FILE).exists() {
+            return Err(DbError::NoDatabase { path: path.to_path_buf() });
+        }
         let open_err = |source: MdbxError| DbError::Open {
             path: path.to_path_buf(),
             hint: match source {
@@ -144,7 +153,7 @@ impl Db {
         debug!(target: "ots::db", path = %path.display(), ?mode, tables = tables.len(), "database open");
         // With WRITEMAP the map would hold dirty pages not yet in the file: never drop those.
         let data_file = if env.is_write_map() { None } else { MappedFile::of(&path.join(DATA_FILE)).ok() };
-        Ok(Self { env, tables: tables.into(), data_file })
+        Ok(Self { env, tables: tables.into(), data_file, dir: Arc::new(path.to_path_buf()) })
     }
 
     /// Begins a read-only snapshot.
@@ -167,8 +176,18 @@ impl Db {
         release_mapped(self.data_file.as_ref());
     }
 
-    /// Bytes the database file takes on disk.
+    /// Bytes of the database file (it grows in steps of [`GROWTH_STEP`]; the memory map's upper
+    /// bound, [`MAX_DB_SIZE`], is only reserved address space).
     pub fn file_size(&self) -> u64 {
-        self.env.info().map(|i| i.map_size() as u64).unwrap_or(0)
+        std::fs::metadata(self.dir.join(DATA_FILE)).map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Bytes of the file's pages that hold data: every page up to the last one used, less the
+    /// free pages MDBX keeps for reuse.
+    pub fn used_bytes(&self) -> u64 {
+        let page = self.env.stat().map_or(PAGE_SIZE as u64, |s| u64::from(s.page_size()));
+        let pages = self.env.info().map_or(0, |i| i.last_pgno() as u64 + 1);
+        let free = self.env.freelist().map_or(0, |f| f as u64);
+        pages.saturating_sub(free) * page
     }
 }

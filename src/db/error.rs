@@ -22,6 +22,12 @@ pub enum DbError {
         /// What to do about it, if we know.
         hint: &'static str,
     },
+    /// The directory holds no database, and this command does not create one.
+    #[error("there is no database in {path}: `ots-indexer run` or `ots-indexer sync` creates one (read-only commands never do)")]
+    NoDatabase {
+        /// Database directory.
+        path: PathBuf,
+    },
     /// The directory is not an ots-indexer database (a table is missing).
     #[error("{path} is not an ots-indexer database: table {table} is missing (run `ots-indexer run` once to create it)")]
     MissingTable {

@@ -18,7 +18,6 @@ use foldhash::HashMap;
 use super::{
     balances::BalanceMove,
     rewrite::{rewrite_pays, MappedPages},
-    transfers::TokenKind,
 };
 use crate::db::{
     codec::{
@@ -28,6 +27,7 @@ use crate::db::{
     tables::*,
     DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
 };
+use crate::decode::TokenKind;
 
 /// One value while its batch is resolved.
 #[derive(Debug, Clone, Copy)]

@@ -8,17 +8,16 @@
 //! in `OtsBalanceUndo`/`OtsOwnerUndo` so that an unwind puts it back exactly.
 
 use alloy_primitives::{Address, U256};
-use ots_classifiers::BlockData;
 use signet_libmdbx::tx::TransactionKind;
 
 use super::balance_book::restore_balances;
-use super::transfers::{
-    erc1155_amounts, TokenKind, TokenKinds, TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC, TRANSFER_TOPIC,
-};
-use crate::db::{
-    codec::{word_address, Balance, BlockNumber, Count, MultiKey, PairKey, TokenIdKey},
-    tables::*,
-    DbError, DbResult, Txn, WriteTxn,
+use crate::{
+    db::{
+        codec::{word_address, Balance, BlockNumber, Count, MultiKey, PairKey, TokenIdKey},
+        tables::*,
+        DbError, DbResult, Txn, WriteTxn,
+    },
+    decode::{TokenKind, TokenLog},
 };
 
 /// One balance-changing movement.
@@ -38,50 +37,18 @@ pub struct BalanceMove {
     pub amount: U256,
 }
 
-fn party(topic: &alloy_primitives::B256) -> Address {
-    Address::from_slice(&topic[12..])
-}
-
-/// The balance-changing movements of `block`, in log order: Transfers of tokens `kinds_of`
-/// calls ERC20 (the amount is the first data word) or ERC721 (the id is topic 3), and
-/// TransferSingle/TransferBatch of ERC1155 tokens (one movement per id). A log without those
-/// parts is skipped.
-pub fn balance_moves<E>(
-    block: &BlockData,
-    mut kinds_of: impl FnMut(&Address) -> Result<TokenKinds, E>,
-) -> Result<Vec<BalanceMove>, E> {
-    let mut out = Vec::new();
-    for log in block.successful_logs() {
-        let Some(topic0) = log.topics.first() else { continue };
-        if *topic0 == TRANSFER_TOPIC && log.topics.len() >= 3 {
-            let Some(kind) = kinds_of(&log.address)?.transfer else { continue };
-            let (id, amount) = match kind {
-                TokenKind::Erc20 => match log.data.get(..32) {
-                    Some(word) => (U256::ZERO, U256::from_be_slice(word)),
-                    None => continue,
-                },
-                TokenKind::Erc721 => match log.topics.get(3) {
-                    Some(id) => (U256::from_be_bytes(id.0), U256::from(1)),
-                    None => continue,
-                },
-                TokenKind::Erc1155 => continue,
-            };
-            let (from, to) = (party(&log.topics[1]), party(&log.topics[2]));
-            out.push(BalanceMove { token: log.address, kind, from, to, id, amount });
-        } else if (*topic0 == TRANSFER_SINGLE_TOPIC || *topic0 == TRANSFER_BATCH_TOPIC)
-            && log.topics.len() == 4
-        {
-            if !kinds_of(&log.address)?.multi {
-                continue;
-            }
-            let Some(pairs) = erc1155_amounts(topic0, &log.data) else { continue };
-            let (from, to) = (party(&log.topics[2]), party(&log.topics[3]));
-            for (id, amount) in pairs {
-                out.push(BalanceMove { token: log.address, kind: TokenKind::Erc1155, from, to, id, amount });
-            }
-        }
+impl BalanceMove {
+    /// The movements of `log`, one per id it moves (none for a log without an amount or id).
+    pub fn of<'a>(log: &'a TokenLog<'_>) -> impl Iterator<Item = Self> + 'a {
+        log.units().into_iter().flatten().map(move |(id, amount)| Self {
+            token: log.token,
+            kind: log.kind,
+            from: log.from,
+            to: log.to,
+            id,
+            amount,
+        })
     }
-    Ok(out)
 }
 
 /// `holder`'s balance of `token` (zero when none is stored).

@@ -1,5 +1,6 @@
 //! Turns classified blocks into table writes, and reads them back for the API.
 
+mod activity;
 pub mod address_index;
 pub mod attributes;
 mod balance_book;
@@ -14,4 +15,5 @@ pub mod transfers;
 pub mod unwind;
 mod writer;
 
-pub use writer::{write_batch, BatchStats, ClassifiedBlock, WriteError};
+pub use activity::{Activity, ActivityKind, IndexedBlock};
+pub use writer::{write_batch, BatchOptions, BatchStats, ClassifiedBlock, WriteError, WrittenBatch};

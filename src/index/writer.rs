@@ -11,13 +11,14 @@ use ots_classifiers::{BlockData, Fact, Flag, Metadata, Standard};
 use tracing::{debug, warn};
 
 use super::{
+    activity::IndexedBlock,
     address_index::{rewrite_with_appends, AddressCounter, AddressIndex, IdAppender},
     attributes::{add_attribute, attributes},
     balance_book::{BalanceBook, Resolved},
-    balances::balance_moves,
+    balances::BalanceMove,
     matches::append_matches,
     rewrite::{rewrite_pays, MappedPages},
-    transfers::{touches, TokenKind, TokenKinds},
+    transfers::Touch,
 };
 use crate::{
     db::{
@@ -30,6 +31,7 @@ use crate::{
         tables::*,
         Db, DbError, ReadTxn, WriteTxn,
     },
+    decode::{token_logs, TokenKind, TokenKinds},
     txid::{TxId, TxIdOverflow},
 };
 
@@ -81,6 +83,33 @@ pub enum WriteError {
         /// The indexed tip.
         checkpoint: Option<Checkpoint>,
     },
+}
+
+/// How a batch is written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BatchOptions {
+    /// Undo records are kept for the newest `window` blocks (the reorg window).
+    pub window: u64,
+    /// How fast the batch was gathered, stored for `status`.
+    pub blocks_per_second: Option<f64>,
+    /// Whether to report each block's activity (for live subscribers).
+    pub activity: bool,
+}
+
+impl BatchOptions {
+    /// A reorg window of `window` blocks, no rate, no activity.
+    pub const fn window(window: u64) -> Self {
+        Self { window, blocks_per_second: None, activity: false }
+    }
+}
+
+/// What a batch wrote, and (when asked) each block's activity.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WrittenBatch {
+    /// Counts.
+    pub stats: BatchStats,
+    /// Each block as indexed, oldest first; empty unless [`BatchOptions::activity`].
+    pub blocks: Vec<IndexedBlock>,
 }
 
 /// What a batch wrote.
@@ -250,16 +279,16 @@ impl HoldingCollector {
 }
 
 /// Writes `blocks` (consecutive, continuing the index) and moves the checkpoint to the last one,
-/// all in one transaction. Undo records are kept for the newest `window` blocks;
-/// `blocks_per_second` (how fast the batch was gathered) is stored for `status`.
+/// all in one transaction.
 pub fn write_batch(
     db: &Db,
     blocks: &[ClassifiedBlock],
-    window: u64,
-    blocks_per_second: Option<f64>,
-) -> Result<BatchStats, WriteError> {
+    options: BatchOptions,
+) -> Result<WrittenBatch, WriteError> {
+    let BatchOptions { window, blocks_per_second, activity } = options;
     let mut stats = BatchStats::default();
-    let Some(last) = blocks.last() else { return Ok(stats) };
+    let mut indexed = Vec::with_capacity(if activity { blocks.len() } else { 0 });
+    let Some(last) = blocks.last() else { return Ok(WrittenBatch::default()) };
     // Blocks below this leave the reorg window when the batch commits: what would undo them is
     // never written (catching up, most of a batch).
     let keep_from = last.block.number.saturating_sub(window.max(1) - 1);
@@ -293,7 +322,9 @@ pub fn write_batch(
         }
         tip = Some(Checkpoint { number: block.number, hash: block.hash });
 
-        let created: BTreeSet<Address> = block.created_contracts().into_iter().collect();
+        let created = block.created_contracts();
+        let created_count = created.len() as u64;
+        let created: BTreeSet<Address> = created.into_iter().collect();
         let created: Vec<Address> = created.into_iter().collect();
         append_matches::<OtsAllContracts, OtsAllContractsCounter>(&txn, block.number, &created)?;
         stats.contracts += created.len() as u64;
@@ -347,20 +378,26 @@ pub fn write_batch(
             undo.push((IndexKind::TransferProbe, *address));
         }
 
-        let found = touches(block, |token| lookup_kinds(&mut kinds, &txn, token))?;
-        for m in balance_moves(block, |token| lookup_kinds(&mut kinds, &txn, token))? {
-            book.push(block.number, m);
+        let logs = token_logs(block, |token| lookup_kinds(&mut kinds, &txn, token))?;
+        stats.transfer_logs += logs.len() as u64;
+        for (tx, log) in &logs {
+            for m in BalanceMove::of(log) {
+                book.push(block.number, m);
+            }
+            for touch in Touch::of(*tx, log) {
+                let (collector, holdings, kind) = match touch.kind {
+                    TokenKind::Erc20 => (&mut erc20, &mut erc20_holdings, IndexKind::Erc20Transfers),
+                    TokenKind::Erc721 => (&mut erc721, &mut erc721_holdings, IndexKind::Erc721Transfers),
+                    TokenKind::Erc1155 => (&mut erc1155, &mut erc1155_holdings, IndexKind::Erc1155Transfers),
+                };
+                collector.touch(touch.address, touch.tx.0);
+                holdings.0.push((touch.address, touch.token, touch.tx));
+                undo.push((kind, touch.address));
+            }
         }
-        stats.transfer_logs += (found.len() / 2) as u64;
-        for touch in found {
-            let (collector, holdings, kind) = match touch.kind {
-                TokenKind::Erc20 => (&mut erc20, &mut erc20_holdings, IndexKind::Erc20Transfers),
-                TokenKind::Erc721 => (&mut erc721, &mut erc721_holdings, IndexKind::Erc721Transfers),
-                TokenKind::Erc1155 => (&mut erc1155, &mut erc1155_holdings, IndexKind::Erc1155Transfers),
-            };
-            collector.touch(touch.address, touch.tx.0);
-            holdings.0.push((touch.address, touch.token, touch.tx));
-            undo.push((kind, touch.address));
+        if activity {
+            let touches = logs.iter().flat_map(|(tx, log)| Touch::of(*tx, log));
+            indexed.push(IndexedBlock::new(block, created_count, logs.len() as u64, touches));
         }
         rewarded.touch(block.coinbase, block.number);
         undo.push((IndexKind::BlocksRewarded, block.coinbase));
@@ -465,5 +502,5 @@ pub fn write_batch(
         trim_heap();
     }
     debug!(target: "ots::index", first = blocks[0].block.number, last = last.block.number, ?stats, "batch committed");
-    Ok(stats)
+    Ok(WrittenBatch { stats, blocks: indexed })
 }

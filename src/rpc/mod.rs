@@ -8,6 +8,7 @@ pub mod holders;
 mod materialize;
 pub mod ots;
 pub mod ots2;
+mod oversized;
 pub mod proxy;
 mod server;
 pub mod subscriptions;

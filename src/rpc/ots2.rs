@@ -22,12 +22,12 @@ use crate::{
         tables::*,
         DbError,
     },
+    decode::{TokenKind, TokenKinds},
     index::{
         address_index::{id_count, id_page, AddressCounter, AddressIndex},
         attributes::attributes,
         contract_info::contract_info,
         matches::{match_count, match_page, MatchCounter, MatchTable, MAX_MATCH_PAGE},
-        transfers::{TokenKind, TokenKinds},
     },
     txid::TxId,
 };

@@ -12,6 +12,7 @@ use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 use super::{
     gateway::{Gateway, GatewayConfig},
     module,
+    oversized::OversizedBodyLayer,
     proxy::ProxyPolicy,
     RpcContext, ServeError,
 };
@@ -158,7 +159,11 @@ pub async fn serve(
         .build();
     let server = Server::builder()
         .set_config(config)
-        .set_http_middleware(tower::ServiceBuilder::new().layer(options.cors.layer()?))
+        .set_http_middleware(
+            tower::ServiceBuilder::new()
+                .layer(options.cors.layer()?)
+                .layer(OversizedBodyLayer::new(options.max_request_bytes)),
+        )
         .set_rpc_middleware(
             RpcServiceBuilder::new().layer_fn(move |inner| Gateway::new(inner, gateway.clone())),
         )

@@ -5,9 +5,7 @@ use alloy_primitives::{Address, Bytes, B256, U256};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::index::transfers::{
-    erc1155_amounts, TokenKind, TokenKinds, TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC, TRANSFER_TOPIC,
-};
+use crate::decode::{TokenKind, TokenKinds, TokenLog};
 
 /// One token movement.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -47,14 +45,6 @@ fn logs_of(receipt: &Value) -> Vec<ReceiptLog> {
         .unwrap_or_default()
 }
 
-fn address_of(topic: &B256) -> Address {
-    Address::from_slice(&topic[12..])
-}
-
-fn word(data: &[u8], at: usize) -> Option<U256> {
-    data.get(at..at.checked_add(32)?).map(U256::from_be_slice)
-}
-
 /// Every movement in `receipt` of the kind a list shows (`kind`) that `address` sent or
 /// received, in log order. `kinds_of` says how an emitter is classified.
 pub fn transfers_in(
@@ -65,51 +55,27 @@ pub fn transfers_in(
 ) -> Vec<TransferDetail> {
     let mut out = Vec::new();
     for log in logs_of(receipt) {
-        let Some(topic0) = log.topics.first() else { continue };
+        let decoded = TokenLog::decode(log.address, &log.topics, &log.data, |token| {
+            Ok::<_, std::convert::Infallible>(kinds_of(token))
+        });
+        let Ok(Some(decoded)) = decoded else { continue };
+        if decoded.kind != kind || (decoded.from != address && decoded.to != address) {
+            continue;
+        }
+        let detail = |token_id, value| TransferDetail {
+            token: decoded.token,
+            operator: decoded.operator,
+            from: decoded.from,
+            to: decoded.to,
+            token_id,
+            value,
+        };
         match kind {
-            TokenKind::Erc20 | TokenKind::Erc721 => {
-                if *topic0 != TRANSFER_TOPIC
-                    || log.topics.len() < 3
-                    || kinds_of(&log.address).transfer != Some(kind)
-                {
-                    continue;
-                }
-                let (from, to) = (address_of(&log.topics[1]), address_of(&log.topics[2]));
-                if from != address && to != address {
-                    continue;
-                }
-                // ERC721 puts the id in a topic; an ERC20 its amount in the data.
-                let (token_id, value) = match (kind, log.topics.get(3)) {
-                    (TokenKind::Erc721, Some(id)) => (Some(U256::from_be_bytes(id.0)), None),
-                    (TokenKind::Erc721, None) => (word(&log.data, 0), None),
-                    _ => (None, Some(word(&log.data, 0).unwrap_or_default())),
-                };
-                out.push(TransferDetail { token: log.address, operator: None, from, to, token_id, value });
-            }
+            TokenKind::Erc20 => out.push(detail(None, Some(decoded.shown_value()))),
+            TokenKind::Erc721 => out.push(detail(decoded.shown_token_id(), None)),
             TokenKind::Erc1155 => {
-                let single = *topic0 == TRANSFER_SINGLE_TOPIC;
-                if !(single || *topic0 == TRANSFER_BATCH_TOPIC)
-                    || log.topics.len() != 4
-                    || !kinds_of(&log.address).multi
-                {
-                    continue;
-                }
-                let operator = Some(address_of(&log.topics[1]));
-                let (from, to) = (address_of(&log.topics[2]), address_of(&log.topics[3]));
-                if from != address && to != address {
-                    continue;
-                }
-                let Some(pairs) = erc1155_amounts(topic0, &log.data) else { continue };
-                for (id, value) in pairs {
-                    out.push(TransferDetail {
-                        token: log.address,
-                        operator,
-                        from,
-                        to,
-                        token_id: Some(id),
-                        value: Some(value),
-                    });
-                }
+                let Some(pairs) = decoded.units() else { continue };
+                out.extend(pairs.into_iter().map(|(id, value)| detail(Some(id), Some(value))));
             }
         }
     }
@@ -122,6 +88,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::decode::{TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC, TRANSFER_TOPIC};
 
     const TOKEN: Address = address!("00000000000000000000000000000000000000aa");
     const OTHER: Address = address!("00000000000000000000000000000000000000bb");

@@ -20,12 +20,12 @@ use crate::{
         tables::{OtsTransferProbes, OtsUndoJournal},
         Db, DbError,
     },
-    events::{indexed_blocks, EventBus, IndexEvent},
+    events::{EventBus, IndexEvent},
     index::{
         attributes::attributes,
         reprobe::{emitters_to_reprobe, reprobe},
         unwind::{unwind_to, UnwindError},
-        write_batch, BatchStats, ClassifiedBlock, WriteError,
+        write_batch, BatchOptions, BatchStats, ClassifiedBlock, WriteError,
     },
     source::{BlockSource, SourceError},
     status::SharedProgress,
@@ -115,7 +115,12 @@ pub enum SyncError {
 impl SyncError {
     /// Whether waiting and trying again may help (the node is down or misbehaving).
     pub const fn is_transient(&self) -> bool {
-        matches!(self, Self::Source(_) | Self::Chain(_) | Self::Moved { .. })
+        match self {
+            // A URL that cannot work now never will: waiting would hide the mistake.
+            Self::Source(SourceError::BadUrl { .. }) => false,
+            Self::Source(_) | Self::Chain(_) | Self::Moved { .. } => true,
+            _ => false,
+        }
     }
 }
 
@@ -249,19 +254,16 @@ impl Indexer {
             }
         }
         let db = self.db.clone();
-        let window = self.config.reorg_window;
         let rate = blocks.len() as f64 / started.elapsed().as_secs_f64().max(1e-9);
         let write_started = Instant::now();
-        let (stats, blocks) =
-            blocking(move || write_batch(&db, &blocks, window, Some(rate)).map(|s| (s, blocks))).await??;
-        if self.events.has_subscribers() {
-            let db = self.db.clone();
-            match blocking(move || indexed_blocks(&db, &blocks)).await? {
-                Ok(indexed) => self.events.publish(IndexEvent::Indexed(indexed)),
-                Err(e) => {
-                    warn!(target: "ots::sync", error = %e, "could not build the events of a committed batch")
-                }
-            }
+        let options = BatchOptions {
+            window: self.config.reorg_window,
+            blocks_per_second: Some(rate),
+            activity: self.events.has_subscribers(),
+        };
+        let written = blocking(move || write_batch(&db, &blocks, options)).await??;
+        if options.activity {
+            self.events.publish(IndexEvent::Indexed(written.blocks));
         }
         let secs = write_started.elapsed().as_secs_f64();
         self.progress.update(|p| {
@@ -269,7 +271,7 @@ impl Indexer {
             p.write_seconds_total += secs;
             p.write_seconds_last = secs;
         });
-        Ok(Some(stats))
+        Ok(Some(written.stats))
     }
 
     fn checkpoint(&self) -> Result<Option<Checkpoint>, SyncError> {

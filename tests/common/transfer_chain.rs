@@ -6,7 +6,7 @@ use alloy::primitives::{keccak256, Address, Bytes, B256, U256};
 use ots_classifiers::{BlockData, Fact, LogData, ReceiptData, Standard, TxData, TRANSFER_TOPIC};
 use ots_indexer::{
     db::{tables::TableId, Db},
-    index::{write_batch, ClassifiedBlock},
+    index::{write_batch, BatchOptions, ClassifiedBlock},
 };
 
 const TOKENS: [Address; 2] = [Address::repeat_byte(0x20), Address::repeat_byte(0x21)];
@@ -69,7 +69,7 @@ pub fn block_data(
 pub fn index(db: &Db, from: u64, to: u64, per_batch: u64) {
     for start in (from..to).step_by(per_batch as usize) {
         let batch: Vec<ClassifiedBlock> = (start..(start + per_batch).min(to)).map(block).collect();
-        write_batch(db, &batch, 64, None).expect("write");
+        write_batch(db, &batch, BatchOptions::window(64)).expect("write");
     }
 }
 
