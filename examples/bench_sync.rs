@@ -14,11 +14,9 @@ use std::time::{Duration, Instant};
 use futures::{stream, StreamExt, TryStreamExt};
 use ots_classifiers::Erc20Classifier;
 use ots_indexer::{
+    classify::capture::capture,
     db::{AccessMode, Db},
-    source::{
-        fixture::{capture, Fixture},
-        BlockSource, NodeClient, TraceChoice,
-    },
+    source::{fixture::Fixture, BlockSource, NodeClient, TraceChoice},
     sync::{Indexer, SyncConfig},
 };
 

@@ -91,7 +91,7 @@ mod tests {
     use ots_classifiers::Registry;
     use ots_indexer::{
         db::{AccessMode, Db},
-        index::{check::dump, unwind::unwind_to},
+        index::{check::dump, journal::unwind_to},
         rpc::{self, RpcContext},
         source::{NodeClient, TraceChoice},
         sync::{Indexer, SyncConfig},

@@ -4,8 +4,8 @@
 //! their contracts, [`index`] writes the tables of the Otterscan V2 format into MDBX ([`db`]) in
 //! one transaction per batch, and [`rpc`] serves them as `ots_`/`ots2_` JSON-RPC.
 
+pub mod classify;
 pub mod cli;
-pub mod config;
 pub mod db;
 pub mod decode;
 pub mod events;

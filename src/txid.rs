@@ -1,4 +1,4 @@
-//! The transaction id stored in address indexes (DESIGN.md decision 1).
+//! The transaction id stored in address indexes (docs/format.md, "Transaction ids").
 
 use std::fmt;
 

@@ -14,6 +14,7 @@ use alloy::{
 };
 use common::{anvil::Anvil, workload::Chain, Client};
 use ots_indexer::{
+    classify::capture::capture,
     db::{
         codec::{AttributeBit, BlockNumber},
         tables::OtsTransferProbes,
@@ -22,12 +23,9 @@ use ots_indexer::{
     index::{
         attributes::attributes,
         check::{check, dump},
-        unwind::unwind_to,
+        journal::unwind_to,
     },
-    source::{
-        fixture::{capture, Fixture},
-        NodeClient, TraceChoice,
-    },
+    source::{fixture::Fixture, NodeClient, TraceChoice},
     sync::{Indexer, SyncConfig},
 };
 use serde_json::{json, Value};

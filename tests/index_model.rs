@@ -19,7 +19,7 @@ use ots_indexer::{
         address_index::id_page,
         balances::{holder_count, holders_page, multi_balances},
         check::check,
-        unwind::{journal_start, unwind_to},
+        journal::{journal_start, unwind_to},
         write_batch, BatchOptions, ClassifiedBlock,
     },
     txid::TxId,

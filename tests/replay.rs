@@ -7,12 +7,10 @@ use std::{process::Command, time::Duration};
 use common::{anvil::Anvil, workload};
 use ots_classifiers::Erc20Classifier;
 use ots_indexer::{
+    classify::capture::capture,
     db::{tables::TableId, AccessMode, Db},
     index::check::dump,
-    source::{
-        fixture::{capture, Fixture},
-        NodeClient, TraceChoice,
-    },
+    source::{fixture::Fixture, NodeClient, TraceChoice},
     sync::{Indexer, SyncConfig},
 };
 

@@ -13,7 +13,7 @@ use ots_indexer::{
     index::{
         address_index::{id_count, id_page},
         check::{check, dump},
-        unwind::unwind_to,
+        journal::unwind_to,
     },
     source::{
         fixture::{write_recording, Fixture},
@@ -134,7 +134,7 @@ fn assert_withdrawals(db: &Db, blocks: &[BlockData], upto: u64) {
         let got =
             id_page::<OtsWithdrawalsIndex, OtsWithdrawalsCounter, _>(&txn, &address, 0, 1000).expect("page");
         assert_eq!(got, want, "{address} up to block {upto}");
-        // Every withdrawal finds its block through OtsWithdrawalIdx2Block (spec §2.6).
+        // Every withdrawal finds its block through OtsWithdrawalIdx2Block (docs/format.md).
         let mut idx2block = txn.cursor::<OtsWithdrawalIdx2Block>().expect("cursor");
         for index in want {
             let (_, block) = idx2block.seek(&Count(index)).expect("seek").expect("a block holds it");

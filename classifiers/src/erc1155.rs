@@ -1,4 +1,4 @@
-//! The ERC1155 classifier (spec §3.3).
+//! The ERC1155 classifier (docs/classifiers.md, "The built-ins").
 
 use alloy_primitives::Address;
 

@@ -1,4 +1,4 @@
-//! The EIP-1167 minimal proxy classifier (spec §3.3): bytecode only, no calls.
+//! The EIP-1167 minimal proxy classifier (docs/classifiers.md, "The built-ins"): bytecode only, no calls.
 
 use alloy_primitives::Address;
 

@@ -1,4 +1,4 @@
-//! The ERC20 classifier (spec §3.3, with bytes32 metadata accepted).
+//! The ERC20 classifier (docs/classifiers.md, "The built-ins"; with bytes32 metadata accepted).
 
 use alloy_primitives::Address;
 

@@ -1,4 +1,4 @@
-//! The ERC4626 vault classifier (spec §3.3).
+//! The ERC4626 vault classifier (docs/classifiers.md, "The built-ins").
 
 use alloy_primitives::Address;
 

@@ -1,4 +1,4 @@
-//! The ERC721 classifier (spec §3.3, plus tokens that skip ERC165).
+//! The ERC721 classifier (docs/classifiers.md, "The built-ins"; plus tokens that skip ERC165).
 
 use alloy_primitives::{Address, B256};
 use futures::future::try_join_all;

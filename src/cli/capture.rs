@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::args::{NodeArgs, SyncArgs};
-use crate::source::fixture::capture as record;
+use crate::classify::capture::capture as record;
 
 /// Flags of `capture`.
 #[derive(Debug, Clone, Args)]

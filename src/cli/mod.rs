@@ -4,6 +4,7 @@ pub mod args;
 pub mod capture;
 pub mod check;
 pub mod compact;
+pub mod config_file;
 pub mod progress;
 pub mod refresh;
 pub mod run;
@@ -14,7 +15,7 @@ pub mod unwind;
 
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -109,13 +110,20 @@ pub async fn main() -> std::process::ExitCode {
 /// `main` after [`ots_classifiers::Registry::with`], and needs no change to this crate.
 pub async fn main_with(registry: ots_classifiers::Registry) -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    if let Some(path) = crate::config::config_path(&args) {
-        if let Err(e) = crate::config::apply_config_file(std::path::Path::new(&path)) {
-            eprintln!("error: {e}");
-            return std::process::ExitCode::FAILURE;
+    let mut cmd = Cli::command();
+    if let Some(path) = config_file::config_path(&args) {
+        match config_file::with_config_file(cmd, std::path::Path::new(&path)) {
+            Ok(with_file) => cmd = with_file,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
         }
     }
-    let mut cli = Cli::parse();
+    let mut cli = match Cli::from_arg_matches(&cmd.get_matches_from(args)) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());

@@ -6,8 +6,8 @@ use clap::Args;
 
 use super::args::{DbArgs, NodeArgs};
 use crate::{
+    classify::refresh::refresh_metadata,
     db::{AccessMode, Db},
-    index::refresh::refresh_metadata,
 };
 
 /// Flags of `refresh-metadata`.

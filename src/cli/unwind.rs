@@ -6,7 +6,7 @@ use clap::Args;
 use super::args::DbArgs;
 use crate::{
     db::{state, AccessMode, Db},
-    index::unwind::unwind_to,
+    index::journal::unwind_to,
 };
 
 /// Flags of `unwind`.

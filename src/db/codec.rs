@@ -12,9 +12,7 @@ use crate::txid::TxId;
 mod balances;
 mod contract_info;
 mod label;
-pub use balances::{
-    address_word, word_address, Balance, MultiKey, MultiPrior, PairKey, PriorValue, Rank, TokenIdKey,
-};
+pub use balances::{Balance, BalancePrior, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank, TokenIdKey};
 pub use contract_info::ContractInfo;
 pub use label::{Label, MAX_LABEL_BYTES};
 
@@ -192,7 +190,7 @@ impl ValueCodec for IdChunk {
 /// Largest total an address may have while its counter uses the 1-byte form.
 pub const MAX_UNIQUE_CHUNK_COUNT: u64 = 256;
 
-/// A dup of an address-index counter table (spec §2.5).
+/// A dup of an address-index counter table (docs/format.md, "Address-index counters").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CounterDup {
     /// 1 byte, `total − 1`: the address has exactly one chunk and at most 256 ids.
@@ -254,7 +252,7 @@ impl ValueCodec for CounterDup {
     }
 }
 
-/// Bits of `OtsAddrAttributes` (spec §2.3).
+/// Bits of `OtsAddrAttributes` (docs/format.md, "OtsAddrAttributes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u64)]
 pub enum AttributeBit {
@@ -456,7 +454,7 @@ mod tests {
 
     #[test]
     fn counter_dups_match_the_reference_vectors() {
-        // ots/indexer/counter_test.go (spec §2.5).
+        // ots/indexer/counter_test.go (docs/format.md, "Address-index counters").
         assert_eq!(round_trip_value(&CounterDup::Unique { total: 1 }), hex!("00"));
         assert_eq!(round_trip_value(&CounterDup::Unique { total: 256 }), hex!("ff"));
         assert_eq!(
@@ -472,7 +470,7 @@ mod tests {
 
     #[test]
     fn regular_counter_dups_sort_by_cumulative_count() {
-        // The range seek of §4.2 relies on memcmp order of an 8-byte probe against 16-byte dups.
+        // The range seek of a page read (docs/format.md, "Address-index counters") relies on memcmp order of an 8-byte probe against 16-byte dups.
         let dup = CounterDup::Regular { cumulative: 488, chunk: 5 }.encode_value();
         assert!(488u64.to_be_bytes().as_slice() < dup.as_slice());
         assert!(489u64.to_be_bytes().as_slice() > dup.as_slice());

@@ -1,11 +1,12 @@
 //! The one table registry: every table of the database, declared once, with its layout.
 //!
-//! Names and byte layouts follow the Otterscan V2 ("ots2") format (spec §2); deviations are
+//! Names and byte layouts follow the Otterscan V2 ("ots2") format (docs/format.md); deviations are
 //! listed in docs/format.md. Integers are 8 bytes big-endian, addresses 20 raw bytes.
 
 use super::codec::{
-    Attributes, Balance, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup, Holding, IdChunk, KeyCodec,
-    Label, MultiKey, MultiPrior, PairKey, PriorValue, Rank, StateKey, TokenIdKey, UndoRecord, ValueCodec,
+    Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup, Holding,
+    IdChunk, KeyCodec, Label, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank, StateKey, TokenIdKey,
+    UndoRecord, ValueCodec,
 };
 use alloy_primitives::Address;
 use signet_libmdbx::DatabaseFlags;
@@ -175,10 +176,10 @@ tables! {
     /// What blocks changed in `OtsTokenBalances` (ours), for unwinds. Key: block (8). Dup:
     /// token (20) ‖ holder (32, left-padded) ‖ balance before the block (32). Kept for the reorg
     /// window, like `OtsUndoJournal`.
-    OtsBalanceUndo: DupFixed, BlockNumber => PriorValue;
+    OtsBalanceUndo: DupFixed, BlockNumber => BalancePrior;
     /// What blocks changed in `OtsERC721Owners` (ours), for unwinds. Key: block (8). Dup:
     /// token (20) ‖ id (32) ‖ owner before the block (32, left-padded; zero for none).
-    OtsOwnerUndo: DupFixed, BlockNumber => PriorValue;
+    OtsOwnerUndo: DupFixed, BlockNumber => OwnerPrior;
     /// ERC1155 balances from TransferSingle/TransferBatch logs (ours). Key: token (20) ‖
     /// holder (20) ‖ id (32). Value: balance (32, BE). No row for a zero balance, none for the zero
     /// address. A holder's total over all ids is its `OtsTokenBalances` row, which the holder
@@ -224,7 +225,7 @@ mod tests {
 
     #[test]
     fn registry_holds_every_ots2_table() {
-        // Spec §2: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
+        // The ots2 format: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
         // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, the 8
         // balance tables, contract info, transfer probes, labels, undo journal and internal state.
         assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 5);

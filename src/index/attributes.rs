@@ -1,4 +1,5 @@
-//! `OtsAddrAttributes`: which standards an address implements (spec §2.3).
+//! `OtsAddrAttributes`: which standards an address implements (docs/format.md,
+//! "OtsAddrAttributes"); part of the matches family: a match sets its standard's bit.
 
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;

@@ -1,9 +1,18 @@
-//! `OtsContractInfo`: the metadata classifiers read, merged over the blocks that wrote it.
+//! The contract-info family: `OtsContractInfo`, the metadata classifiers read (name, symbol,
+//! decimals, asset, implementation), one dup per block that wrote it, merged when read.
+
+use std::collections::BTreeMap;
 
 use alloy_primitives::Address;
+use ots_classifiers::{Fact, Metadata};
 use signet_libmdbx::tx::TransactionKind;
 
-use crate::db::{codec::ContractInfo, tables::OtsContractInfo, DbResult, Txn};
+use super::{integrity::broken, undo::UndoLog};
+use crate::db::{
+    codec::{ContractInfo, IndexKind},
+    tables::OtsContractInfo,
+    DbResult, Txn, WriteTxn,
+};
 
 /// What is known of `address`: its dups merged oldest first, so newer fields win. `None` when
 /// no classifier described it.
@@ -18,4 +27,50 @@ pub fn contract_info<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbR
         merged.implementation = newer.implementation.or(merged.implementation);
         merged
     }))
+}
+
+/// Writes what block `block`'s facts describe, one dup per address (a block's descriptions of
+/// one address merged).
+pub fn write_block(txn: &WriteTxn, block: u64, facts: &[Fact], undo: &mut UndoLog) -> DbResult<()> {
+    let mut described: BTreeMap<Address, Metadata> = BTreeMap::new();
+    for fact in facts {
+        if let Fact::Described { address, metadata } = fact {
+            described.entry(*address).or_default().merge(metadata.clone());
+        }
+    }
+    for (address, metadata) in described {
+        let Metadata { name, symbol, decimals, asset, implementation } = metadata;
+        txn.put::<OtsContractInfo>(
+            &address,
+            &ContractInfo { block, name, symbol, decimals, asset, implementation },
+        )?;
+        undo.touch(IndexKind::ContractInfo, address);
+    }
+    Ok(())
+}
+
+/// Drops the dups of `address` written by blocks above `to`.
+pub fn unwind_address(txn: &WriteTxn, address: &Address, to: u64) -> DbResult<()> {
+    for info in txn.cursor::<OtsContractInfo>()?.dups(address)? {
+        if info.block > to {
+            txn.delete::<OtsContractInfo>(address, Some(&info))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every row decodes and none was written beyond the tip.
+pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()> {
+    let mut cursor = txn.cursor::<OtsContractInfo>()?;
+    let mut next = cursor.first()?;
+    while let Some((address, info)) = next {
+        if tip.is_some_and(|t| info.block > t) {
+            return Err(broken::<OtsContractInfo>(
+                address.as_slice(),
+                format!("written by block {}, beyond the tip", info.block),
+            ));
+        }
+        next = cursor.next_entry()?;
+    }
+    Ok(())
 }

@@ -1,19 +1,34 @@
-//! Turns classified blocks into table writes, and reads them back for the API.
+//! The index: the tables of one batch written by family, and read back for the API.
+//!
+//! Each family owns its tables' collect, write, unwind, check and read side by side:
+//!
+//! * [`matches`] (with [`attributes`]): contracts, one match table per standard, the attribute
+//!   bits a match sets;
+//! * [`address_index`]: per-address id lists in chunks — transfer indexes, blocks rewarded,
+//!   withdrawals;
+//! * [`holdings`]: per holder, the tokens it has held;
+//! * [`balances`]: balances, holder counts and ranks, ERC721 owners, ERC1155 balances;
+//! * [`contract_info`], [`labels`], [`probes`]: what classifiers said of a contract.
+//!
+//! [`write_batch`] runs them over a batch; [`journal`] unwinds them, [`check`] checks them.
+//! docs/architecture.md draws the whole flow.
 
 mod activity;
 pub mod address_index;
 pub mod attributes;
-mod balance_book;
 pub mod balances;
+mod batch;
 pub mod check;
 pub mod contract_info;
+pub mod holdings;
+mod integrity;
+pub mod journal;
+pub mod labels;
 pub mod matches;
-pub mod refresh;
-pub mod reprobe;
+pub mod probes;
 mod rewrite;
 pub mod transfers;
-pub mod unwind;
-mod writer;
+mod undo;
 
 pub use activity::{Activity, ActivityKind, IndexedBlock};
-pub use writer::{write_batch, BatchOptions, BatchStats, ClassifiedBlock, WriteError, WrittenBatch};
+pub use batch::{write_batch, BatchOptions, BatchStats, ClassifiedBlock, WriteError, WrittenBatch};

@@ -1,9 +1,10 @@
-//! The `ots2_` namespace (spec §5.1): shapes and `(idx, count)` paging of Erigon's ots2.
+//! The `ots2_` namespace (docs/api.md): shapes and `(idx, count)` paging of Erigon's ots2.
 
 use std::collections::{BTreeMap, HashMap};
 
 use alloy_primitives::{Address, U64};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use ots_classifiers::Standard;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -17,17 +18,18 @@ use super::{
 };
 use crate::{
     db::{
-        codec::{AttributeBit, BlockNumber, ContractInfo, Count, Holding},
+        codec::{AttributeBit, BlockNumber, ContractInfo, Count},
         state,
         tables::*,
         DbError,
     },
     decode::{TokenKind, TokenKinds},
     index::{
-        address_index::{id_count, id_page, AddressCounter, AddressIndex},
+        address_index::{self, IdList},
         attributes::attributes,
         contract_info::contract_info,
-        matches::{match_count, match_page, MatchCounter, MatchTable, MAX_MATCH_PAGE},
+        holdings,
+        matches::{self, MAX_MATCH_PAGE},
     },
     txid::TxId,
 };
@@ -340,14 +342,15 @@ impl Ots2 {
     }
 
     /// A page of a match table with each contract's stored metadata, and its block summaries.
-    async fn described_page<M: MatchTable, C: MatchCounter>(
+    async fn described_page(
         &self,
+        standard: Standard,
         idx: u64,
         count: u64,
     ) -> RpcResult<(BTreeMap<String, BlockSummary>, Vec<(u64, Address, ContractInfo)>)> {
         Self::check_match_page(count)?;
         let (rows, tip) = self.read_at_tip(|t| {
-            match_page::<M, C, _>(t, idx, count)?
+            matches::page(t, Some(standard), idx, count)?
                 .into_iter()
                 .map(|(b, a)| Ok((b, a, contract_info(t, &a)?.unwrap_or_default())))
                 .collect::<Result<Vec<_>, DbError>>()
@@ -357,7 +360,7 @@ impl Ots2 {
     }
 
     /// A page of an address's transfer transactions, materialised from the node.
-    async fn transfer_page<I: AddressIndex, C: AddressCounter>(
+    async fn transfer_page(
         &self,
         kind: TokenKind,
         address: Address,
@@ -365,7 +368,8 @@ impl Ots2 {
         count: u64,
     ) -> RpcResult<Page<TransactionWithReceipt>> {
         self.check_address_page(count)?;
-        let (ids, tip) = self.read_at_tip(|t| id_page::<I, C, _>(t, &address, idx, count))?;
+        let list = IdList::of_transfers(kind);
+        let (ids, tip) = self.read_at_tip(|t| address_index::page(t, list, &address, idx, count))?;
         let ids: Vec<TxId> = ids.into_iter().map(TxId).collect();
         let (blocks_summary, mut results) = self.pages.transactions(&ids, tip).await?;
         self.read(|t| {
@@ -387,11 +391,8 @@ impl Ots2 {
         Ok(Page { blocks_summary, results })
     }
 
-    fn holdings<H: Table<Key = Address, Value = Holding>>(
-        &self,
-        address: Address,
-    ) -> RpcResult<Vec<HoldingRow>> {
-        let dups = self.read(|t| t.cursor::<H>()?.dups(&address))?;
+    fn holdings(&self, kind: TokenKind, address: Address) -> RpcResult<Vec<HoldingRow>> {
+        let dups = self.read(|t| holdings::of(t, kind, &address))?;
         Ok(dups.into_iter().map(|h| HoldingRow { address: h.token, eth_tx: h.first.0 }).collect())
     }
 
@@ -416,13 +417,12 @@ impl Ots2 {
 #[jsonrpsee::core::async_trait]
 impl Ots2ApiServer for Ots2 {
     fn get_all_contracts_count(&self) -> RpcResult<u64> {
-        self.read(match_count::<OtsAllContractsCounter, _>)
+        self.read(|t| matches::count(t, None))
     }
 
     async fn get_all_contracts_list(&self, idx: u64, count: u64) -> RpcResult<Page<ContractMatch>> {
         Self::check_match_page(count)?;
-        let (rows, tip) =
-            self.read_at_tip(|t| match_page::<OtsAllContracts, OtsAllContractsCounter, _>(t, idx, count))?;
+        let (rows, tip) = self.read_at_tip(|t| matches::page(t, None, idx, count))?;
         let blocks_summary = self.pages.summaries(rows.iter().map(|(b, _)| *b), tip).await?;
         let results = rows
             .into_iter()
@@ -432,11 +432,11 @@ impl Ots2ApiServer for Ots2 {
     }
 
     fn get_erc20_count(&self) -> RpcResult<u64> {
-        self.read(match_count::<OtsERC20Counter, _>)
+        self.read(|t| matches::count(t, Some(Standard::Erc20)))
     }
 
     async fn get_erc20_list(&self, idx: u64, count: u64) -> RpcResult<Page<Erc20Match>> {
-        let (blocks_summary, rows) = self.described_page::<OtsERC20, OtsERC20Counter>(idx, count).await?;
+        let (blocks_summary, rows) = self.described_page(Standard::Erc20, idx, count).await?;
         let results = rows
             .into_iter()
             .map(|(b, address, info)| Erc20Match {
@@ -451,29 +451,29 @@ impl Ots2ApiServer for Ots2 {
     }
 
     fn get_erc721_count(&self) -> RpcResult<u64> {
-        self.read(match_count::<OtsERC721Counter, _>)
+        self.read(|t| matches::count(t, Some(Standard::Erc721)))
     }
 
     async fn get_erc721_list(&self, idx: u64, count: u64) -> RpcResult<Page<NamedMatch>> {
-        let (blocks_summary, rows) = self.described_page::<OtsERC721, OtsERC721Counter>(idx, count).await?;
+        let (blocks_summary, rows) = self.described_page(Standard::Erc721, idx, count).await?;
         Ok(Page { blocks_summary, results: rows.into_iter().map(named).collect() })
     }
 
     fn get_erc1155_count(&self) -> RpcResult<u64> {
-        self.read(match_count::<OtsERC1155Counter, _>)
+        self.read(|t| matches::count(t, Some(Standard::Erc1155)))
     }
 
     async fn get_erc1155_list(&self, idx: u64, count: u64) -> RpcResult<Page<NamedMatch>> {
-        let (blocks_summary, rows) = self.described_page::<OtsERC1155, OtsERC1155Counter>(idx, count).await?;
+        let (blocks_summary, rows) = self.described_page(Standard::Erc1155, idx, count).await?;
         Ok(Page { blocks_summary, results: rows.into_iter().map(named).collect() })
     }
 
     fn get_erc1167_count(&self) -> RpcResult<u64> {
-        self.read(match_count::<OtsERC1167Counter, _>)
+        self.read(|t| matches::count(t, Some(Standard::Erc1167)))
     }
 
     async fn get_erc1167_list(&self, idx: u64, count: u64) -> RpcResult<Page<ProxyMatch>> {
-        let (blocks_summary, rows) = self.described_page::<OtsERC1167, OtsERC1167Counter>(idx, count).await?;
+        let (blocks_summary, rows) = self.described_page(Standard::Erc1167, idx, count).await?;
         let results = rows
             .into_iter()
             .map(|(b, address, info)| ProxyMatch {
@@ -500,11 +500,11 @@ impl Ots2ApiServer for Ots2 {
     }
 
     fn get_erc4626_count(&self) -> RpcResult<u64> {
-        self.read(match_count::<OtsERC4626Counter, _>)
+        self.read(|t| matches::count(t, Some(Standard::Erc4626)))
     }
 
     async fn get_erc4626_list(&self, idx: u64, count: u64) -> RpcResult<Page<VaultMatch>> {
-        let (blocks_summary, rows) = self.described_page::<OtsERC4626, OtsERC4626Counter>(idx, count).await?;
+        let (blocks_summary, rows) = self.described_page(Standard::Erc4626, idx, count).await?;
         let node = &self.ctx.node;
         let totals = futures::future::join_all(rows.iter().map(|(_, a, _)| total_assets(node, *a))).await;
         let results = rows
@@ -535,7 +535,7 @@ impl Ots2ApiServer for Ots2 {
     }
 
     fn get_erc20_transfer_count(&self, address: Address) -> RpcResult<u64> {
-        self.read(|t| id_count::<OtsERC20TransferCounter, _>(t, &address))
+        self.read(|t| address_index::count(t, IdList::Erc20Transfers, &address))
     }
 
     async fn get_erc20_transfer_list(
@@ -544,17 +544,11 @@ impl Ots2ApiServer for Ots2 {
         idx: u64,
         count: u64,
     ) -> RpcResult<Page<TransactionWithReceipt>> {
-        self.transfer_page::<OtsERC20TransferIndex, OtsERC20TransferCounter>(
-            TokenKind::Erc20,
-            address,
-            idx,
-            count,
-        )
-        .await
+        self.transfer_page(TokenKind::Erc20, address, idx, count).await
     }
 
     fn get_erc721_transfer_count(&self, address: Address) -> RpcResult<u64> {
-        self.read(|t| id_count::<OtsERC721TransferCounter, _>(t, &address))
+        self.read(|t| address_index::count(t, IdList::Erc721Transfers, &address))
     }
 
     async fn get_erc721_transfer_list(
@@ -563,17 +557,11 @@ impl Ots2ApiServer for Ots2 {
         idx: u64,
         count: u64,
     ) -> RpcResult<Page<TransactionWithReceipt>> {
-        self.transfer_page::<OtsERC721TransferIndex, OtsERC721TransferCounter>(
-            TokenKind::Erc721,
-            address,
-            idx,
-            count,
-        )
-        .await
+        self.transfer_page(TokenKind::Erc721, address, idx, count).await
     }
 
     fn get_blocks_rewarded_count(&self, address: Address) -> RpcResult<u64> {
-        self.read(|t| id_count::<OtsBlocksRewardedCounter, _>(t, &address))
+        self.read(|t| address_index::count(t, IdList::BlocksRewarded, &address))
     }
 
     async fn get_blocks_rewarded_list(
@@ -583,16 +571,15 @@ impl Ots2ApiServer for Ots2 {
         count: u64,
     ) -> RpcResult<RewardedPage> {
         self.check_address_page(count)?;
-        let (blocks, tip) = self.read_at_tip(|t| {
-            id_page::<OtsBlocksRewardedIndex, OtsBlocksRewardedCounter, _>(t, &address, idx, count)
-        })?;
+        let (blocks, tip) =
+            self.read_at_tip(|t| address_index::page(t, IdList::BlocksRewarded, &address, idx, count))?;
         let blocks_summary = self.pages.reward_summaries(blocks.iter().copied(), tip).await?;
         let results = blocks.into_iter().map(|b| RewardedBlock { block_number: U64::from(b) }).collect();
         Ok(RewardedPage { blocks_summary, results })
     }
 
     fn get_withdrawals_count(&self, address: Address) -> RpcResult<u64> {
-        self.read(|t| id_count::<OtsWithdrawalsCounter, _>(t, &address))
+        self.read(|t| address_index::count(t, IdList::Withdrawals, &address))
     }
 
     async fn get_withdrawals_list(
@@ -603,7 +590,7 @@ impl Ots2ApiServer for Ots2 {
     ) -> RpcResult<Page<WithdrawalRow>> {
         self.check_address_page(count)?;
         let (wanted, tip) = self.read_at_tip(|t| {
-            let indexes = id_page::<OtsWithdrawalsIndex, OtsWithdrawalsCounter, _>(t, &address, idx, count)?;
+            let indexes = address_index::page(t, IdList::Withdrawals, &address, idx, count)?;
             let mut idx2block = t.cursor::<OtsWithdrawalIdx2Block>()?;
             indexes
                 .into_iter()
@@ -622,7 +609,7 @@ impl Ots2ApiServer for Ots2 {
     }
 
     fn get_erc1155_transfer_count(&self, address: Address) -> RpcResult<u64> {
-        self.read(|t| id_count::<OtsERC1155TransferCounter, _>(t, &address))
+        self.read(|t| address_index::count(t, IdList::Erc1155Transfers, &address))
     }
 
     async fn get_erc1155_transfer_list(
@@ -631,24 +618,18 @@ impl Ots2ApiServer for Ots2 {
         idx: u64,
         count: u64,
     ) -> RpcResult<Page<TransactionWithReceipt>> {
-        self.transfer_page::<OtsERC1155TransferIndex, OtsERC1155TransferCounter>(
-            TokenKind::Erc1155,
-            address,
-            idx,
-            count,
-        )
-        .await
+        self.transfer_page(TokenKind::Erc1155, address, idx, count).await
     }
 
     fn get_erc1155_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>> {
-        self.holdings::<OtsERC1155Holdings>(address)
+        self.holdings(TokenKind::Erc1155, address)
     }
 
     fn get_erc20_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>> {
-        self.holdings::<OtsERC20Holdings>(address)
+        self.holdings(TokenKind::Erc20, address)
     }
 
     fn get_erc721_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>> {
-        self.holdings::<OtsERC721Holdings>(address)
+        self.holdings(TokenKind::Erc721, address)
     }
 }

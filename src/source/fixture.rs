@@ -5,28 +5,19 @@
 //! and the `eth_call`/`eth_getCode` answers its classification needed, sorted.
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet},
+    collections::{BTreeMap, HashMap},
     fs::File,
     io::{BufRead, BufReader, BufWriter, Write},
     path::{Path, PathBuf},
-    sync::Mutex,
 };
 
 use alloy_primitives::{Address, Bytes, B256};
 use flate2::{read::GzDecoder, write::GzEncoder, Compression};
-use ots_classifiers::{
-    classify_block, BlockData, BoxFuture, CallOutcome, ChainError, ChainView, Classifier, Fact, Standard,
-};
+use ots_classifiers::{BlockData, BoxFuture, CallOutcome, ChainError, ChainView};
 use serde::{Deserialize, Serialize};
 
-use super::{BlockSource, NodeClient, SourceError};
-use crate::{
-    db::state::ChainIdentity,
-    index::{
-        reprobe::{emitters_to_reprobe, reprobe},
-        ClassifiedBlock,
-    },
-};
+use super::{BlockSource, SourceError};
+use crate::db::state::ChainIdentity;
 
 /// Version of the recording format.
 pub const FIXTURE_FORMAT: u32 = 1;
@@ -179,41 +170,6 @@ impl BlockSource for Fixture {
     }
 }
 
-/// Records every answer a classifier got.
-#[derive(Debug)]
-struct RecordingView<'a> {
-    node: &'a NodeClient,
-    calls: Mutex<BTreeMap<CallKey, CallOutcome>>,
-    codes: Mutex<BTreeMap<(Address, u64), Bytes>>,
-}
-
-impl ChainView for RecordingView<'_> {
-    fn call_at(
-        &self,
-        to: Address,
-        input: Bytes,
-        block: u64,
-    ) -> BoxFuture<'_, Result<CallOutcome, ChainError>> {
-        Box::pin(async move {
-            let outcome = self.node.call_at(to, input.clone(), block).await?;
-            if let Ok(mut calls) = self.calls.lock() {
-                calls.insert((to, input, block), outcome.clone());
-            }
-            Ok(outcome)
-        })
-    }
-
-    fn code_at(&self, address: Address, block: u64) -> BoxFuture<'_, Result<Bytes, ChainError>> {
-        Box::pin(async move {
-            let code = self.node.code_at(address, block).await?;
-            if let Ok(mut codes) = self.codes.lock() {
-                codes.insert((address, block), code.clone());
-            }
-            Ok(code)
-        })
-    }
-}
-
 /// Capturing failed; the output file was not created.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
@@ -233,108 +189,93 @@ pub enum CaptureError {
     },
 }
 
-/// What a capture wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CaptureStats {
-    /// Blocks recorded.
-    pub blocks: u64,
-    /// Probe answers recorded.
-    pub probes: u64,
-    /// Bytes of the file.
-    pub bytes: u64,
+/// Writes a recording: a header, then blocks and the probe answers met while classifying them
+/// (to a temporary name, renamed when [`RecordingWriter::finish`]ed, so a cut-short capture
+/// leaves no file that looks complete).
+#[derive(Debug)]
+pub struct RecordingWriter {
+    out: PathBuf,
+    tmp: PathBuf,
+    w: GzEncoder<BufWriter<File>>,
 }
 
-/// Records blocks `from..=to` of `node`, and every probe `classifiers` make on them, to `out`
-/// (written to a temporary name and renamed when complete).
-pub async fn capture(
-    node: &NodeClient,
-    classifiers: &[Box<dyn Classifier>],
-    from: u64,
-    to: u64,
-    out: &Path,
-) -> Result<CaptureStats, CaptureError> {
-    let io = |source| CaptureError::Io { path: out.to_path_buf(), source };
-    let chain = node.chain_identity().await?;
-    let tmp = out.with_extension("partial");
-    let file = File::create(&tmp).map_err(io)?;
-    let mut w = GzEncoder::new(BufWriter::new(file), Compression::default());
-    let write = |w: &mut GzEncoder<BufWriter<File>>, r: &Record| -> Result<(), CaptureError> {
-        serde_json::to_writer(&mut *w, r).map_err(|e| io(e.into()))?;
-        w.write_all(b"\n").map_err(io)
-    };
-    let header = Record::Header {
-        format: FIXTURE_FORMAT,
-        chain_id: chain.chain_id,
-        genesis_hash: chain.genesis_hash,
-        from,
-        to,
-        tracer: node.trace_mode().name().to_owned(),
-    };
-    write(&mut w, &header)?;
-    let mut stats = CaptureStats { blocks: 0, probes: 0, bytes: 0 };
-    // Tokens and failed re-probes seen so far: the indexer, starting from the same block, knows
-    // no more than this, so it never asks for a probe this file lacks.
-    let mut known: HashSet<Address> = HashSet::new();
-    for number in from..=to {
-        let block = node.block(number).await?;
-        let view = RecordingView { node, calls: Mutex::default(), codes: Mutex::default() };
-        let created = block.created_contracts();
-        let facts = classify_block(classifiers, &block, &created, &[], &view).await?;
-        let mut batch = [ClassifiedBlock { block, facts, probe_misses: Vec::new() }];
-        let todo = emitters_to_reprobe(&batch, |a| Ok::<_, std::convert::Infallible>(known.contains(a)))
-            .unwrap_or_else(|never| match never {});
-        reprobe(classifiers, &mut batch, &todo, &view).await?;
-        let [ClassifiedBlock { block, facts, probe_misses }] = batch;
-        known.extend(probe_misses);
-        known.extend(facts.iter().filter_map(|f| match f {
-            Fact::Matched { standard: Standard::Erc20 | Standard::Erc721, address } => Some(*address),
-            _ => None,
-        }));
-        write(&mut w, &Record::Block { block: Box::new(block) })?;
-        for ((to, input, block), outcome) in view.calls.into_inner().unwrap_or_default() {
-            write(&mut w, &Record::Call { to, input, block, outcome })?;
-            stats.probes += 1;
-        }
-        for ((address, block), code) in view.codes.into_inner().unwrap_or_default() {
-            write(&mut w, &Record::Code { address, block, code })?;
-            stats.probes += 1;
-        }
-        stats.blocks += 1;
+impl RecordingWriter {
+    /// Starts a recording of blocks `from..=to` of `chain`, whose call frames came from
+    /// `tracer`.
+    pub fn create(
+        out: &Path,
+        chain: ChainIdentity,
+        (from, to): (u64, u64),
+        tracer: &str,
+        compression: Compression,
+    ) -> Result<Self, CaptureError> {
+        let tmp = out.with_extension("partial");
+        let file =
+            File::create(&tmp).map_err(|source| CaptureError::Io { path: out.to_path_buf(), source })?;
+        let mut writer =
+            Self { out: out.to_path_buf(), tmp, w: GzEncoder::new(BufWriter::new(file), compression) };
+        writer.write(&Record::Header {
+            format: FIXTURE_FORMAT,
+            chain_id: chain.chain_id,
+            genesis_hash: chain.genesis_hash,
+            from,
+            to,
+            tracer: tracer.to_owned(),
+        })?;
+        Ok(writer)
     }
-    let inner = w.finish().map_err(io)?;
-    inner.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, out).map_err(io)?;
-    stats.bytes = std::fs::metadata(out).map_err(io)?.len();
-    Ok(stats)
+
+    fn write(&mut self, record: &Record) -> Result<(), CaptureError> {
+        let out = self.out.clone();
+        let io = |source| CaptureError::Io { path: out.clone(), source };
+        serde_json::to_writer(&mut self.w, record).map_err(|e| io(e.into()))?;
+        self.w.write_all(b"\n").map_err(io)
+    }
+
+    /// Adds a block.
+    pub fn block(&mut self, block: &BlockData) -> Result<(), CaptureError> {
+        self.write(&Record::Block { block: Box::new(block.clone()) })
+    }
+
+    /// Adds the answer of `eth_call` to `to` with `input` at `block`.
+    pub fn call(
+        &mut self,
+        to: Address,
+        input: Bytes,
+        block: u64,
+        outcome: CallOutcome,
+    ) -> Result<(), CaptureError> {
+        self.write(&Record::Call { to, input, block, outcome })
+    }
+
+    /// Adds the code of `address` at `block`.
+    pub fn code(&mut self, address: Address, block: u64, code: Bytes) -> Result<(), CaptureError> {
+        self.write(&Record::Code { address, block, code })
+    }
+
+    /// Completes the file and puts it in place; returns its size in bytes.
+    pub fn finish(self) -> Result<u64, CaptureError> {
+        let out = self.out.clone();
+        let io = |source| CaptureError::Io { path: out.clone(), source };
+        let inner = self.w.finish().map_err(io)?;
+        inner.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
+        std::fs::rename(&self.tmp, &self.out).map_err(io)?;
+        std::fs::metadata(&self.out).map(|m| m.len()).map_err(io)
+    }
 }
 
 /// Writes `blocks` as a recording with no probe answers: a generated chain (tests and
 /// benchmarks make chains with what Anvil cannot produce, such as withdrawals). The classifiers
 /// that replay it must not need `eth_call`s.
 pub fn write_recording(out: &Path, chain: ChainIdentity, blocks: &[BlockData]) -> Result<u64, CaptureError> {
-    let io = |source| CaptureError::Io { path: out.to_path_buf(), source };
     let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
-        return Err(io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no blocks to record")));
+        let error = std::io::Error::new(std::io::ErrorKind::InvalidInput, "no blocks to record");
+        return Err(CaptureError::Io { path: out.to_path_buf(), source: error });
     };
-    let tmp = out.with_extension("partial");
-    let file = File::create(&tmp).map_err(io)?;
-    let mut w = GzEncoder::new(BufWriter::new(file), Compression::fast());
-    let header = Record::Header {
-        format: FIXTURE_FORMAT,
-        chain_id: chain.chain_id,
-        genesis_hash: chain.genesis_hash,
-        from: first.number,
-        to: last.number,
-        tracer: "none".to_owned(),
-    };
-    for record in
-        std::iter::once(header).chain(blocks.iter().map(|b| Record::Block { block: Box::new(b.clone()) }))
-    {
-        serde_json::to_writer(&mut w, &record).map_err(|e| io(e.into()))?;
-        w.write_all(b"\n").map_err(io)?;
+    let mut writer =
+        RecordingWriter::create(out, chain, (first.number, last.number), "none", Compression::fast())?;
+    for block in blocks {
+        writer.block(block)?;
     }
-    let inner = w.finish().map_err(io)?;
-    inner.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, out).map_err(io)?;
-    std::fs::metadata(out).map(|m| m.len()).map_err(io)
+    writer.finish()
 }

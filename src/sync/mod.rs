@@ -14,6 +14,10 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::{
+    classify::{
+        late_metadata::{describe, is_named, tokens_to_describe, Stored},
+        reprobe::{emitters_to_reprobe, reprobe},
+    },
     db::{
         codec::{AttributeBit, BlockNumber},
         state::{self, ChainIdentity, Checkpoint, DbState, StateError},
@@ -23,8 +27,8 @@ use crate::{
     events::{EventBus, IndexEvent},
     index::{
         attributes::attributes,
-        reprobe::{emitters_to_reprobe, reprobe},
-        unwind::{unwind_to, UnwindError},
+        contract_info::contract_info,
+        journal::{unwind_to, UnwindError},
         write_batch, BatchOptions, BatchStats, ClassifiedBlock, WriteError,
     },
     source::{BlockSource, SourceError},
@@ -134,6 +138,8 @@ pub struct Indexer {
     progress: SharedProgress,
     events: EventBus,
     last_batch_log: std::sync::Mutex<Option<Instant>>,
+    /// Tokens whose metadata needs no second read in this process (named, or read again).
+    settled: std::sync::Mutex<std::collections::HashSet<alloy_primitives::Address>>,
 }
 
 impl Indexer {
@@ -162,6 +168,7 @@ impl Indexer {
             progress,
             events: EventBus::default(),
             last_batch_log: Default::default(),
+            settled: Default::default(),
         };
         let indexed = indexer.checkpoint()?.map_or(0, |c| c.number);
         indexer.progress.update(|p| p.indexed = indexed);
@@ -197,6 +204,30 @@ impl Indexer {
         let created = block.created_contracts();
         let facts = classify_block(&self.classifiers, &block, &created, &[], self.source.as_ref()).await?;
         Ok(ClassifiedBlock { block, facts, probe_misses: Vec::new() })
+    }
+
+    /// Reads the metadata of the batch's nameless tokens again at their first transfer.
+    async fn describe_late(&self, blocks: &mut [ClassifiedBlock]) -> Result<(), SyncError> {
+        let found = {
+            let settled = self.settled.lock().map_err(|_| SyncError::Writer("a poisoned lock".into()))?;
+            let txn = self.db.begin_read()?;
+            tokens_to_describe(blocks, &settled, |address| -> Result<Stored, DbError> {
+                let attrs = attributes(&txn, address)?;
+                let token = attrs.has(AttributeBit::Erc20) || attrs.has(AttributeBit::Erc721);
+                let named = token
+                    && contract_info(&txn, address)?
+                        .is_some_and(|i| is_named(i.name.as_deref(), i.symbol.as_deref()));
+                Ok(Stored { token, named })
+            })?
+        };
+        if found.todo.iter().any(|t| !t.is_empty()) {
+            describe(blocks, &found.todo, self.source.as_ref()).await?;
+        }
+        if let Ok(mut settled) = self.settled.lock() {
+            settled.extend(found.named);
+            settled.extend(found.todo.into_iter().flatten());
+        }
+        Ok(())
     }
 
     /// Gives unclassified Transfer emitters of the batch their one re-probe.
@@ -238,6 +269,7 @@ impl Indexer {
         }
         drop(fetched);
         self.reprobe(&mut blocks).await?;
+        self.describe_late(&mut blocks).await?;
         for pair in blocks.windows(2) {
             if pair[1].block.parent_hash != pair[0].block.hash {
                 return Err(SyncError::Moved {

@@ -71,3 +71,24 @@ contract FakeTransferEmitter {
         emit Transfer(from, to, value);
     }
 }
+
+/// A token initialised after its deployment, as a clone or proxy is: `name()` and `symbol()`
+/// answer empty strings until `initialize` runs in a later block.
+contract LazyToken {
+    event Transfer(address indexed from, address indexed to, uint256 value);
+
+    string public name;
+    string public symbol;
+    uint8 public decimals = 18;
+    mapping(address => uint256) public balanceOf;
+
+    function initialize(string calldata name_, string calldata symbol_) external {
+        name = name_;
+        symbol = symbol_;
+    }
+
+    function mint(address to, uint256 value) external {
+        balanceOf[to] += value;
+        emit Transfer(address(0), to, value);
+    }
+}

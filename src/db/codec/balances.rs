@@ -152,47 +152,52 @@ impl ValueCodec for Rank {
     }
 }
 
-/// What a block changed, to be put back by an unwind: `token (20) ‖ key (32) ‖ old (32)`, where
-/// for a balance the key is the holder (left-padded) and old the balance before the block, and
-/// for an ERC721 owner the key is the token id and old the owner before (left-padded; zero for
-/// none).
+/// What a block changed in a token-wide balance: `token (20) ‖ holder (20) ‖ balance before
+/// the block (32)`, 72 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PriorValue {
-    /// The token.
-    pub token: Address,
-    /// Holder or token id.
-    pub key: U256,
-    /// The value before the block.
+pub struct BalancePrior {
+    /// Which balance.
+    pub key: PairKey,
+    /// Its value before the block.
     pub old: U256,
 }
 
-impl ValueCodec for PriorValue {
+impl ValueCodec for BalancePrior {
     fn encode_value(&self) -> Vec<u8> {
-        let mut out = self.token.to_vec();
-        out.extend_from_slice(&self.key.to_be_bytes::<32>());
+        let mut out = self.key.encode_key().to_vec();
         out.extend_from_slice(&self.old.to_be_bytes::<32>());
         out
     }
     fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
-        if bytes.len() != 84 {
-            return Err(CodecError::new("prior value", "expected 84 bytes", bytes.len()));
+        if bytes.len() != 72 {
+            return Err(CodecError::new("prior balance", "expected 72 bytes", bytes.len()));
         }
-        Ok(Self {
-            token: address(&bytes[..20], "token")?,
-            key: U256::from_be_slice(&bytes[20..52]),
-            old: U256::from_be_slice(&bytes[52..]),
-        })
+        Ok(Self { key: PairKey::decode_key(&bytes[..40])?, old: U256::from_be_slice(&bytes[40..]) })
     }
 }
 
-/// An address as a 32-byte word (and back): how [`PriorValue`] stores holders and owners.
-pub fn address_word(a: Address) -> U256 {
-    U256::from_be_slice(a.as_slice())
+/// What a block changed in an ERC721 id's owner: `token (20) ‖ id (32) ‖ owner before the block
+/// (20; the zero address for none)`, 72 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnerPrior {
+    /// Which id.
+    pub key: TokenIdKey,
+    /// Its owner before the block; the zero address when it had none (it is never an owner).
+    pub old: Address,
 }
 
-/// The address in the low 20 bytes of `word`.
-pub fn word_address(word: U256) -> Address {
-    Address::from_slice(&word.to_be_bytes::<32>()[12..])
+impl ValueCodec for OwnerPrior {
+    fn encode_value(&self) -> Vec<u8> {
+        let mut out = self.key.encode_key().to_vec();
+        out.extend_from_slice(self.old.as_slice());
+        out
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 72 {
+            return Err(CodecError::new("prior owner", "expected 72 bytes", bytes.len()));
+        }
+        Ok(Self { key: TokenIdKey::decode_key(&bytes[..52])?, old: address(&bytes[52..], "owner")? })
+    }
 }
 
 #[cfg(test)]
@@ -214,9 +219,20 @@ mod tests {
         assert_eq!(&bytes[..31], &[0xff; 31]);
         assert_eq!(bytes[31], 0xfe);
         assert_eq!(Rank::decode_value(&bytes), Ok(rank));
-        let prior = PriorValue { token: t, key: address_word(h), old: U256::from(7) };
-        assert_eq!(PriorValue::decode_value(&prior.encode_value()), Ok(prior));
-        assert_eq!(word_address(address_word(h)), h);
+        let prior = BalancePrior { key, old: U256::from(7) };
+        let bytes = prior.encode_value();
+        assert_eq!(bytes.len(), 72);
+        assert_eq!(&bytes[..40], &key.encode_key()[..]);
+        assert_eq!((&bytes[40..71], bytes[71]), (&[0u8; 31][..], 7));
+        assert_eq!(BalancePrior::decode_value(&bytes), Ok(prior));
+        assert!(BalancePrior::decode_value(&bytes[..71]).is_err());
+        let prior = OwnerPrior { key: id, old: h };
+        let bytes = prior.encode_value();
+        assert_eq!(bytes.len(), 72);
+        assert_eq!(&bytes[..52], &id.encode_key()[..]);
+        assert_eq!(&bytes[52..], h.as_slice());
+        assert_eq!(OwnerPrior::decode_value(&bytes), Ok(prior));
+        assert!(OwnerPrior::decode_value(&[bytes, vec![0]].concat()).is_err());
     }
 
     #[test]

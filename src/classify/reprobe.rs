@@ -9,7 +9,7 @@ use alloy_primitives::Address;
 use futures::future::try_join_all;
 use ots_classifiers::{classify_block, ChainError, ChainView, Classifier, Fact, Standard};
 
-use super::ClassifiedBlock;
+use crate::index::ClassifiedBlock;
 
 fn is_token_fact(fact: &Fact) -> Option<Address> {
     match fact {

@@ -15,19 +15,17 @@ use signet_libmdbx::tx::{Rw, TransactionKind};
 // addresses ground to collide cannot slow the writer down.
 use foldhash::HashMap;
 
-use super::{
-    balances::BalanceMove,
-    rewrite::{rewrite_pays, MappedPages},
-};
+use super::BalanceMove;
 use crate::db::{
     codec::{
-        address_word, Balance, BlockNumber, Count, MultiKey, MultiPrior, PairKey, PriorValue, Rank,
+        Balance, BalancePrior, BlockNumber, Count, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank,
         TokenIdKey,
     },
     tables::*,
     DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
 };
 use crate::decode::TokenKind;
+use crate::index::rewrite::{rewrite_pays, MappedPages};
 
 /// One value while its batch is resolved.
 #[derive(Debug, Clone, Copy)]
@@ -126,8 +124,8 @@ pub struct Resolved {
     balances: Slots<PairKey, U256>,
     owners: Slots<TokenIdKey, Address>,
     multi: Slots<MultiKey, U256>,
-    balance_undo: Vec<(u64, PriorValue)>,
-    owner_undo: Vec<(u64, PriorValue)>,
+    balance_undo: Vec<(u64, BalancePrior)>,
+    owner_undo: Vec<(u64, OwnerPrior)>,
     multi_undo: Vec<(u64, MultiPrior)>,
     /// The oldest block whose undo rows are kept.
     keep_from: u64,
@@ -142,8 +140,7 @@ impl Resolved {
         }
         let Some(slot) = self.balances.get_mut(&key) else { return };
         if let Some(old) = slot.first_change_in(block, self.keep_from) {
-            self.balance_undo
-                .push((block, PriorValue { token: key.token, key: address_word(key.holder), old }));
+            self.balance_undo.push((block, BalancePrior { key, old }));
         }
         slot.now = if add { slot.now.saturating_add(amount) } else { slot.now.saturating_sub(amount) };
     }
@@ -174,8 +171,7 @@ impl Resolved {
                 let key = TokenIdKey { token: m.token, id: m.id };
                 if let Some(slot) = self.owners.get_mut(&key) {
                     if let Some(old) = slot.first_change_in(block, self.keep_from) {
-                        let prior = PriorValue { token: m.token, key: m.id, old: address_word(old) };
-                        self.owner_undo.push((block, prior));
+                        self.owner_undo.push((block, OwnerPrior { key, old }));
                     }
                     slot.now = m.to;
                 }

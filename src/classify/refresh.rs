@@ -12,13 +12,13 @@ use alloy_primitives::Address;
 use futures::{stream, StreamExt, TryStreamExt};
 use ots_classifiers::{read_token_metadata, ChainError, ChainView, Metadata};
 
-use super::contract_info::contract_info;
 use crate::db::{
     codec::{BlockNumber, ContractInfo, IndexKind},
     state::{self, StateError},
     tables::{OtsContractInfo, OtsUndoJournal},
     Db, DbError,
 };
+use crate::index::contract_info::contract_info;
 
 /// Probes in flight at once.
 const CONCURRENCY: usize = 16;

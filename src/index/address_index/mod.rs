@@ -1,0 +1,339 @@
+//! The address-index family: per-address id lists in chunks with their counters — the three
+//! transfer indexes (ids are TxIds), blocks rewarded (block numbers) and withdrawals (withdrawal
+//! indexes) — and the withdrawal → block table (docs/format.md, "Address indexes").
+//!
+//! An index's tables are named once, in [`view_id_list`]; collecting a batch, writing,
+//! unwinding, checking and the API's counts and pages reach them through it. The chunk
+//! mechanics of one list live in [`chunks`].
+
+pub mod chunks;
+
+use alloy_primitives::Address;
+use ots_classifiers::BlockData;
+use signet_libmdbx::tx::TransactionKind;
+
+pub use chunks::{
+    append_ids, id_count, id_page, rewrite_with_appends, truncate_ids, verify_address, AddressCounter,
+    AddressIndex, IdAppender, CHUNK_IDS,
+};
+
+use super::{
+    integrity::{broken, CheckReport},
+    rewrite::rewrite_pays,
+    transfers::Touch,
+    undo::UndoLog,
+};
+use crate::{
+    db::{
+        codec::{BlockNumber, Count, IndexKind},
+        tables::*,
+        DbResult, ReadTxn, Txn, WriteTxn,
+    },
+    decode::TokenKind,
+};
+
+/// One address index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IdList {
+    /// `OtsERC20TransferIndex`.
+    Erc20Transfers,
+    /// `OtsERC721TransferIndex`.
+    Erc721Transfers,
+    /// `OtsERC1155TransferIndex`.
+    Erc1155Transfers,
+    /// `OtsBlocksRewardedIndex`.
+    BlocksRewarded,
+    /// `OtsWithdrawalsIndex`.
+    Withdrawals,
+}
+
+/// Every address index, in the order a batch writes them.
+pub const ID_LISTS: [IdList; 5] = [
+    IdList::Erc20Transfers,
+    IdList::Erc721Transfers,
+    IdList::Erc1155Transfers,
+    IdList::BlocksRewarded,
+    IdList::Withdrawals,
+];
+
+/// The transfer indexes, whose ids are TxIds.
+pub const TRANSFER_LISTS: [IdList; 3] =
+    [IdList::Erc20Transfers, IdList::Erc721Transfers, IdList::Erc1155Transfers];
+
+impl IdList {
+    /// The transfer index of a token kind.
+    pub const fn of_transfers(kind: TokenKind) -> Self {
+        match kind {
+            TokenKind::Erc20 => Self::Erc20Transfers,
+            TokenKind::Erc721 => Self::Erc721Transfers,
+            TokenKind::Erc1155 => Self::Erc1155Transfers,
+        }
+    }
+
+    /// How the undo journal names a row of this index.
+    pub const fn journal_kind(self) -> IndexKind {
+        match self {
+            Self::Erc20Transfers => IndexKind::Erc20Transfers,
+            Self::Erc721Transfers => IndexKind::Erc721Transfers,
+            Self::Erc1155Transfers => IndexKind::Erc1155Transfers,
+            Self::BlocksRewarded => IndexKind::BlocksRewarded,
+            Self::Withdrawals => IndexKind::Withdrawals,
+        }
+    }
+}
+
+/// Code generic over one address index and its counter.
+pub trait IdListViewer {
+    /// What the code gives back.
+    type Output;
+    /// Runs on the tables `I` and `C`.
+    fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output;
+}
+
+/// Runs `viewer` on `list`'s tables: the one place an index is tied to its tables.
+pub fn view_id_list<V: IdListViewer>(list: IdList, viewer: &mut V) -> V::Output {
+    match list {
+        IdList::Erc20Transfers => viewer.view::<OtsERC20TransferIndex, OtsERC20TransferCounter>(),
+        IdList::Erc721Transfers => viewer.view::<OtsERC721TransferIndex, OtsERC721TransferCounter>(),
+        IdList::Erc1155Transfers => viewer.view::<OtsERC1155TransferIndex, OtsERC1155TransferCounter>(),
+        IdList::BlocksRewarded => viewer.view::<OtsBlocksRewardedIndex, OtsBlocksRewardedCounter>(),
+        IdList::Withdrawals => viewer.view::<OtsWithdrawalsIndex, OtsWithdrawalsCounter>(),
+    }
+}
+
+/// The (address, id) pairs of one address index, gathered over a batch and sorted once: a
+/// flat list sorts faster than a map grows.
+#[derive(Debug, Default)]
+struct IdCollector(Vec<(Address, u64)>);
+
+/// Every address index's new ids of a batch.
+#[derive(Debug, Default)]
+pub struct IdLists {
+    lists: [IdCollector; 5],
+}
+
+impl IdLists {
+    fn push(&mut self, list: IdList, address: Address, id: u64, undo: &mut UndoLog) {
+        self.lists[list as usize].0.push((address, id));
+        undo.touch(list.journal_kind(), address);
+    }
+
+    /// Collects a transfer's touch.
+    pub fn touch(&mut self, touch: &Touch, undo: &mut UndoLog) {
+        self.push(IdList::of_transfers(touch.kind), touch.address, touch.tx.0, undo);
+    }
+
+    /// Collects `block`'s fee recipient and withdrawals, and writes which block holds its last
+    /// withdrawal.
+    pub fn collect_block(&mut self, txn: &WriteTxn, block: &BlockData, undo: &mut UndoLog) -> DbResult<()> {
+        self.push(IdList::BlocksRewarded, block.coinbase, block.number, undo);
+        for w in &block.withdrawals {
+            self.push(IdList::Withdrawals, w.address, w.index, undo);
+        }
+        if let Some(last_withdrawal) = block.withdrawals.iter().map(|w| w.index).max() {
+            txn.put::<OtsWithdrawalIdx2Block>(&Count(last_withdrawal), &BlockNumber(block.number))?;
+        }
+        Ok(())
+    }
+
+    /// Appends every index's ids, addresses in key order; returns how many transfer ids were
+    /// new. With `before` (a snapshot of the state `txn` started from) an index and its counter
+    /// are rewritten whole when the batch appends to a large share of its chunks. Withdrawal
+    /// indexes grow with the chain; a block may list them in any order, which the sort puts
+    /// right.
+    pub fn write(self, txn: &WriteTxn, before: Option<&ReadTxn>) -> DbResult<u64> {
+        let mut transfer_ids = 0;
+        for (list, collector) in ID_LISTS.into_iter().zip(self.lists) {
+            let written = view_id_list(list, &mut Write { collector, txn, before })?;
+            if TRANSFER_LISTS.contains(&list) {
+                transfer_ids += written;
+            }
+        }
+        Ok(transfer_ids)
+    }
+}
+
+struct Write<'a> {
+    collector: IdCollector,
+    txn: &'a WriteTxn,
+    before: Option<&'a ReadTxn>,
+}
+
+impl IdListViewer for Write<'_> {
+    type Output = DbResult<u64>;
+
+    /// Appends the collected ids; returns how many were new (the index has at least one chunk
+    /// per address, so `rewrite_pays` weighs addresses against its entries).
+    fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
+        let pairs = &mut self.collector.0;
+        if pairs.is_empty() {
+            // Nothing to append: not even an empty table is worth clearing.
+            return Ok(0);
+        }
+        pairs.sort_unstable();
+        pairs.dedup();
+        let ids: Vec<u64> = pairs.iter().map(|&(_, id)| id).collect();
+        let mut runs: Vec<(Address, &[u64])> = Vec::new();
+        let mut rest = ids.as_slice();
+        for run in pairs.chunk_by(|a, b| a.0 == b.0) {
+            let (head, tail) = rest.split_at(run.len());
+            runs.push((run[0].0, head));
+            rest = tail;
+        }
+        match self.before {
+            Some(before) if rewrite_pays(self.txn.stats::<I>()?.entries, runs.len() as u64) => {
+                rewrite_with_appends::<I, C, _>(self.txn, before, runs)?;
+            }
+            _ => {
+                let mut appender = IdAppender::<I, C>::new(self.txn)?;
+                for (address, ids) in runs {
+                    appender.append(&address, ids)?;
+                }
+            }
+        }
+        Ok(pairs.len() as u64)
+    }
+}
+
+/// Where an unwind to block `to` cuts each kind of id.
+#[derive(Debug, Clone, Copy)]
+pub struct Cuts {
+    /// TxIds: the first id of block `to + 1`.
+    pub tx: u64,
+    /// Block numbers: `to + 1`.
+    pub block: u64,
+    /// Withdrawal indexes: the first one the unwound blocks held.
+    pub withdrawal: u64,
+}
+
+impl Cuts {
+    fn of(self, list: IdList) -> u64 {
+        match list {
+            IdList::Erc20Transfers | IdList::Erc721Transfers | IdList::Erc1155Transfers => self.tx,
+            IdList::BlocksRewarded => self.block,
+            IdList::Withdrawals => self.withdrawal,
+        }
+    }
+}
+
+/// Drops the `OtsWithdrawalIdx2Block` rows of blocks above `to`; returns the first withdrawal
+/// index those blocks held (every withdrawal index at or above it is unwound).
+pub fn unwind_withdrawal_blocks(txn: &WriteTxn, to: u64) -> DbResult<u64> {
+    loop {
+        let last = txn.cursor::<OtsWithdrawalIdx2Block>()?.last()?;
+        match last {
+            Some((count, BlockNumber(block))) if block > to => {
+                txn.delete::<OtsWithdrawalIdx2Block>(&count, None)?;
+            }
+            Some((Count(last_kept), _)) => return Ok(last_kept + 1),
+            None => return Ok(0),
+        }
+    }
+}
+
+struct Truncate<'a> {
+    txn: &'a WriteTxn,
+    address: &'a Address,
+    cut: u64,
+}
+
+impl IdListViewer for Truncate<'_> {
+    type Output = DbResult<()>;
+    fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
+        truncate_ids::<I, C>(self.txn, self.address, self.cut)
+    }
+}
+
+/// Cuts `address`'s list in `list` back to the ids below the unwind's cut.
+pub fn unwind_address(txn: &WriteTxn, list: IdList, address: &Address, cuts: Cuts) -> DbResult<()> {
+    view_id_list(list, &mut Truncate { txn, address, cut: cuts.of(list) })
+}
+
+struct Check<'a, K: TransactionKind> {
+    txn: &'a Txn<K>,
+    report: &'a mut CheckReport,
+    below: u64,
+}
+
+impl<K: TransactionKind> IdListViewer for Check<'_, K> {
+    type Output = DbResult<()>;
+    fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
+        let mut counted = std::collections::BTreeSet::new();
+        let mut cursor = self.txn.cursor::<C>()?;
+        let mut next = cursor.first()?;
+        while let Some((address, _)) = next {
+            let ids = verify_address::<I, C, K>(self.txn, &address)?;
+            if let Some(&last) = ids.last().filter(|&&l| l >= self.below) {
+                return Err(broken::<I>(
+                    address.as_slice(),
+                    format!("holds id {last:#x}, beyond the indexed tip"),
+                ));
+            }
+            self.report.addresses += 1;
+            self.report.ids += ids.len() as u64;
+            counted.insert(address);
+            next = cursor.next_key()?;
+        }
+        let mut cursor = self.txn.cursor::<I>()?;
+        let mut next = cursor.first()?;
+        while let Some((key, _)) = next {
+            if !counted.contains(&key.address) {
+                return Err(broken::<I>(key.address.as_slice(), "chunk without a counter".into()));
+            }
+            next = cursor.next_entry()?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks the transfer indexes (ots2's `transferIntegrityChecker`): keys and counts agree, ids
+/// grow, only the last chunk is open, no id at or above `below` (the first id past the tip).
+pub fn check_transfers<K: TransactionKind>(
+    txn: &Txn<K>,
+    report: &mut CheckReport,
+    below: u64,
+) -> DbResult<()> {
+    for list in TRANSFER_LISTS {
+        view_id_list(list, &mut Check { txn, report, below })?;
+    }
+    Ok(())
+}
+
+struct Counted<'a, K: TransactionKind>(&'a Txn<K>, &'a Address);
+
+impl<K: TransactionKind> IdListViewer for Counted<'_, K> {
+    type Output = DbResult<u64>;
+    fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
+        id_count::<C, K>(self.0, self.1)
+    }
+}
+
+struct Paged<'a, K: TransactionKind> {
+    txn: &'a Txn<K>,
+    address: &'a Address,
+    idx: u64,
+    count: u64,
+}
+
+impl<K: TransactionKind> IdListViewer for Paged<'_, K> {
+    type Output = DbResult<Vec<u64>>;
+    fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
+        id_page::<I, C, K>(self.txn, self.address, self.idx, self.count)
+    }
+}
+
+/// Number of ids of `address` in `list`.
+pub fn count<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address) -> DbResult<u64> {
+    view_id_list(list, &mut Counted(txn, address))
+}
+
+/// Ids `idx..idx + count` of `address` in `list`, ascending.
+pub fn page<K: TransactionKind>(
+    txn: &Txn<K>,
+    list: IdList,
+    address: &Address,
+    idx: u64,
+    count: u64,
+) -> DbResult<Vec<u64>> {
+    view_id_list(list, &mut Paged { txn, address, idx, count })
+}

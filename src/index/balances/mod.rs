@@ -1,0 +1,251 @@
+//! The balances family (ours): who holds a token, how much, how many holders, ranked by
+//! balance; ERC721 owners; ERC1155 balances per id.
+//!
+//! An ERC20 `Transfer(from, to, value)` moves `value`; an ERC721 `Transfer(from, to, id)` moves
+//! the id and one unit of balance; an ERC1155 `TransferSingle`/`TransferBatch` moves amounts of
+//! ids, kept per (token, holder, id) with their sum per (token, holder) for counts and ranks.
+//! The zero address is never a holder. Each batch gathers its moves ([`BalanceBook`]), resolves
+//! them against a read snapshot on the second core while the other families write, and writes
+//! each value once; the value each block found is kept in `OtsBalanceUndo`, `OtsOwnerUndo` and
+//! `OtsERC1155BalanceUndo` so that an unwind puts it back exactly.
+
+mod book;
+mod read;
+
+use alloy_primitives::{Address, U256};
+use signet_libmdbx::tx::TransactionKind;
+use tracing::warn;
+
+use book::{restore_balances, BalanceBook, Resolved};
+pub use read::{balance, holder_count, holders_page, multi_balance, multi_balances};
+
+use super::integrity::broken;
+use crate::{
+    db::{
+        codec::{Balance, BlockNumber, Count, KeyCodec, MultiKey, PairKey, Rank, ValueCodec},
+        tables::*,
+        Db, DbError, DbResult, Txn, WriteTxn,
+    },
+    decode::{TokenKind, TokenLog},
+    txid::TxId,
+};
+
+/// One balance-changing movement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BalanceMove {
+    /// The token.
+    pub token: Address,
+    /// ERC20, ERC721 or ERC1155.
+    pub kind: TokenKind,
+    /// Sender (zero: a mint).
+    pub from: Address,
+    /// Receiver (zero: a burn).
+    pub to: Address,
+    /// ERC721 and ERC1155: the token id (zero for ERC20).
+    pub id: U256,
+    /// Units moved: the ERC20 or ERC1155 amount, 1 for an ERC721 id.
+    pub amount: U256,
+}
+
+impl BalanceMove {
+    /// The movements of `log`, one per id it moves (none for a log without an amount or id).
+    pub fn of<'a>(log: &'a TokenLog<'_>) -> impl Iterator<Item = Self> + 'a {
+        log.units().into_iter().flatten().map(move |(id, amount)| Self {
+            token: log.token,
+            kind: log.kind,
+            from: log.from,
+            to: log.to,
+            id,
+            amount,
+        })
+    }
+}
+
+/// A batch's balance moves.
+#[derive(Debug, Default)]
+pub struct Balances {
+    book: BalanceBook,
+}
+
+impl Balances {
+    /// Collects the moves of block `block`'s token logs, in log order.
+    pub fn collect(&mut self, block: u64, logs: &[(TxId, TokenLog<'_>)]) {
+        for (_, log) in logs {
+            for m in BalanceMove::of(log) {
+                self.book.push(block, m);
+            }
+        }
+    }
+
+    /// Resolves the moves on a second thread, from a read snapshot of the state `txn` started
+    /// from, while `meanwhile` runs on this one; then writes them. The snapshot is exact: `txn`
+    /// holds the writer lock, so nothing commits in between, and `meanwhile` must write no
+    /// balance table. Undo rows are kept for blocks from `keep_from` on.
+    pub fn write_beside<T, E: From<DbError>>(
+        self,
+        db: &Db,
+        txn: &WriteTxn,
+        keep_from: u64,
+        meanwhile: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, E> {
+        let book = self.book;
+        let (done, resolving) = std::thread::scope(|scope| {
+            // The book moves to that thread, which frees it once resolved.
+            let resolving = scope.spawn(move || -> DbResult<Resolving> {
+                if book.is_empty() {
+                    return Ok(Resolving::Nothing);
+                }
+                match db.begin_read() {
+                    Ok(snapshot) => Ok(Resolving::Done(Box::new(book.resolve(&snapshot, keep_from)?))),
+                    Err(error) => {
+                        // E.g. every reader slot taken by API clients: resolve in the write
+                        // transaction instead, after this thread's part.
+                        warn!(target: "ots::index", %error, "no read snapshot for balances; resolving them serially");
+                        Ok(Resolving::Serially(book))
+                    }
+                }
+            });
+            let done = meanwhile();
+            (done, resolving.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+        });
+        let done = done?;
+        match resolving? {
+            Resolving::Nothing => {}
+            Resolving::Done(resolved) => {
+                // Still the state this transaction started from: no balance table is written yet.
+                let before = db.begin_read().ok();
+                resolved.write(txn, before.as_ref())?;
+            }
+            Resolving::Serially(book) => book.resolve(txn, keep_from)?.write(txn, None)?,
+        }
+        Ok(done)
+    }
+}
+
+/// How a batch's balances were resolved.
+enum Resolving {
+    /// The batch moved no balance.
+    Nothing,
+    /// From a read snapshot, on the second core.
+    Done(Box<Resolved>),
+    /// Still to be done in the write transaction: no snapshot could be had.
+    Serially(BalanceBook),
+}
+
+/// Puts back what blocks `to + 1..=tip` changed, newest first.
+pub fn unwind(txn: &WriteTxn, to: u64, tip: u64) -> DbResult<()> {
+    for block in (to + 1..=tip).rev() {
+        undo_block(txn, block)?;
+    }
+    Ok(())
+}
+
+fn set_multi_balance(txn: &WriteTxn, key: &MultiKey, value: U256) -> DbResult<()> {
+    if value.is_zero() {
+        txn.delete::<OtsERC1155Balances>(key, None)?;
+        Ok(())
+    } else {
+        txn.put::<OtsERC1155Balances>(key, &Balance(value))
+    }
+}
+
+/// Puts back what `block` changed (blocks must be undone newest first).
+fn undo_block(txn: &WriteTxn, block: u64) -> Result<(), DbError> {
+    let key = BlockNumber(block);
+    let priors: Vec<(PairKey, U256)> =
+        txn.cursor::<OtsBalanceUndo>()?.dups(&key)?.into_iter().map(|prior| (prior.key, prior.old)).collect();
+    restore_balances(txn, &priors)?;
+    txn.delete::<OtsBalanceUndo>(&key, None)?;
+    for prior in txn.cursor::<OtsOwnerUndo>()?.dups(&key)? {
+        if prior.old == Address::ZERO {
+            txn.delete::<OtsERC721Owners>(&prior.key, None)?;
+        } else {
+            txn.put::<OtsERC721Owners>(&prior.key, &prior.old)?;
+        }
+    }
+    txn.delete::<OtsOwnerUndo>(&key, None)?;
+    for prior in txn.cursor::<OtsERC1155BalanceUndo>()?.dups(&key)? {
+        set_multi_balance(txn, &prior.key, prior.old)?;
+    }
+    txn.delete::<OtsERC1155BalanceUndo>(&key, None)?;
+    Ok(())
+}
+
+/// Every balance is non-zero, of a holder other than the zero address, ranked once; each
+/// token's holder count is its number of balances, and of ranks.
+fn check_balances<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbError> {
+    let mut per_token: std::collections::BTreeMap<Address, u64> = std::collections::BTreeMap::new();
+    let mut ranks = txn.cursor::<OtsTokenHolderRanks>()?;
+    let mut cursor = txn.cursor::<OtsTokenBalances>()?;
+    let mut next = cursor.first()?;
+    while let Some((key, Balance(balance))) = next {
+        if balance.is_zero() || key.holder == Address::ZERO {
+            return Err(broken::<OtsTokenBalances>(
+                &key.encode_key(),
+                "a zero balance or the zero address".into(),
+            ));
+        }
+        let rank = Rank { balance, holder: key.holder };
+        if ranks.seek_dup_at_least(&key.token, &rank.encode_value())? != Some(rank) {
+            return Err(broken::<OtsTokenHolderRanks>(
+                key.token.as_slice(),
+                format!("no rank for holder {}", key.holder),
+            ));
+        }
+        *per_token.entry(key.token).or_default() += 1;
+        next = cursor.next_entry()?;
+    }
+    let mut cursor = txn.cursor::<OtsTokenHolderCounts>()?;
+    let mut next = cursor.first()?;
+    let mut counted = 0;
+    while let Some((token, Count(count))) = next {
+        let ranked = txn.cursor::<OtsTokenHolderRanks>()?.dups(&token)?.len() as u64;
+        if per_token.get(&token).copied() != Some(count) || ranked != count {
+            return Err(broken::<OtsTokenHolderCounts>(
+                token.as_slice(),
+                format!("count {count}, {ranked} ranks"),
+            ));
+        }
+        counted += 1;
+        next = cursor.next_entry()?;
+    }
+    if counted != per_token.len() {
+        return Err(broken::<OtsTokenHolderCounts>(&[], "a token with balances has no holder count".into()));
+    }
+    Ok(())
+}
+
+/// ERC1155 balances: none zero, none of the zero address, and per (token, holder) their sum is
+/// the token-wide balance in `OtsTokenBalances`.
+fn check_multi_balances<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbError> {
+    let mut sums: std::collections::BTreeMap<PairKey, U256> = std::collections::BTreeMap::new();
+    let mut cursor = txn.cursor::<OtsERC1155Balances>()?;
+    let mut next = cursor.first()?;
+    while let Some((key, Balance(balance))) = next {
+        if balance.is_zero() || key.holder == Address::ZERO {
+            return Err(broken::<OtsERC1155Balances>(
+                &key.encode_key(),
+                "a zero balance or the zero address".into(),
+            ));
+        }
+        let sum = sums.entry(PairKey { token: key.token, holder: key.holder }).or_default();
+        *sum = sum.saturating_add(balance);
+        next = cursor.next_entry()?;
+    }
+    for (pair, sum) in sums {
+        let total = txn.get::<OtsTokenBalances>(&pair)?.map_or(U256::ZERO, |b| b.0);
+        if total != sum {
+            return Err(broken::<OtsTokenBalances>(
+                &pair.encode_key(),
+                format!("token-wide balance {total}, but its ERC1155 ids add up to {sum}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Balances, ranks, holder counts and ERC1155 balances agree.
+pub fn check<K: TransactionKind>(txn: &Txn<K>) -> DbResult<()> {
+    check_balances(txn)?;
+    check_multi_balances(txn)
+}

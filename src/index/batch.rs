@@ -1,0 +1,233 @@
+//! Writes one batch of classified blocks in one MDBX transaction: decode each block's token
+//! logs once, let each family collect and write, then the undo journal and the checkpoint.
+//!
+//! Families whose tables are keyed by block (matches, contract info, labels, probes) write as
+//! each block comes; the address-keyed ones (address indexes, holdings, balances) gather the
+//! whole batch in memory and write each key once, in key order: MDBX pays per dirtied page, so
+//! one sorted pass beats log-by-log writes (docs/benchmarks.md).
+
+use std::collections::HashMap;
+
+use alloy_primitives::Address;
+use ots_classifiers::{BlockData, Fact};
+use tracing::debug;
+
+use super::{
+    activity::IndexedBlock,
+    address_index::IdLists,
+    attributes::attributes,
+    balances::Balances,
+    contract_info,
+    holdings::Holdings,
+    journal,
+    labels::{self, BadLabel, LabelError},
+    matches, probes,
+    transfers::Touch,
+    undo::UndoLog,
+};
+use crate::{
+    db::{
+        residency::trim_heap,
+        state::{self, Checkpoint},
+        Db, DbError, WriteTxn,
+    },
+    decode::{token_logs, TokenKinds},
+    txid::TxIdOverflow,
+};
+
+/// A batch with at least this many transfer logs gives its freed heap back to the kernel when it
+/// commits (glibc keeps it otherwise: ~270 MiB after a 500 k-log batch). Trimming took 8–26 ms
+/// after such a batch (docs/benchmarks.md); small batches free too little to be worth it.
+const TRIM_AFTER_LOGS: u64 = 10_000;
+
+/// A block with what the classifiers found in it.
+#[derive(Debug, Clone)]
+pub struct ClassifiedBlock {
+    /// The block.
+    pub block: BlockData,
+    /// The classifiers' facts.
+    pub facts: Vec<Fact>,
+    /// Transfer emitters re-probed at this block that are still no token.
+    pub probe_misses: Vec<Address>,
+}
+
+/// Writing a batch failed; nothing of it was committed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// Storage failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// State could not be read or written.
+    #[error(transparent)]
+    State(#[from] state::StateError),
+    /// A block holds more transactions than a TxId can number.
+    #[error(transparent)]
+    TxId(#[from] TxIdOverflow),
+    /// A classifier gave a label that cannot be stored.
+    #[error(transparent)]
+    BadLabel(#[from] BadLabel),
+    /// The batch does not continue the indexed chain.
+    #[error("block {number} ({hash}) does not continue the index at {checkpoint:?}: its parent is {parent}")]
+    NotContiguous {
+        /// First block of the batch.
+        number: u64,
+        /// Its hash.
+        hash: alloy_primitives::B256,
+        /// Its parent hash.
+        parent: alloy_primitives::B256,
+        /// The indexed tip.
+        checkpoint: Option<Checkpoint>,
+    },
+}
+
+/// How a batch is written.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BatchOptions {
+    /// Undo records are kept for the newest `window` blocks (the reorg window).
+    pub window: u64,
+    /// How fast the batch was gathered, stored for `status`.
+    pub blocks_per_second: Option<f64>,
+    /// Whether to report each block's activity (for live subscribers).
+    pub activity: bool,
+}
+
+impl BatchOptions {
+    /// A reorg window of `window` blocks, no rate, no activity.
+    pub const fn window(window: u64) -> Self {
+        Self { window, blocks_per_second: None, activity: false }
+    }
+}
+
+/// What a batch wrote, and (when asked) each block's activity.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WrittenBatch {
+    /// Counts.
+    pub stats: BatchStats,
+    /// Each block as indexed, oldest first; empty unless [`BatchOptions::activity`].
+    pub blocks: Vec<IndexedBlock>,
+}
+
+/// What a batch wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchStats {
+    /// Blocks written.
+    pub blocks: u64,
+    /// Contracts found.
+    pub contracts: u64,
+    /// Classifier matches.
+    pub matches: u64,
+    /// Transfer logs of classified tokens.
+    pub transfer_logs: u64,
+    /// (address, transaction) ids added to the transfer indexes.
+    pub transfer_ids: u64,
+}
+
+impl BatchStats {
+    fn add_block(&mut self, contracts: u64, matches: u64, transfer_logs: u64) {
+        self.blocks += 1;
+        self.contracts += contracts;
+        self.matches += matches;
+        self.transfer_logs += transfer_logs;
+    }
+}
+
+impl From<LabelError> for WriteError {
+    fn from(e: LabelError) -> Self {
+        match e {
+            LabelError::Bad(bad) => Self::BadLabel(bad),
+            LabelError::Db(db) => Self::Db(db),
+        }
+    }
+}
+
+/// How each token's logs are indexed, as the batch goes: from its attributes, updated by the
+/// matches the batch writes.
+#[derive(Debug, Default)]
+struct Kinds(HashMap<Address, TokenKinds>);
+
+impl Kinds {
+    fn of(&mut self, txn: &WriteTxn, token: &Address) -> Result<TokenKinds, WriteError> {
+        if let Some(kind) = self.0.get(token) {
+            return Ok(*kind);
+        }
+        let kind = TokenKinds::of(&attributes(txn, token)?);
+        self.0.insert(*token, kind);
+        Ok(kind)
+    }
+}
+
+/// The checkpoint after `block`, if it continues the one at `tip`.
+fn continues(tip: Option<Checkpoint>, block: &BlockData) -> Result<Checkpoint, WriteError> {
+    if tip.is_some_and(|t| t.number + 1 != block.number || t.hash != block.parent_hash) {
+        return Err(WriteError::NotContiguous {
+            number: block.number,
+            hash: block.hash,
+            parent: block.parent_hash,
+            checkpoint: tip,
+        });
+    }
+    Ok(Checkpoint { number: block.number, hash: block.hash })
+}
+
+/// Writes `blocks` (consecutive, continuing the index) and moves the checkpoint to the last one,
+/// all in one transaction.
+pub fn write_batch(
+    db: &Db,
+    blocks: &[ClassifiedBlock],
+    options: BatchOptions,
+) -> Result<WrittenBatch, WriteError> {
+    let Some(last) = blocks.last() else { return Ok(WrittenBatch::default()) };
+    // Blocks below this leave the reorg window when the batch commits: what would undo them is
+    // never written (catching up, most of a batch).
+    let keep_from = last.block.number.saturating_sub(options.window.max(1) - 1);
+    let txn = db.begin_write()?;
+    let mut tip = state::read_state(&txn)?.checkpoint;
+    let mut out = WrittenBatch::default();
+    let mut kinds = Kinds::default();
+    let mut undo = UndoLog::default();
+    let mut lists = IdLists::default();
+    let mut held = Holdings::default();
+    let mut balances = Balances::default();
+    for ClassifiedBlock { block, facts, probe_misses } in blocks {
+        tip = Some(continues(tip, block)?);
+        undo.begin_block(block.number, block.hash);
+        let (contracts, matched) = matches::write_block(&txn, block, facts, &mut kinds.0)?;
+        contract_info::write_block(&txn, block.number, facts, &mut undo)?;
+        labels::write_block(&txn, block.number, facts, &mut undo)?;
+        probes::write_block(&txn, block.number, probe_misses, &mut undo)?;
+        let logs = token_logs(block, |token| kinds.of(&txn, token))?;
+        balances.collect(block.number, &logs);
+        let touches = logs.iter().flat_map(|(tx, log)| Touch::of(*tx, log));
+        for touch in touches.clone() {
+            lists.touch(&touch, &mut undo);
+            held.touch(&touch);
+        }
+        lists.collect_block(&txn, block, &mut undo)?;
+        if options.activity {
+            out.blocks.push(IndexedBlock::new(block, contracts, logs.len() as u64, touches));
+        }
+        out.stats.add_block(contracts, matched, logs.len() as u64);
+    }
+    // Balances resolve on the second core while this thread writes holdings, the journal and
+    // the address indexes from the state the transaction started from.
+    out.stats.transfer_ids = balances.write_beside(db, &txn, keep_from, || -> Result<u64, WriteError> {
+        held.write(&txn, &mut undo)?;
+        undo.write(&txn, keep_from)?;
+        let before = db.begin_read().ok();
+        Ok(lists.write(&txn, before.as_ref())?)
+    })?;
+    journal::prune(&txn, keep_from)?;
+    state::set_checkpoint(&txn, Checkpoint { number: last.block.number, hash: last.block.hash })?;
+    if let Some(rate) = options.blocks_per_second {
+        state::set_sync_rate(&txn, rate)?;
+    }
+    txn.commit()?;
+    // What the batch read through the map and freed on the heap would otherwise stay counted in
+    // the process's resident memory while it follows the head.
+    db.release_mapped_pages();
+    if out.stats.transfer_logs >= TRIM_AFTER_LOGS {
+        trim_heap();
+    }
+    debug!(target: "ots::index", first = blocks[0].block.number, last = last.block.number, stats = ?out.stats, "batch committed");
+    Ok(out)
+}

@@ -1,0 +1,167 @@
+//! The holdings family: per holder, every token it has held, with the transaction it first
+//! appeared in (`OtsERC20Holdings`, `OtsERC721Holdings`, `OtsERC1155Holdings`; docs/format.md,
+//! "Holdings").
+//!
+//! A token kind's table is named once, in [`view_holdings`].
+
+use alloy_primitives::Address;
+use signet_libmdbx::tx::TransactionKind;
+
+use super::{integrity::broken, rewrite::MappedPages, transfers::Touch, undo::UndoLog};
+use crate::{
+    db::{
+        codec::{Holding, IndexKind, ValueCodec},
+        tables::*,
+        DbResult, Txn, WriteTxn,
+    },
+    decode::TokenKind,
+    txid::TxId,
+};
+
+/// A holdings table: holder → `token ‖ first TxId` dups.
+pub trait HoldingsTable: Table<Key = Address, Value = Holding> {}
+impl<T: Table<Key = Address, Value = Holding>> HoldingsTable for T {}
+
+/// Every token kind with a holdings table, in the order a batch writes them.
+const KINDS: [TokenKind; 3] = [TokenKind::Erc20, TokenKind::Erc721, TokenKind::Erc1155];
+
+/// Code generic over one holdings table.
+pub trait HoldingsViewer {
+    /// What the code gives back.
+    type Output;
+    /// Runs on the table `H`, which the journal names `kind`.
+    fn view<H: HoldingsTable>(&mut self, kind: IndexKind) -> Self::Output;
+}
+
+/// Runs `viewer` on the holdings table of `kind`: the one place a kind is tied to its table.
+pub fn view_holdings<V: HoldingsViewer>(kind: TokenKind, viewer: &mut V) -> V::Output {
+    match kind {
+        TokenKind::Erc20 => viewer.view::<OtsERC20Holdings>(IndexKind::Erc20Holdings),
+        TokenKind::Erc721 => viewer.view::<OtsERC721Holdings>(IndexKind::Erc721Holdings),
+        TokenKind::Erc1155 => viewer.view::<OtsERC1155Holdings>(IndexKind::Erc1155Holdings),
+    }
+}
+
+/// The (holder, token, transaction) triples of a batch, per token kind.
+#[derive(Debug, Default)]
+pub struct Holdings {
+    seen: [Vec<(Address, Address, TxId)>; 3],
+}
+
+impl Holdings {
+    /// Collects a transfer's touch: its address held (or holds) the token.
+    pub fn touch(&mut self, touch: &Touch) {
+        self.seen[touch.kind as usize].push((touch.address, touch.token, touch.tx));
+    }
+
+    /// Adds a dup for every pair without one, with its first transaction of the batch; each
+    /// added pair is journalled with the block of that transaction.
+    pub fn write(self, txn: &WriteTxn, undo: &mut UndoLog) -> DbResult<()> {
+        for (kind, seen) in KINDS.into_iter().zip(self.seen) {
+            view_holdings(kind, &mut Write { seen, txn, undo: &mut *undo })?;
+        }
+        Ok(())
+    }
+}
+
+struct Write<'a> {
+    seen: Vec<(Address, Address, TxId)>,
+    txn: &'a WriteTxn,
+    undo: &'a mut UndoLog,
+}
+
+impl HoldingsViewer for Write<'_> {
+    type Output = DbResult<()>;
+    fn view<H: HoldingsTable>(&mut self, kind: IndexKind) -> Self::Output {
+        self.seen.sort_unstable();
+        let mut cursor = self.txn.cursor::<H>()?;
+        let mut mapped = MappedPages::default();
+        for run in self.seen.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+            mapped.tick(self.txn);
+            let (holder, token, first) = run[0];
+            // A DupFixed table only takes a whole-size value to seek with: token ‖ the smallest id.
+            let lowest = Holding { token, first: TxId(0) }.encode_value();
+            // Forward sync only ever finds earlier appearances stored.
+            if cursor.seek_dup_at_least(&holder, &lowest)?.is_some_and(|h| h.token == token) {
+                continue;
+            }
+            cursor.put(&holder, &Holding { token, first })?;
+            self.undo.touch_at(first, kind, holder);
+        }
+        Ok(())
+    }
+}
+
+struct Unwind<'a> {
+    txn: &'a WriteTxn,
+    holder: &'a Address,
+    cut: u64,
+}
+
+impl HoldingsViewer for Unwind<'_> {
+    type Output = DbResult<()>;
+    fn view<H: HoldingsTable>(&mut self, _: IndexKind) -> Self::Output {
+        for holding in self.txn.cursor::<H>()?.dups(self.holder)? {
+            if holding.first.0 >= self.cut {
+                self.txn.delete::<H>(self.holder, Some(&holding))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Deletes `holder`'s holdings of `kind` first seen at or after TxId `cut`.
+pub fn unwind_holder(txn: &WriteTxn, kind: TokenKind, holder: &Address, cut: u64) -> DbResult<()> {
+    view_holdings(kind, &mut Unwind { txn, holder, cut })
+}
+
+struct Check<'a, K: TransactionKind> {
+    txn: &'a Txn<K>,
+    tip: Option<u64>,
+}
+
+impl<K: TransactionKind> HoldingsViewer for Check<'_, K> {
+    type Output = DbResult<()>;
+    fn view<H: HoldingsTable>(&mut self, _: IndexKind) -> Self::Output {
+        let mut cursor = self.txn.cursor::<H>()?;
+        let mut next = cursor.first()?;
+        let mut previous: Option<(Address, Address)> = None;
+        while let Some((holder, holding)) = next {
+            if previous == Some((holder, holding.token)) {
+                return Err(broken::<H>(holder.as_slice(), format!("two dups for token {}", holding.token)));
+            }
+            if self.tip.is_some_and(|t| holding.first.block() > t) {
+                return Err(broken::<H>(
+                    holder.as_slice(),
+                    format!("first seen in block {}, beyond the tip", holding.first.block()),
+                ));
+            }
+            previous = Some((holder, holding.token));
+            next = cursor.next_entry()?;
+        }
+        Ok(())
+    }
+}
+
+/// One dup per (holder, token) (the reference's duplicate-dup bug), none beyond the tip
+/// (ots2's `holdingsIntegrityChecker`).
+pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()> {
+    for kind in KINDS {
+        view_holdings(kind, &mut Check { txn, tip })?;
+    }
+    Ok(())
+}
+
+struct Read<'a, K: TransactionKind>(&'a Txn<K>, &'a Address);
+
+impl<K: TransactionKind> HoldingsViewer for Read<'_, K> {
+    type Output = DbResult<Vec<Holding>>;
+    fn view<H: HoldingsTable>(&mut self, _: IndexKind) -> Self::Output {
+        self.0.cursor::<H>()?.dups(self.1)
+    }
+}
+
+/// Every token of `kind` that `holder` has held, by token.
+pub fn of<K: TransactionKind>(txn: &Txn<K>, kind: TokenKind, holder: &Address) -> DbResult<Vec<Holding>> {
+    view_holdings(kind, &mut Read(txn, holder))
+}

@@ -1,0 +1,128 @@
+//! The undo journal's other half: dropping what left the reorg window, and unwinding the index
+//! to an earlier block (reorgs and `ots-indexer unwind`) by asking each family to undo what the
+//! journal says its blocks wrote.
+//!
+//! Ids grow with the chain, so undoing blocks `> to` is: drop match rows keyed above `to`, and
+//! cut every address list the undo journal names back to ids below the first id of block
+//! `to + 1` (docs/architecture.md, "Invariants").
+
+use std::collections::BTreeSet;
+
+use alloy_primitives::Address;
+
+use super::{
+    address_index::{self, Cuts, IdList},
+    balances, contract_info, holdings, labels, matches, probes,
+};
+use crate::{
+    db::{
+        codec::{BlockNumber, IndexKind},
+        state::{self, Checkpoint, StateError},
+        tables::*,
+        DbError, DbResult, WriteTxn,
+    },
+    decode::TokenKind,
+    txid::TxId,
+};
+
+/// Unwinding is not possible as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum UnwindError {
+    /// The journal does not reach back that far.
+    #[error("cannot unwind to block {to}: the undo journal only covers blocks {oldest} and later (the reorg window); re-index into a new --datadir to go further back")]
+    BeyondWindow {
+        /// The requested block.
+        to: u64,
+        /// The oldest block the journal covers.
+        oldest: u64,
+    },
+    /// Nothing is indexed.
+    #[error("the database holds no indexed block")]
+    Empty,
+    /// Storage failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// State could not be read.
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+/// Drops the rows of a per-block undo table below `keep_from`.
+fn prune_below<T: Table<Key = BlockNumber>>(txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
+    loop {
+        let first = txn.cursor::<T>()?.first()?;
+        match first {
+            Some((BlockNumber(b), _)) if b < keep_from => {
+                txn.delete::<T>(&BlockNumber(b), None)?;
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// Drops every per-block undo row of blocks below `keep_from`: they left the reorg window.
+pub fn prune(txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
+    prune_below::<OtsUndoJournal>(txn, keep_from)?;
+    prune_below::<OtsBalanceUndo>(txn, keep_from)?;
+    prune_below::<OtsOwnerUndo>(txn, keep_from)?;
+    prune_below::<OtsERC1155BalanceUndo>(txn, keep_from)
+}
+
+/// The oldest block the undo journal covers, if any.
+pub fn journal_start(txn: &WriteTxn) -> DbResult<Option<u64>> {
+    Ok(txn.cursor::<OtsUndoJournal>()?.first()?.map(|(BlockNumber(b), _)| b))
+}
+
+/// Undoes the row of `kind` under `address` that an unwound block wrote: the one place a
+/// journal kind is tied to its family.
+fn unwind_row(txn: &WriteTxn, kind: IndexKind, address: &Address, to: u64, cuts: Cuts) -> DbResult<()> {
+    let list = |list| address_index::unwind_address(txn, list, address, cuts);
+    let held = |kind| holdings::unwind_holder(txn, kind, address, cuts.tx);
+    match kind {
+        IndexKind::Erc20Transfers => list(IdList::Erc20Transfers),
+        IndexKind::Erc721Transfers => list(IdList::Erc721Transfers),
+        IndexKind::Erc1155Transfers => list(IdList::Erc1155Transfers),
+        IndexKind::BlocksRewarded => list(IdList::BlocksRewarded),
+        IndexKind::Withdrawals => list(IdList::Withdrawals),
+        IndexKind::Erc20Holdings => held(TokenKind::Erc20),
+        IndexKind::Erc721Holdings => held(TokenKind::Erc721),
+        IndexKind::Erc1155Holdings => held(TokenKind::Erc1155),
+        IndexKind::ContractInfo => contract_info::unwind_address(txn, address, to),
+        IndexKind::Label => labels::unwind_address(txn, address, to),
+        IndexKind::TransferProbe => probes::unwind_address(txn, address, to),
+    }
+}
+
+/// Unwinds everything written for blocks above `to` and moves the checkpoint to `to`, inside
+/// `txn`. Returns the new checkpoint.
+pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
+    let tip = state::read_state(txn)?.checkpoint.ok_or(UnwindError::Empty)?;
+    if to >= tip.number {
+        return Ok(tip);
+    }
+    let oldest = journal_start(txn)?.unwrap_or(tip.number);
+    let Some(target) = txn.get::<OtsUndoJournal>(&BlockNumber(to))? else {
+        return Err(UnwindError::BeyondWindow { to, oldest });
+    };
+    let mut touched: BTreeSet<(IndexKind, Address)> = BTreeSet::new();
+    for block in to + 1..=tip.number {
+        let record = txn
+            .get::<OtsUndoJournal>(&BlockNumber(block))?
+            .ok_or(UnwindError::BeyondWindow { to, oldest })?;
+        touched.extend(record.touched);
+        txn.delete::<OtsUndoJournal>(&BlockNumber(block), None)?;
+    }
+    balances::unwind(txn, to, tip.number)?;
+    let cuts = Cuts {
+        tx: TxId::first_of_block(to + 1).0,
+        block: to + 1,
+        withdrawal: address_index::unwind_withdrawal_blocks(txn, to)?,
+    };
+    for (kind, address) in &touched {
+        unwind_row(txn, *kind, address, to, cuts)?;
+    }
+    matches::unwind(txn, to)?;
+    let checkpoint = Checkpoint { number: to, hash: target.hash };
+    state::set_checkpoint(txn, checkpoint)?;
+    Ok(checkpoint)
+}

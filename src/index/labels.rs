@@ -1,0 +1,80 @@
+//! The labels family: `OtsLabels`, names classifiers give addresses (`uniswap-v2-pair`, …), one
+//! dup per (block, label).
+
+use std::collections::BTreeSet;
+
+use alloy_primitives::Address;
+use ots_classifiers::Fact;
+use signet_libmdbx::tx::TransactionKind;
+
+use super::{integrity::broken, undo::UndoLog};
+use crate::db::{
+    codec::{IndexKind, Label, MAX_LABEL_BYTES},
+    tables::OtsLabels,
+    DbError, DbResult, Txn, WriteTxn,
+};
+
+/// A classifier gave a label that cannot be stored.
+#[derive(Debug, thiserror::Error)]
+#[error("a classifier labelled something in block {block} with {label:?}: labels must be 1 to {MAX_LABEL_BYTES} bytes")]
+pub struct BadLabel {
+    /// The label.
+    pub label: String,
+    /// The block.
+    pub block: u64,
+}
+
+/// Writing a block's labels failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LabelError {
+    /// A label is empty or too long.
+    #[error(transparent)]
+    Bad(#[from] BadLabel),
+    /// Storage failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// Writes the labels block `block`'s facts give, each (address, label) once.
+pub fn write_block(txn: &WriteTxn, block: u64, facts: &[Fact], undo: &mut UndoLog) -> Result<(), LabelError> {
+    let mut labels: BTreeSet<(Address, &str)> = BTreeSet::new();
+    for fact in facts {
+        if let Fact::Labeled { label, address } = fact {
+            if label.is_empty() || label.len() > MAX_LABEL_BYTES {
+                return Err(BadLabel { label: label.clone(), block }.into());
+            }
+            labels.insert((*address, label));
+        }
+    }
+    for (address, label) in labels {
+        txn.put::<OtsLabels>(&address, &Label { block, label: label.to_owned() })?;
+        undo.touch(IndexKind::Label, address);
+    }
+    Ok(())
+}
+
+/// Drops the labels of `address` given by blocks above `to`.
+pub fn unwind_address(txn: &WriteTxn, address: &Address, to: u64) -> DbResult<()> {
+    for label in txn.cursor::<OtsLabels>()?.dups(address)? {
+        if label.block > to {
+            txn.delete::<OtsLabels>(address, Some(&label))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every label decodes and none was given beyond the tip.
+pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()> {
+    let mut cursor = txn.cursor::<OtsLabels>()?;
+    let mut next = cursor.first()?;
+    while let Some((address, label)) = next {
+        if tip.is_some_and(|t| label.block > t) {
+            return Err(broken::<OtsLabels>(
+                address.as_slice(),
+                format!("given in block {}, beyond the tip", label.block),
+            ));
+        }
+        next = cursor.next_entry()?;
+    }
+    Ok(())
+}
