@@ -6,6 +6,8 @@
 //! `scripts/bench-sync.sh` starts the node and runs this in release mode.
 //! Usage: bench_sync URL [BLOCKS] [TXS_PER_BLOCK] [CONCURRENCY] [RUNS]
 
+// The tests' workload, shared: its `pub` items are for whoever includes it.
+#[allow(unreachable_pub)]
 #[path = "../tests/common/workload.rs"]
 mod workload;
 

@@ -4,6 +4,8 @@
 //! `cargo run --example demo_chain -- http://127.0.0.1:8545` against an
 //! `anvil --accounts 30 --no-mining` node; `scripts/demo.sh` does all of it for you.
 
+// The tests' workload, shared: its `pub` items are for whoever includes it.
+#[allow(unreachable_pub)]
 #[path = "../tests/common/workload.rs"]
 mod workload;
 

@@ -1,8 +1,13 @@
 //! ots-indexer: an Otterscan V2 token-attribution indexer that runs beside any Ethereum node.
 //!
 //! Data flows one way: [`source`] fetches blocks from the node, `ots_classifiers` classify
-//! their contracts, [`index`] writes the tables of the Otterscan V2 format into MDBX ([`db`]) in
-//! one transaction per batch, and [`rpc`] serves them as `ots_`/`ots2_` JSON-RPC.
+//! their contracts ([`classify`] gives some a second look), [`decode`] reads their token logs,
+//! [`index`] writes the tables of the Otterscan V2 format into MDBX ([`db`]) in one transaction
+//! per batch, and [`rpc`] serves them as `ots_`/`ots2_` JSON-RPC. docs/architecture.md is the
+//! map.
+
+// Every dependency is used by the library itself (tests and examples have their own).
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 pub mod classify;
 pub mod cli;
@@ -18,3 +23,6 @@ pub mod sync;
 pub mod txid;
 
 pub use txid::TxId;
+
+// A dependency only for its `ws-base` feature: alloy's WebSocket client without a TLS stack.
+use alloy_rpc_client as _;

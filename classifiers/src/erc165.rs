@@ -11,7 +11,7 @@ use crate::{
 /// The ERC165 interface id itself.
 pub const ERC165_ID: [u8; 4] = [0x01, 0xff, 0xc9, 0xa7];
 /// The id EIP-165 reserves as "never supported".
-pub const INVALID_ID: [u8; 4] = [0xff; 4];
+pub(crate) const INVALID_ID: [u8; 4] = [0xff; 4];
 
 /// Classifies a new contract as ERC165 when `supportsInterface(0x01ffc9a7)` returns true and
 /// `supportsInterface(0xffffffff)` returns false, both as well-formed bools.

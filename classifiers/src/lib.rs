@@ -5,6 +5,9 @@
 //! `eth_getCode`), and returns [`Fact`]s. It knows nothing of storage: the indexer turns facts
 //! into table rows. Built-ins live here; a user adds one by implementing the same trait.
 
+// Every dependency is used by the library itself (tests and examples have their own).
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
 mod abi;
 mod block;
 mod chain_view;

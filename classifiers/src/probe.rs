@@ -5,7 +5,7 @@ use alloy_primitives::{Address, Bytes};
 use crate::{abi::selector, CallOutcome, ChainError, ChainView};
 
 /// Calls `signature` (no arguments) on `address` at `block`; `None` when it reverted.
-pub async fn call0(
+pub(crate) async fn call0(
     chain: &dyn ChainView,
     address: Address,
     signature: &str,
@@ -15,7 +15,7 @@ pub async fn call0(
 }
 
 /// Calls a function taking one 32-byte word.
-pub async fn call1(
+pub(crate) async fn call1(
     chain: &dyn ChainView,
     address: Address,
     signature: &str,
@@ -28,7 +28,7 @@ pub async fn call1(
 }
 
 /// `supportsInterface(id)` decoded as a bool; a revert or a malformed answer is `false`.
-pub async fn supports_interface(
+pub(crate) async fn supports_interface(
     chain: &dyn ChainView,
     address: Address,
     id: [u8; 4],

@@ -11,11 +11,11 @@ use crate::classify::capture::capture as record;
 /// Flags of `capture`.
 #[derive(Debug, Clone, Args)]
 pub struct CaptureArgs {
+    /// How to reach the node.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub node: NodeArgs,
+    /// How to index.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub sync: SyncArgs,
     /// First block to record.
     #[arg(long, default_value_t = 0)]

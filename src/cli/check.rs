@@ -12,8 +12,8 @@ use crate::{
 /// Flags of `check`.
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
+    /// Where the database is.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub db: DbArgs,
 }
 

@@ -23,8 +23,8 @@ const SCRATCH_DIR: &str = "compacting";
 /// Flags of `compact`.
 #[derive(Debug, Clone, Args)]
 pub struct CompactArgs {
+    /// Where the database is.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub db: DbArgs,
 }
 

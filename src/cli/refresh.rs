@@ -13,11 +13,11 @@ use crate::{
 /// Flags of `refresh-metadata`.
 #[derive(Debug, Clone, Args)]
 pub struct RefreshArgs {
+    /// How to reach the node.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub node: NodeArgs,
+    /// Where the database is.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub db: DbArgs,
     /// Only these contracts (repeat, or comma-separate); default: every contract with stored
     /// token metadata.

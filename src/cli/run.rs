@@ -13,17 +13,17 @@ use crate::rpc::{self, RpcContext};
 /// Flags of `run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
+    /// How to reach the node.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub node: NodeArgs,
+    /// Where the database is.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub db: DbArgs,
+    /// How to index.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub sync: SyncArgs,
+    /// How to serve the API.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub serve: ServeArgs,
 }
 

@@ -16,14 +16,14 @@ use crate::{
 /// Flags of `serve`.
 #[derive(Debug, Clone, Args)]
 pub struct ServeCmdArgs {
+    /// How to reach the node.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub node: NodeArgs,
+    /// Where the database is.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub db: DbArgs,
+    /// How to serve the API.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub serve: ServeArgs,
 }
 

@@ -11,11 +11,11 @@ use crate::{
 /// Flags of `status`.
 #[derive(Debug, Clone, Args)]
 pub struct StatusArgs {
+    /// How to reach the node.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub node: NodeArgs,
+    /// Where the database is.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub db: DbArgs,
     /// Print JSON (the shape of ots2_getIndexerStatus) instead of text.
     #[arg(long)]

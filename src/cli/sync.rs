@@ -12,14 +12,14 @@ use super::{
 /// Flags of `sync`.
 #[derive(Debug, Clone, Args)]
 pub struct SyncCmdArgs {
+    /// How to reach the node.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub node: NodeArgs,
+    /// Where the database is.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub db: DbArgs,
+    /// How to index.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub sync: SyncArgs,
     /// Stop once the node's head at start-up is indexed, instead of following it.
     #[arg(long)]

@@ -12,8 +12,8 @@ use crate::{
 /// Flags of `unwind`.
 #[derive(Debug, Clone, Args)]
 pub struct UnwindArgs {
+    /// Where the database is.
     #[command(flatten)]
-    #[allow(missing_docs)]
     pub db: DbArgs,
     /// The block to keep as the newest indexed one.
     #[arg(long)]

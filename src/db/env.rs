@@ -29,11 +29,11 @@ pub const PAGE_SIZE: usize = 16 << 10;
 /// Dirty pages a write transaction keeps in memory (16,384 × 16 KiB = 256 MiB); past that MDBX
 /// writes the oldest out early. A 1,000-block catch-up batch touches ~600 MiB of pages: the cap
 /// measured −160 MiB anonymous memory for ~2% speed (docs/benchmarks.md).
-pub const DIRTY_PAGE_LIMIT: u64 = 16_384;
+pub(super) const DIRTY_PAGE_LIMIT: u64 = 16_384;
 /// The MDBX data file inside a database directory.
 pub const DATA_FILE: &str = "mdbx.dat";
 /// Readers: the sync loop, the RPC server's workers and other processes reading the same DB.
-pub const MAX_READERS: u64 = 256;
+pub(super) const MAX_READERS: u64 = 256;
 
 fn txn_err(op: &'static str) -> impl FnOnce(MdbxError) -> DbError {
     move |source| DbError::Txn { op, hint: hint_for(&source), source }

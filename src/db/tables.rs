@@ -33,6 +33,21 @@ impl Layout {
     }
 }
 
+/// A table with sorted duplicate values per key (`DupSort` or `DupFixed`): only these take the
+/// cursor's dup operations.
+pub trait DupTable: Table {}
+
+/// Declares `DupTable` for the tables whose layout keeps duplicates.
+macro_rules! dup_table {
+    (Plain, $name:ident) => {};
+    (DupSort, $name:ident) => {
+        impl DupTable for $name {}
+    };
+    (DupFixed, $name:ident) => {
+        impl DupTable for $name {}
+    };
+}
+
 /// A table with typed keys and values.
 pub trait Table: 'static {
     /// Its entry in the registry.
@@ -81,6 +96,8 @@ macro_rules! tables {
                 type Key = $key;
                 type Value = $value;
             }
+
+            dup_table!($layout, $name);
         )*
     };
 }
@@ -174,11 +191,12 @@ tables! {
     /// No row for a burnt id.
     OtsERC721Owners: Plain, TokenIdKey => Address;
     /// What blocks changed in `OtsTokenBalances` (ours), for unwinds. Key: block (8). Dup:
-    /// token (20) ‖ holder (32, left-padded) ‖ balance before the block (32). Kept for the reorg
-    /// window, like `OtsUndoJournal`.
+    /// token (20) ‖ holder (20) ‖ balance before the block (32): the balance's key ‖ its old
+    /// value. Kept for the reorg window, like `OtsUndoJournal`.
     OtsBalanceUndo: DupFixed, BlockNumber => BalancePrior;
     /// What blocks changed in `OtsERC721Owners` (ours), for unwinds. Key: block (8). Dup:
-    /// token (20) ‖ id (32) ‖ owner before the block (32, left-padded; zero for none).
+    /// token (20) ‖ id (32) ‖ owner before the block (20; the zero address for none): the
+    /// owner's key ‖ its old value.
     OtsOwnerUndo: DupFixed, BlockNumber => OwnerPrior;
     /// ERC1155 balances from TransferSingle/TransferBatch logs (ours). Key: token (20) ‖
     /// holder (20) ‖ id (32). Value: balance (32, BE). No row for a zero balance, none for the zero
@@ -202,8 +220,9 @@ tables! {
     /// address (20). Dup: block that gave it (8) ‖ label UTF-8 (1–64), sorted by block.
     OtsLabels: DupSort, Address => Label;
     /// Undo journal (not part of ots2). Key: block number (8). Value: block hash (32) ‖
-    /// repeated [index kind (1) ‖ address (20)]: the address-index lists the block extended.
-    /// Kept for the newest blocks only (the reorg window); reorgs and `unwind` read it.
+    /// repeated [row kind (1) ‖ address (20)]: the rows the block wrote that its number alone
+    /// does not find (address-index lists, holdings, contract info, labels, probes). Kept for the
+    /// newest blocks only (the reorg window); reorgs and `unwind` read it.
     OtsUndoJournal: Plain, BlockNumber => UndoRecord;
     /// The indexer's own state (not part of ots2). Key: ASCII name. Value: defined per name in
     /// `db::state`: chain id, genesis hash, format version, classifiers, db state, last block.

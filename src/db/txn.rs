@@ -3,7 +3,7 @@
 //! Every read decodes through the table's codecs and every error names the table and key, so a
 //! damaged entry is reported where it is rather than as a wrong answer further on.
 
-use std::{borrow::Cow, marker::PhantomData, sync::Arc};
+use std::{borrow::Cow, cell::Cell, marker::PhantomData, sync::Arc};
 
 use signet_libmdbx::{
     tx::{Ro, Rw, TransactionKind, Tx},
@@ -14,7 +14,7 @@ use super::{
     codec::{KeyCodec, ValueCodec},
     error::{hint_for, read_err, table_err, DbError, DbResult},
     residency::{release_mapped, MappedFile},
-    tables::{Layout, Table, TableId},
+    tables::{DupTable, Layout, Table, TableId},
 };
 
 /// A read-only transaction: a consistent snapshot, to be kept short.
@@ -76,7 +76,18 @@ impl<K: TransactionKind> Txn<K> {
     pub fn cursor<T: Table>(&self) -> DbResult<TableCursor<'_, K, T>> {
         let cursor =
             self.tx.cursor(self.db::<T>()).map_err(|e| table_err("open cursor", T::ID.name(), &[], e))?;
-        Ok(TableCursor { cursor, _table: PhantomData })
+        Ok(TableCursor { cursor, walked: None, _table: PhantomData })
+    }
+
+    /// A cursor over table `T` for a walk through a large part of it (a batch's reads and
+    /// rewrites): it lets go of the database pages mapped so far every [`RELEASE_EVERY`] entries
+    /// it reads or writes, so that a walk keeps only a few MiB of the file counted in the
+    /// process's resident memory (`Db::release_mapped_pages`). The API's reads use
+    /// [`Txn::cursor`]: what they map is their cache.
+    pub fn walking_cursor<T: Table>(&self) -> DbResult<TableCursor<'_, K, T>> {
+        let mut cursor = self.cursor::<T>()?;
+        cursor.walked = Some(Walked { entries: Cell::new(0), file: self.mapped });
+        Ok(cursor)
     }
 
     /// Entries and bytes of every table of the registry.
@@ -172,10 +183,23 @@ pub struct TableStats {
     pub bytes: u64,
 }
 
+/// A walking cursor releases the mapped pages every this many entries: a few MiB of the file at
+/// a time, and a release (0.2–3 ms) every few tens of milliseconds of a batch's work.
+pub(super) const RELEASE_EVERY: u32 = 1 << 15;
+
+/// What a walking cursor counts.
+#[derive(Debug)]
+struct Walked {
+    entries: Cell<u32>,
+    file: Option<MappedFile>,
+}
+
 /// A cursor with typed keys and values.
 #[derive(Debug)]
 pub struct TableCursor<'tx, K: TransactionKind, T: Table> {
     cursor: Cursor<'tx, K>,
+    /// Set on a walking cursor ([`Txn::walking_cursor`]).
+    walked: Option<Walked>,
     _table: PhantomData<T>,
 }
 
@@ -186,7 +210,21 @@ type Entry<T> = (<T as Table>::Key, <T as Table>::Value);
 type RawEntry<'tx> = Result<Option<(Cow<'tx, [u8]>, Cow<'tx, [u8]>)>, signet_libmdbx::ReadError>;
 
 impl<'tx, K: TransactionKind, T: Table> TableCursor<'tx, K, T> {
+    /// One more entry read or written: a walking cursor releases the mapped pages now and then.
+    fn step(&self) {
+        if let Some(walked) = &self.walked {
+            let n = walked.entries.get() + 1;
+            if n == RELEASE_EVERY {
+                walked.entries.set(0);
+                release_mapped(walked.file.as_ref());
+            } else {
+                walked.entries.set(n);
+            }
+        }
+    }
+
     fn entry(&self, op: &'static str, raw: RawEntry<'tx>, key_hint: &[u8]) -> DbResult<Option<Entry<T>>> {
+        self.step();
         match raw.map_err(|e| read_err(op, T::ID.name(), key_hint, e))? {
             None => Ok(None),
             Some((k, v)) => Ok(Some((decode_key::<T>(&k)?, decode_value::<T>(&k, &v)?))),
@@ -199,6 +237,7 @@ impl<'tx, K: TransactionKind, T: Table> TableCursor<'tx, K, T> {
         raw: Result<Option<Cow<'tx, [u8]>>, signet_libmdbx::ReadError>,
         key: &[u8],
     ) -> DbResult<Option<T::Value>> {
+        self.step();
         match raw.map_err(|e| read_err(op, T::ID.name(), key, e))? {
             None => Ok(None),
             Some(v) => Ok(Some(decode_value::<T>(key, &v)?)),
@@ -243,16 +282,19 @@ impl<'tx, K: TransactionKind, T: Table> TableCursor<'tx, K, T> {
         self.value("seek exact", raw, k.as_ref())
     }
 
-    /// The next dup of the current key.
-    pub fn next_dup(&mut self) -> DbResult<Option<T::Value>> {
-        let raw = self.cursor.next_dup::<Cow<'tx, [u8]>, Cow<'tx, [u8]>>().map(|o| o.map(|(_, v)| v));
-        self.value("next dup", raw, &[])
-    }
-
     /// The first dup of the next key.
     pub fn next_key(&mut self) -> DbResult<Option<Entry<T>>> {
         let raw = self.cursor.next_nodup();
         self.entry("next key", raw, &[])
+    }
+}
+
+/// Dup operations: only on tables that keep sorted duplicates.
+impl<'tx, K: TransactionKind, T: DupTable> TableCursor<'tx, K, T> {
+    /// The next dup of the current key.
+    pub fn next_dup(&mut self) -> DbResult<Option<T::Value>> {
+        let raw = self.cursor.next_dup::<Cow<'tx, [u8]>, Cow<'tx, [u8]>>().map(|o| o.map(|(_, v)| v));
+        self.value("next dup", raw, &[])
     }
 
     /// The last dup of the current key.
@@ -307,14 +349,50 @@ impl<T: Table> TableCursor<'_, Rw, T> {
         self.cursor.del().map_err(|e| table_err("delete", T::ID.name(), &[], e))
     }
 
-    /// Deletes `key` (with `Some(value)`, only that dup; with `None`, only the first dup of a
-    /// dupsort table), moving the cursor there. Returns whether something was deleted. A cursor
-    /// that walks keys in order finds each one near the last.
-    pub fn delete(&mut self, key: &T::Key, value: Option<&T::Value>) -> DbResult<bool> {
-        let found = match value {
-            Some(v) => self.seek_both(key, v)?,
-            None => self.seek_exact(key)?.is_some(),
+    /// Deletes `key` (in a dupsort table, its first dup), moving the cursor there. Returns
+    /// whether something was deleted. A cursor that walks keys in order finds each one near the
+    /// last.
+    pub fn delete(&mut self, key: &T::Key) -> DbResult<bool> {
+        let found = self.seek_exact(key)?.is_some();
+        if found {
+            self.delete_current()?;
+        }
+        Ok(found)
+    }
+
+    /// Writes an entry that sorts after every entry of the table (in a dupsort table: a key after
+    /// the last key, or a dup after the last dup of the last key). MDBX then splits a full page
+    /// at its end, not in its middle, so pages written this way stay full. An entry out of order
+    /// is an error and writes nothing.
+    pub fn append(&mut self, key: &T::Key, value: &T::Value) -> DbResult<()> {
+        let k = key.encode_key();
+        let flags = match T::ID.layout() {
+            Layout::Plain => WriteFlags::APPEND,
+            Layout::DupSort | Layout::DupFixed => WriteFlags::APPEND | WriteFlags::APPEND_DUP,
         };
+        self.cursor
+            .put(k.as_ref(), &value.encode_value(), flags)
+            .map_err(|e| table_err("append", T::ID.name(), k.as_ref(), e))?;
+        self.step();
+        Ok(())
+    }
+
+    /// Writes through the cursor (adds a dup in a dupsort table).
+    pub fn put(&mut self, key: &T::Key, value: &T::Value) -> DbResult<()> {
+        let k = key.encode_key();
+        self.cursor
+            .put(k.as_ref(), &value.encode_value(), WriteFlags::UPSERT)
+            .map_err(|e| table_err("put", T::ID.name(), k.as_ref(), e))?;
+        self.step();
+        Ok(())
+    }
+}
+
+/// Dup writes: only on tables that keep sorted duplicates.
+impl<T: DupTable> TableCursor<'_, Rw, T> {
+    /// Deletes dup `value` of `key`, moving the cursor there. Returns whether it was there.
+    pub fn delete_dup(&mut self, key: &T::Key, value: &T::Value) -> DbResult<bool> {
+        let found = self.seek_both(key, value)?;
         if found {
             self.delete_current()?;
         }
@@ -371,28 +449,5 @@ impl<T: Table> TableCursor<'_, Rw, T> {
                 .map_err(|e| table_err("replace dups", T::ID.name(), k.as_ref(), e))?;
         }
         Ok(())
-    }
-
-    /// Writes an entry that sorts after every entry of the table (in a dupsort table: a key after
-    /// the last key, or a dup after the last dup of the last key). MDBX then splits a full page
-    /// at its end, not in its middle, so pages written this way stay full. An entry out of order
-    /// is an error and writes nothing.
-    pub fn append(&mut self, key: &T::Key, value: &T::Value) -> DbResult<()> {
-        let k = key.encode_key();
-        let flags = match T::ID.layout() {
-            Layout::Plain => WriteFlags::APPEND,
-            Layout::DupSort | Layout::DupFixed => WriteFlags::APPEND | WriteFlags::APPEND_DUP,
-        };
-        self.cursor
-            .put(k.as_ref(), &value.encode_value(), flags)
-            .map_err(|e| table_err("append", T::ID.name(), k.as_ref(), e))
-    }
-
-    /// Writes through the cursor (adds a dup in a dupsort table).
-    pub fn put(&mut self, key: &T::Key, value: &T::Value) -> DbResult<()> {
-        let k = key.encode_key();
-        self.cursor
-            .put(k.as_ref(), &value.encode_value(), WriteFlags::UPSERT)
-            .map_err(|e| table_err("put", T::ID.name(), k.as_ref(), e))
     }
 }

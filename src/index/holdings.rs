@@ -7,7 +7,7 @@
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
 
-use super::{integrity::broken, rewrite::MappedPages, transfers::Touch, undo::UndoLog};
+use super::{integrity::broken, transfers::Touch, undo::UndoLog};
 use crate::{
     db::{
         codec::{Holding, IndexKind, ValueCodec},
@@ -19,8 +19,8 @@ use crate::{
 };
 
 /// A holdings table: holder → `token ‖ first TxId` dups.
-pub trait HoldingsTable: Table<Key = Address, Value = Holding> {}
-impl<T: Table<Key = Address, Value = Holding>> HoldingsTable for T {}
+pub trait HoldingsTable: DupTable + Table<Key = Address, Value = Holding> {}
+impl<T: DupTable + Table<Key = Address, Value = Holding>> HoldingsTable for T {}
 
 /// Every token kind with a holdings table, in the order a batch writes them.
 const KINDS: [TokenKind; 3] = [TokenKind::Erc20, TokenKind::Erc721, TokenKind::Erc1155];
@@ -74,10 +74,8 @@ impl HoldingsViewer for Write<'_> {
     type Output = DbResult<()>;
     fn view<H: HoldingsTable>(&mut self, kind: IndexKind) -> Self::Output {
         self.seen.sort_unstable();
-        let mut cursor = self.txn.cursor::<H>()?;
-        let mut mapped = MappedPages::default();
+        let mut cursor = self.txn.walking_cursor::<H>()?;
         for run in self.seen.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
-            mapped.tick(self.txn);
             let (holder, token, first) = run[0];
             // A DupFixed table only takes a whole-size value to seek with: token ‖ the smallest id.
             let lowest = Holding { token, first: TxId(0) }.encode_value();

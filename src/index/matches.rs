@@ -54,8 +54,8 @@ pub fn view_standard<V: MatchViewer>(standard: Standard, viewer: &mut V) -> V::O
 }
 
 /// A match table: deployment block → contract addresses.
-pub trait MatchTable: Table<Key = BlockNumber, Value = Address> {}
-impl<T: Table<Key = BlockNumber, Value = Address>> MatchTable for T {}
+pub trait MatchTable: DupTable + Table<Key = BlockNumber, Value = Address> {}
+impl<T: DupTable + Table<Key = BlockNumber, Value = Address>> MatchTable for T {}
 
 /// A match counter table: cumulative count → block.
 pub trait MatchCounter: Table<Key = Count, Value = BlockNumber> {}

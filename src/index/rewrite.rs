@@ -6,10 +6,6 @@
 //! sequential copy per entry instead of a seek and an update per changed one, and its pages come
 //! out full (MDBX splits a page it appends to at its end, not in its middle).
 
-use signet_libmdbx::tx::TransactionKind;
-
-use crate::db::Txn;
-
 /// A table is rewritten whole once a batch changes more than one in this many of its entries.
 /// Measured on the benchmark chain (docs/benchmarks.md): an entry copied in key order costs
 /// ~0.2 µs, a seek and update in place ~3 µs; at 1 in 4 the one-block-per-transaction run gained
@@ -18,31 +14,8 @@ const REWRITE_SHARE: u64 = 16;
 
 /// Whether a batch that changes `changed` entries of a table holding `entries` should rewrite it
 /// whole (always for an empty table: rewriting it is appending).
-pub fn rewrite_pays(entries: u64, changed: u64) -> bool {
+pub(super) fn rewrite_pays(entries: u64, changed: u64) -> bool {
     changed.saturating_mul(REWRITE_SHARE) >= entries
-}
-
-/// A rewrite reads the whole old table through MDBX's memory map, and every page it reads would
-/// stay counted in the process's resident memory until the batch ends (`Db::release_mapped_pages`):
-/// it lets go of them every this many entries written, so only a few MiB of the old table are
-/// mapped at a time.
-const RELEASE_EVERY: u32 = 1 << 15;
-
-/// Counts a rewrite's entries and releases the mapped pages every `RELEASE_EVERY` of them.
-#[derive(Debug, Default)]
-pub(crate) struct MappedPages {
-    written: u32,
-}
-
-impl MappedPages {
-    /// One more entry written.
-    pub(crate) fn tick<K: TransactionKind>(&mut self, txn: &Txn<K>) {
-        self.written += 1;
-        if self.written == RELEASE_EVERY {
-            self.written = 0;
-            txn.release_mapped_pages();
-        }
-    }
 }
 
 #[cfg(test)]

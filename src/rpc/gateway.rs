@@ -17,7 +17,7 @@ use crate::source::{ForwardError, NodeClient};
 
 /// What the gateway needs besides the service it wraps.
 #[derive(Debug, Clone)]
-pub struct GatewayConfig {
+pub(super) struct GatewayConfig {
     /// The methods the server itself serves, each with whether it runs under the time limit:
     /// async ones do; a synchronous one (an index read) runs to its end on the worker thread
     /// anyway, so a timer around it would only cost time.
@@ -34,7 +34,7 @@ pub struct GatewayConfig {
 
 /// What the gateway wraps: jsonrpsee's dispatcher, whose three answers are all a
 /// `MethodResponse`.
-pub trait Dispatcher:
+pub(super) trait Dispatcher:
     RpcServiceT<
         MethodResponse = MethodResponse,
         BatchResponse = MethodResponse,
@@ -60,14 +60,14 @@ impl<S> Dispatcher for S where
 
 /// The middleware; `S` is jsonrpsee's own method dispatcher.
 #[derive(Debug, Clone)]
-pub struct Gateway<S> {
+pub(super) struct Gateway<S> {
     inner: S,
     config: GatewayConfig,
 }
 
 impl<S> Gateway<S> {
     /// Wraps `inner`.
-    pub const fn new(inner: S, config: GatewayConfig) -> Self {
+    pub(super) const fn new(inner: S, config: GatewayConfig) -> Self {
         Self { inner, config }
     }
 }

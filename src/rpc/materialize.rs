@@ -22,7 +22,7 @@ use crate::{source::NodeClient, txid::TxId};
 /// ones may still be replaced by a reorg and are always asked for.
 pub const FINAL_DEPTH: u64 = 128;
 /// Block summaries the cache holds (16 bytes each).
-pub const SUMMARY_CACHE_ENTRIES: usize = 100_000;
+pub(super) const SUMMARY_CACHE_ENTRIES: usize = 100_000;
 
 /// `{blockNumber, timestamp}` of a block shown in a page.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -303,7 +303,7 @@ impl Materializer {
 
 /// A vault's `totalAssets()` at the latest block as a JSON number of any size (ots2 writes a Go
 /// big.Int); `None` when the call fails or does not return a uint256.
-pub async fn total_assets(node: &NodeClient, vault: Address) -> Option<Box<RawValue>> {
+pub(super) async fn total_assets(node: &NodeClient, vault: Address) -> Option<Box<RawValue>> {
     let request = json!({ "to": vault, "data": Bytes::copy_from_slice(&selector("totalAssets()")) });
     let answer = node.raw::<_, Bytes>("eth_call", (request, "latest")).await.ok()?;
     RawValue::from_string(decode_uint256(&answer)?.to_string()).ok()

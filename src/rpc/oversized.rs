@@ -20,19 +20,19 @@ use tower::{Layer, Service};
 
 /// Bytes of an oversized body read and thrown away before answering; past this the connection
 /// is closed with the answer unread, as without this layer.
-pub const DRAIN_LIMIT: u64 = 64 << 20;
+pub(super) const DRAIN_LIMIT: u64 = 64 << 20;
 /// Time spent reading an oversized body before answering anyway.
-pub const DRAIN_TIME: Duration = Duration::from_secs(10);
+pub(super) const DRAIN_TIME: Duration = Duration::from_secs(10);
 
 /// The layer: `max_request_bytes` is the server's request body limit.
 #[derive(Debug, Clone, Copy)]
-pub struct OversizedBodyLayer {
+pub(super) struct OversizedBodyLayer {
     max_request_bytes: u32,
 }
 
 impl OversizedBodyLayer {
     /// A layer for bodies over `max_request_bytes`.
-    pub const fn new(max_request_bytes: u32) -> Self {
+    pub(super) const fn new(max_request_bytes: u32) -> Self {
         Self { max_request_bytes }
     }
 }
@@ -47,7 +47,7 @@ impl<S> Layer<S> for OversizedBodyLayer {
 
 /// The service of [`OversizedBodyLayer`].
 #[derive(Debug, Clone)]
-pub struct OversizedBody<S> {
+pub(super) struct OversizedBody<S> {
     inner: S,
     max_request_bytes: u32,
 }

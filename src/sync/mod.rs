@@ -108,10 +108,10 @@ pub enum SyncError {
         /// Indexed tip.
         tip: u64,
     },
-    /// The writer thread died.
     /// The classifiers are not in an order that satisfies their dependencies.
     #[error(transparent)]
     Classifiers(#[from] DependencyError),
+    /// The writer thread died.
     #[error("the database writer thread failed: {0}")]
     Writer(String),
 }

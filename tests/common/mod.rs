@@ -1,6 +1,7 @@
 //! Shared test helpers: a real Anvil node, the standard workload, and a JSON-RPC client.
 
-#![allow(dead_code)]
+// Shared by every test binary, each using a part: `pub` here means "for the tests".
+#![allow(dead_code, unreachable_pub)]
 
 pub mod anvil;
 pub mod fault_proxy;

@@ -6,7 +6,7 @@ use super::{address, be_u64, CodecError, ValueCodec};
 
 /// Longest name or symbol kept, in bytes (cut at a character boundary): a token chooses its
 /// own name, and a list row must stay small.
-pub const MAX_TEXT_BYTES: usize = 256;
+pub(super) const MAX_TEXT_BYTES: usize = 256;
 
 /// A contract's metadata as classified, and the block whose classification wrote it (an
 /// unwind below that block removes the row).

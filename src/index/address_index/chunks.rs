@@ -11,10 +11,9 @@ use signet_libmdbx::tx::{Rw, TransactionKind};
 
 use crate::db::{
     codec::{ChunkKey, CounterDup, IdChunk, LAST_CHUNK, MAX_UNIQUE_CHUNK_COUNT},
-    tables::Table,
+    tables::{DupTable, Table},
     DbError, DbResult, TableCursor, Txn, WriteTxn,
 };
-use crate::index::rewrite::MappedPages;
 
 /// Ids in every chunk but the last: the most whose 8-byte encoding stays under 1,950 bytes, the
 /// value size past which MDBX (at 4 KiB pages) moves values to overflow pages. Kept from ots2
@@ -26,8 +25,8 @@ pub trait AddressIndex: Table<Key = ChunkKey, Value = IdChunk> {}
 impl<T: Table<Key = ChunkKey, Value = IdChunk>> AddressIndex for T {}
 
 /// An address counter table: `address` → counter dups.
-pub trait AddressCounter: Table<Key = Address, Value = CounterDup> {}
-impl<T: Table<Key = Address, Value = CounterDup>> AddressCounter for T {}
+pub trait AddressCounter: DupTable + Table<Key = Address, Value = CounterDup> {}
+impl<T: DupTable + Table<Key = Address, Value = CounterDup>> AddressCounter for T {}
 
 fn hex_key(address: &Address, chunk: u64) -> String {
     let mut k = address.to_vec();
@@ -198,7 +197,7 @@ pub fn rewrite_with_appends<'a, I: AddressIndex, C: AddressCounter, K: Transacti
     before: &Txn<K>,
     appends: impl IntoIterator<Item = (Address, &'a [u64])>,
 ) -> DbResult<()> {
-    let mut old_index = before.cursor::<I>()?;
+    let mut old_index = before.walking_cursor::<I>()?;
     let mut old_counter = before.cursor::<C>()?;
     let mut next_chunk = old_index.first()?;
     let mut next_dup = old_counter.first()?;
@@ -209,7 +208,6 @@ pub fn rewrite_with_appends<'a, I: AddressIndex, C: AddressCounter, K: Transacti
     let mut appends = appends.into_iter().peekable();
     let mut chunks: Vec<(ChunkKey, IdChunk)> = Vec::new();
     let mut dups: Vec<CounterDup> = Vec::new();
-    let mut mapped = MappedPages::default();
     loop {
         let Some(address) = [
             next_chunk.as_ref().map(|(k, _)| k.address),
@@ -262,7 +260,6 @@ pub fn rewrite_with_appends<'a, I: AddressIndex, C: AddressCounter, K: Transacti
         }
         for (key, chunk) in &chunks {
             index.append(key, chunk)?;
-            mapped.tick(before);
         }
         for dup in &dups {
             counter.append(&address, dup)?;

@@ -25,7 +25,7 @@ use crate::db::{
     DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
 };
 use crate::decode::TokenKind;
-use crate::index::rewrite::{rewrite_pays, MappedPages};
+use crate::index::rewrite::rewrite_pays;
 
 /// One value while its batch is resolved.
 #[derive(Debug, Clone, Copy)]
@@ -79,11 +79,9 @@ impl<K: Copy + Ord + std::hash::Hash, V: Copy> Slots<K, V> {
         keys.dedup();
         let position = keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
         let mut slots = Vec::with_capacity(keys.len());
-        let mut cursor = txn.cursor::<T>()?;
-        let mut mapped = MappedPages::default();
+        let mut cursor = txn.walking_cursor::<T>()?;
         for key in &keys {
             slots.push(Slot::new(cursor.seek_exact(key)?.map_or(absent, &value)));
-            mapped.tick(txn);
         }
         Ok(Self { keys, slots, position })
     }
@@ -113,14 +111,14 @@ impl<K: Copy + Ord + std::hash::Hash, V: Copy> Slots<K, V> {
 
 /// The balance and owner changes of one batch, in the order the chain made them.
 #[derive(Debug, Default)]
-pub struct BalanceBook {
+pub(super) struct BalanceBook {
     moves: Vec<(u64, BalanceMove)>,
 }
 
 /// A batch's values resolved against the database, with what each block found before its first
 /// change: ready to be written.
 #[derive(Debug)]
-pub struct Resolved {
+pub(super) struct Resolved {
     balances: Slots<PairKey, U256>,
     owners: Slots<TokenIdKey, Address>,
     multi: Slots<MultiKey, U256>,
@@ -194,19 +192,23 @@ impl Resolved {
 
 impl BalanceBook {
     /// Records one move of `block` (blocks in chain order).
-    pub fn push(&mut self, block: u64, m: BalanceMove) {
+    pub(super) fn push(&mut self, block: u64, m: BalanceMove) {
         self.moves.push((block, m));
     }
 
     /// Whether the batch moved nothing.
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.moves.is_empty()
     }
 
     /// Reads every value the moves touch as `txn` sees it (the state the batch starts from)
     /// and replays the moves; undo rows are kept for blocks from `keep_from` on (older blocks
     /// leave the reorg window with this batch).
-    pub fn resolve<Kind: TransactionKind>(&self, txn: &Txn<Kind>, keep_from: u64) -> DbResult<Resolved> {
+    pub(super) fn resolve<Kind: TransactionKind>(
+        &self,
+        txn: &Txn<Kind>,
+        keep_from: u64,
+    ) -> DbResult<Resolved> {
         let holders = |m: &BalanceMove| [m.from, m.to].into_iter().filter(|h| *h != Address::ZERO);
         let pairs =
             self.moves.iter().flat_map(|(_, m)| holders(m).map(|holder| PairKey { token: m.token, holder }));
@@ -247,13 +249,13 @@ impl Resolved {
     /// Writes every changed balance, owner, rank and holder count once, and the undo rows.
     /// With `before` (a snapshot of the state `txn` started from) the balance table is
     /// rewritten whole when the batch changes a large share of it.
-    pub fn write(self, txn: &WriteTxn, before: Option<&ReadTxn>) -> DbResult<()> {
+    pub(super) fn write(self, txn: &WriteTxn, before: Option<&ReadTxn>) -> DbResult<()> {
         let resolved = self;
         write_balances(txn, &resolved.balances, before)?;
         let mut owners = txn.cursor::<OtsERC721Owners>()?;
         for (key, _, now) in resolved.owners.changed() {
             if now == Address::ZERO {
-                owners.delete(key, None)?;
+                owners.delete(key)?;
             } else {
                 owners.put(key, &now)?;
             }
@@ -261,7 +263,7 @@ impl Resolved {
         let mut multi = txn.cursor::<OtsERC1155Balances>()?;
         for (key, _, now) in resolved.multi.changed() {
             if now.is_zero() {
-                multi.delete(key, None)?;
+                multi.delete(key)?;
             } else {
                 multi.put(key, &Balance(now))?;
             }
@@ -275,7 +277,7 @@ impl Resolved {
 
 /// Sets token-wide balances back to `priors` (one per (token, holder)), keeping ranks and holder
 /// counts in step the way a batch does: how an unwind restores a block's balances.
-pub fn restore_balances(txn: &WriteTxn, priors: &[(PairKey, U256)]) -> DbResult<()> {
+pub(super) fn restore_balances(txn: &WriteTxn, priors: &[(PairKey, U256)]) -> DbResult<()> {
     let mut slots =
         Slots::read::<OtsTokenBalances, _>(txn, priors.iter().map(|(key, _)| *key), U256::ZERO, |b| b.0)?;
     for (key, old) in priors {
@@ -289,7 +291,7 @@ pub fn restore_balances(txn: &WriteTxn, priors: &[(PairKey, U256)]) -> DbResult<
 /// Writes the per-block undo dups of a batch (rows in block order), one call per block.
 fn write_undo<T, V: Copy>(txn: &WriteTxn, rows: &[(u64, V)]) -> DbResult<()>
 where
-    T: Table<Key = BlockNumber, Value = V>,
+    T: DupTable + Table<Key = BlockNumber, Value = V>,
 {
     let mut cursor = txn.cursor::<T>()?;
     let mut values = Vec::new();
@@ -319,7 +321,7 @@ fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>, before: Option<&
             let mut balances = txn.cursor::<OtsTokenBalances>()?;
             for (key, _, now) in slots.changed() {
                 if now.is_zero() {
-                    balances.delete(key, None)?;
+                    balances.delete(key)?;
                 } else {
                     balances.put(key, &Balance(now))?;
                 }
@@ -334,7 +336,8 @@ fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>, before: Option<&
     // The changes come in key order: each token's holders are one run.
     let mut changes = slots.changed().peekable();
     let mut run: Vec<(PairKey, U256, U256)> = Vec::new();
-    let mut mapped = MappedPages::default();
+    // Rebuilt rankings read their tokens' balances: one walk over the batch.
+    let mut balances = txn.walking_cursor::<OtsTokenBalances>()?;
     while let Some(&(first, _, _)) = changes.peek() {
         let token = first.token;
         run.clear();
@@ -346,12 +349,12 @@ fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>, before: Option<&
         let stored = counts.seek_exact(&token)?.map_or(0, |Count(c)| c);
         if gained != lost {
             match stored.saturating_add_signed(gained - lost) {
-                0 => counts.delete(&token, None).map(drop)?,
+                0 => counts.delete(&token).map(drop)?,
                 next => counts.put(&token, &Count(next))?,
             }
         }
         if (run.len() as u64).saturating_mul(REBUILD_SHARE) > stored {
-            rebuild_ranks(txn, &mut ranks, token, &mut mapped)?;
+            rebuild_ranks(&mut balances, &mut ranks, token)?;
             continue;
         }
         for &(key, was, now) in &run {
@@ -366,7 +369,7 @@ fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>, before: Option<&
     stale.sort_unstable();
     fresh.sort_unstable();
     for &(token, inverted, holder) in &stale {
-        ranks.delete(&token, Some(&Rank { balance: !inverted, holder }))?;
+        ranks.delete_dup(&token, &Rank { balance: !inverted, holder })?;
     }
     for &(token, inverted, holder) in &fresh {
         ranks.put(&token, &Rank { balance: !inverted, holder })?;
@@ -382,15 +385,13 @@ fn rewrite_balances<'a>(
     before: &ReadTxn,
     changed: impl Iterator<Item = (&'a PairKey, U256, U256)>,
 ) -> DbResult<()> {
-    let mut old = before.cursor::<OtsTokenBalances>()?;
+    let mut old = before.walking_cursor::<OtsTokenBalances>()?;
     let mut next_old = old.first()?;
     txn.clear::<OtsTokenBalances>()?;
-    let mut out = txn.cursor::<OtsTokenBalances>()?;
+    let mut out = txn.walking_cursor::<OtsTokenBalances>()?;
     let mut changes = changed.peekable();
-    let mut mapped = MappedPages::default();
     loop {
         let change = changes.peek().map(|(key, _, _)| **key);
-        mapped.tick(before);
         match next_old.take() {
             Some((key, value)) if change.is_none_or(|c| key < c) => {
                 out.append(&key, &value)?;
@@ -411,14 +412,12 @@ fn rewrite_balances<'a>(
     }
 }
 
-/// Rewrites `token`'s ranking from its balances as they stand in `txn`.
+/// Rewrites `token`'s ranking from its balances as they stand (read through `balances`).
 fn rebuild_ranks(
-    txn: &WriteTxn,
+    balances: &mut TableCursor<'_, Rw, OtsTokenBalances>,
     ranks: &mut TableCursor<'_, Rw, OtsTokenHolderRanks>,
     token: Address,
-    mapped: &mut MappedPages,
 ) -> DbResult<()> {
-    let mut balances = txn.cursor::<OtsTokenBalances>()?;
     let mut order: Vec<(U256, Address)> = Vec::new();
     let mut entry = balances.seek(&PairKey { token, holder: Address::ZERO })?;
     while let Some((key, Balance(balance))) = entry {
@@ -427,7 +426,6 @@ fn rebuild_ranks(
         }
         order.push((!balance, key.holder));
         entry = balances.next_entry()?;
-        mapped.tick(txn);
     }
     order.sort_unstable();
     let sorted: Vec<Rank> =
