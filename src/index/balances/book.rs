@@ -15,7 +15,6 @@ use signet_libmdbx::tx::{Rw, TransactionKind};
 // addresses ground to collide cannot slow the writer down.
 use foldhash::HashMap;
 
-use super::BalanceMove;
 use crate::db::{
     codec::{
         Balance, BalancePrior, BlockNumber, Count, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank,
@@ -24,8 +23,39 @@ use crate::db::{
     tables::*,
     DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
 };
-use crate::decode::TokenKind;
+use crate::decode::{TokenKind, TokenLog};
 use crate::index::rewrite::rewrite_pays;
+
+/// One balance-changing movement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BalanceMove {
+    /// The token.
+    pub token: Address,
+    /// ERC20, ERC721 or ERC1155.
+    pub kind: TokenKind,
+    /// Sender (zero: a mint).
+    pub from: Address,
+    /// Receiver (zero: a burn).
+    pub to: Address,
+    /// ERC721 and ERC1155: the token id (zero for ERC20).
+    pub id: U256,
+    /// Units moved: the ERC20 or ERC1155 amount, 1 for an ERC721 id.
+    pub amount: U256,
+}
+
+impl BalanceMove {
+    /// The movements of `log`, one per id it moves (none for a log without an amount or id).
+    pub fn of<'a>(log: &'a TokenLog<'_>) -> impl Iterator<Item = Self> + 'a {
+        log.units().into_iter().flatten().map(move |(id, amount)| Self {
+            token: log.token,
+            kind: log.kind,
+            from: log.from,
+            to: log.to,
+            id,
+            amount,
+        })
+    }
+}
 
 /// One value while its batch is resolved.
 #[derive(Debug, Clone, Copy)]

@@ -16,6 +16,7 @@ use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::TransactionKind;
 use tracing::warn;
 
+pub use book::BalanceMove;
 use book::{restore_balances, BalanceBook, Resolved};
 pub use read::{balance, holder_count, holders_page, multi_balance, multi_balances};
 
@@ -26,40 +27,9 @@ use crate::{
         tables::*,
         Db, DbError, DbResult, Txn, WriteTxn,
     },
-    decode::{TokenKind, TokenLog},
+    decode::TokenLog,
     txid::TxId,
 };
-
-/// One balance-changing movement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BalanceMove {
-    /// The token.
-    pub token: Address,
-    /// ERC20, ERC721 or ERC1155.
-    pub kind: TokenKind,
-    /// Sender (zero: a mint).
-    pub from: Address,
-    /// Receiver (zero: a burn).
-    pub to: Address,
-    /// ERC721 and ERC1155: the token id (zero for ERC20).
-    pub id: U256,
-    /// Units moved: the ERC20 or ERC1155 amount, 1 for an ERC721 id.
-    pub amount: U256,
-}
-
-impl BalanceMove {
-    /// The movements of `log`, one per id it moves (none for a log without an amount or id).
-    pub fn of<'a>(log: &'a TokenLog<'_>) -> impl Iterator<Item = Self> + 'a {
-        log.units().into_iter().flatten().map(move |(id, amount)| Self {
-            token: log.token,
-            kind: log.kind,
-            from: log.from,
-            to: log.to,
-            id,
-            amount,
-        })
-    }
-}
 
 /// A batch's balance moves.
 #[derive(Debug, Default)]
