@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-if [ ! -x node_modules/.bin/anvil ] || [ package.json -nt node_modules/.package-lock.json ]; then
+if [ ! -x node_modules/.bin/anvil ] || [ ! -x node_modules/.bin/hardhat ] || [ package.json -nt node_modules/.package-lock.json ]; then
   echo "testbed: installing npm packages" >&2
   if [ -f package-lock.json ]; then
     npm ci --no-audit --no-fund --loglevel=error

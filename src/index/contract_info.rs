@@ -7,7 +7,7 @@ use alloy_primitives::Address;
 use ots_classifiers::{Fact, Metadata};
 use signet_libmdbx::tx::TransactionKind;
 
-use super::{integrity::broken, undo::UndoLog};
+use super::{stamped, undo::UndoLog};
 use crate::db::{
     codec::{ContractInfo, IndexKind},
     tables::OtsContractInfo,
@@ -51,26 +51,10 @@ pub fn write_block(txn: &WriteTxn, block: u64, facts: &[Fact], undo: &mut UndoLo
 
 /// Drops the dups of `address` written by blocks above `to`.
 pub fn unwind_address(txn: &WriteTxn, address: &Address, to: u64) -> DbResult<()> {
-    for info in txn.cursor::<OtsContractInfo>()?.dups(address)? {
-        if info.block > to {
-            txn.delete::<OtsContractInfo>(address, Some(&info))?;
-        }
-    }
-    Ok(())
+    stamped::unwind_address::<OtsContractInfo>(txn, address, to)
 }
 
-/// Every row decodes and none was written beyond the tip.
+/// Every dup decodes and none was written beyond the tip.
 pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()> {
-    let mut cursor = txn.cursor::<OtsContractInfo>()?;
-    let mut next = cursor.first()?;
-    while let Some((address, info)) = next {
-        if tip.is_some_and(|t| info.block > t) {
-            return Err(broken::<OtsContractInfo>(
-                address.as_slice(),
-                format!("written by block {}, beyond the tip", info.block),
-            ));
-        }
-        next = cursor.next_entry()?;
-    }
-    Ok(())
+    stamped::check::<OtsContractInfo, K>(txn, tip)
 }

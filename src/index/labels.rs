@@ -7,7 +7,7 @@ use alloy_primitives::Address;
 use ots_classifiers::Fact;
 use signet_libmdbx::tx::TransactionKind;
 
-use super::{integrity::broken, undo::UndoLog};
+use super::{stamped, undo::UndoLog};
 use crate::db::{
     codec::{IndexKind, Label, MAX_LABEL_BYTES},
     tables::OtsLabels,
@@ -53,28 +53,12 @@ pub fn write_block(txn: &WriteTxn, block: u64, facts: &[Fact], undo: &mut UndoLo
     Ok(())
 }
 
-/// Drops the labels of `address` given by blocks above `to`.
+/// Drops the dups of `address` written by blocks above `to`.
 pub fn unwind_address(txn: &WriteTxn, address: &Address, to: u64) -> DbResult<()> {
-    for label in txn.cursor::<OtsLabels>()?.dups(address)? {
-        if label.block > to {
-            txn.delete::<OtsLabels>(address, Some(&label))?;
-        }
-    }
-    Ok(())
+    stamped::unwind_address::<OtsLabels>(txn, address, to)
 }
 
-/// Every label decodes and none was given beyond the tip.
+/// Every dup decodes and none was written beyond the tip.
 pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()> {
-    let mut cursor = txn.cursor::<OtsLabels>()?;
-    let mut next = cursor.first()?;
-    while let Some((address, label)) = next {
-        if tip.is_some_and(|t| label.block > t) {
-            return Err(broken::<OtsLabels>(
-                address.as_slice(),
-                format!("given in block {}, beyond the tip", label.block),
-            ));
-        }
-        next = cursor.next_entry()?;
-    }
-    Ok(())
+    stamped::check::<OtsLabels, K>(txn, tip)
 }

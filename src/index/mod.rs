@@ -27,6 +27,7 @@ pub mod labels;
 pub mod matches;
 pub mod probes;
 mod rewrite;
+mod stamped;
 pub mod transfers;
 mod undo;
 

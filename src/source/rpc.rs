@@ -1,6 +1,13 @@
 //! The node over HTTP JSON-RPC, with alloy.
 
-use std::{borrow::Cow, time::Duration};
+use std::{
+    borrow::Cow,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
 
 use alloy::{
     consensus::Transaction as _,
@@ -127,6 +134,9 @@ pub struct NodeClient {
     trace_mode: TraceMode,
     pubsub: bool,
     check_header_hash: bool,
+    /// Whether the node answers `eth_getBlockReceipts` (until it says it does not): shared by
+    /// the clones that fetch blocks in parallel.
+    block_receipts: Arc<AtomicBool>,
 }
 
 fn request_err(method: &'static str) -> impl FnOnce(TransportError) -> SourceError {
@@ -152,7 +162,13 @@ impl NodeClient {
             .layer(RetryBackoffLayer::new(RATE_LIMIT_RETRIES, RATE_LIMIT_BACKOFF_MS, u64::MAX))
             .http_with_client(http, parsed);
         let provider = ProviderBuilder::default().connect_client(client).erased();
-        Ok(Self { provider, trace_mode: TraceMode::None, pubsub: false, check_header_hash: true })
+        Ok(Self {
+            provider,
+            trace_mode: TraceMode::None,
+            pubsub: false,
+            check_header_hash: true,
+            block_receipts: Arc::new(AtomicBool::new(true)),
+        })
     }
 
     /// Connects to `url`: `http://` as [`NodeClient::connect`], or `ws://`, over which the head
@@ -167,7 +183,13 @@ impl NodeClient {
             .await
             .map_err(|source| SourceError::Request { method: "WebSocket connect", source })?;
         let provider = ProviderBuilder::default().connect_client(client).erased();
-        Ok(Self { provider, trace_mode: TraceMode::None, pubsub: true, check_header_hash: true })
+        Ok(Self {
+            provider,
+            trace_mode: TraceMode::None,
+            pubsub: true,
+            check_header_hash: true,
+            block_receipts: Arc::new(AtomicBool::new(true)),
+        })
     }
 
     /// New head block numbers as the node announces them (`eth_subscribe` `newHeads`), when
@@ -321,8 +343,29 @@ impl NodeClient {
     }
 
     /// One block with its transactions, receipts and (if the node traces) call frames, fetched
-    /// in one JSON-RPC batch and checked for consistency.
+    /// in one JSON-RPC batch and checked for consistency. A node without `eth_getBlockReceipts`
+    /// (Hardhat's, some others) gives its receipts one transaction at a time instead, from the
+    /// first time it says so on.
     pub async fn block(&self, number: u64) -> Result<BlockData, SourceError> {
+        if !self.block_receipts.load(Ordering::Relaxed) {
+            return self.fetch_block(number, false).await;
+        }
+        match self.fetch_block(number, true).await {
+            // Some nodes fail the whole batch for one method they lack, others that entry only
+            // (handled in `fetch_block`): either way the method name says which.
+            Err(SourceError::Request { source, .. })
+                if is_method_missing(&source) && source.to_string().contains("eth_getBlockReceipts") =>
+            {
+                if self.block_receipts.swap(false, Ordering::Relaxed) {
+                    info!(target: "ots::source", "the node has no eth_getBlockReceipts: receipts are fetched one transaction at a time");
+                }
+                self.fetch_block(number, false).await
+            }
+            other => other,
+        }
+    }
+
+    async fn fetch_block(&self, number: u64, block_receipts: bool) -> Result<BlockData, SourceError> {
         let n = format!("{number:#x}");
         let client = self.provider.client();
         let mut batch = alloy::rpc::client::BatchRequest::new(client);
@@ -330,9 +373,15 @@ impl NodeClient {
         let block = batch
             .add_call::<_, Value>("eth_getBlockByNumber", &(n.clone(), true))
             .map_err(ser("eth_getBlockByNumber"))?;
-        let receipts = batch
-            .add_call::<_, Value>("eth_getBlockReceipts", &[n.as_str()])
-            .map_err(ser("eth_getBlockReceipts"))?;
+        let receipts = if block_receipts {
+            Some(
+                batch
+                    .add_call::<_, Value>("eth_getBlockReceipts", &[n.as_str()])
+                    .map_err(ser("eth_getBlockReceipts"))?,
+            )
+        } else {
+            None
+        };
         let traces = match self.trace_mode {
             TraceMode::Parity => {
                 Some(batch.add_call::<_, Value>("trace_block", &[n.as_str()]).map_err(ser("trace_block"))?)
@@ -354,13 +403,19 @@ impl NodeClient {
             block: number,
             reason: format!("malformed block: {e}"),
         })?;
-        let receipts = match receipts.await {
-            Ok(v) if v.is_null() => return Err(SourceError::Missing { what: "receipts", block: number }),
-            Ok(v) => serde_json::from_value::<Vec<TransactionReceipt>>(v).map_err(|e| {
-                SourceError::Inconsistent { block: number, reason: format!("malformed receipts: {e}") }
-            })?,
-            Err(e) if is_method_missing(&e) => self.receipts_one_by_one(&block).await?,
-            Err(source) => return Err(SourceError::Request { method: "eth_getBlockReceipts", source }),
+        let receipts = match receipts {
+            None => self.receipts_one_by_one(&block).await?,
+            Some(receipts) => match receipts.await {
+                Ok(v) if v.is_null() => return Err(SourceError::Missing { what: "receipts", block: number }),
+                Ok(v) => serde_json::from_value::<Vec<TransactionReceipt>>(v).map_err(|e| {
+                    SourceError::Inconsistent { block: number, reason: format!("malformed receipts: {e}") }
+                })?,
+                Err(e) if is_method_missing(&e) => {
+                    self.block_receipts.store(false, Ordering::Relaxed);
+                    self.receipts_one_by_one(&block).await?
+                }
+                Err(source) => return Err(SourceError::Request { method: "eth_getBlockReceipts", source }),
+            },
         };
         if block.header.number != number {
             return Err(SourceError::Inconsistent {

@@ -38,11 +38,11 @@ pub struct Anvil {
     pub url: String,
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("no free port")
 }
 
-fn answers(url: &str) -> bool {
+pub fn answers(url: &str) -> bool {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}"#;
     let Ok(addr) = url.trim_start_matches("http://").parse::<std::net::SocketAddr>() else { return false };
     let Ok(mut stream) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {

@@ -5,6 +5,7 @@
 
 pub mod anvil;
 pub mod fault_proxy;
+pub mod hardhat;
 pub mod transfer_chain;
 pub mod workload;
 
