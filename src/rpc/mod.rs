@@ -8,6 +8,7 @@ pub mod holders;
 mod materialize;
 pub mod ots;
 pub mod ots2;
+pub mod ots_blocks;
 mod oversized;
 pub mod proxy;
 mod server;
@@ -68,6 +69,13 @@ pub fn module(ctx: RpcContext) -> Result<RpcModule<()>, ServeError> {
     use ots2::Ots2ApiServer;
     let mut module = RpcModule::new(());
     module.merge(ots::Ots.into_rpc()).map_err(|e| ServeError::Register(e.to_string()))?;
+    let blocks = ots_blocks::OtsBlocks::new(ctx.clone());
+    module
+        .merge(ots_blocks::OtsBlocksApiServer::into_rpc(blocks.clone()))
+        .map_err(|e| ServeError::Register(e.to_string()))?;
+    module
+        .merge(ots_blocks::ErigonApiServer::into_rpc(blocks))
+        .map_err(|e| ServeError::Register(e.to_string()))?;
     module
         .merge(ext::Ots2Ext::new(ctx.clone()).into_rpc())
         .map_err(|e| ServeError::Register(e.to_string()))?;

@@ -109,6 +109,13 @@ pub enum SourceError {
     },
 }
 
+impl SourceError {
+    /// Whether the node answered that it lacks the method asked for.
+    pub fn is_method_missing(&self) -> bool {
+        matches!(self, Self::Request { source, .. } if is_method_missing(source))
+    }
+}
+
 /// A forwarded request did not give a result.
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardError {

@@ -1,0 +1,217 @@
+//! The block pages of the `ots_` namespace, and `erigon_getHeaderByNumber`, served from the
+//! node's standard `eth_` methods, so that they work on a node without `ots_` (docs/api.md).
+//!
+//! Where Erigon and Anvil differ, these follow Erigon: `logsBloom` is null in block details and
+//! block transaction pages, `transactionCount` is the block's total (not the page's length),
+//! receipts in a page carry no logs but their block's `timestamp`, and a listed transaction's
+//! input is cut to its 4-byte selector.
+
+use alloy_primitives::{Address, U256};
+use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use serde_json::{json, Map, Value};
+
+use super::{
+    errors::{invalid_params, node_error},
+    RpcContext,
+};
+/// Keys of an `eth_getBlockByNumber` answer that are not part of a header.
+const NOT_HEADER: [&str; 5] = ["transactions", "uncles", "withdrawals", "size", "totalDifficulty"];
+
+/// `ots_` block methods.
+#[rpc(server, namespace = "ots")]
+pub trait OtsBlocksApi {
+    /// The header of block `block` (a number or a tag), or null past the head.
+    #[method(name = "getHeaderByNumber")]
+    async fn get_header_by_number(&self, block: Value) -> RpcResult<Value>;
+
+    /// A block without its transactions, with `transactionCount`, its issuance and the fees its
+    /// transactions paid; null past the head.
+    #[method(name = "getBlockDetails")]
+    async fn get_block_details(&self, block: Value) -> RpcResult<Value>;
+
+    /// As `getBlockDetails`, by hash.
+    #[method(name = "getBlockDetailsByHash")]
+    async fn get_block_details_by_hash(&self, hash: alloy_primitives::B256) -> RpcResult<Value>;
+
+    /// Page `page` (0 first) of `page_size` transactions of block `block`, with their receipts.
+    #[method(name = "getBlockTransactions")]
+    async fn get_block_transactions(&self, block: Value, page: u64, page_size: u64) -> RpcResult<Value>;
+
+    /// Whether `address` has code at `block`.
+    #[method(name = "hasCode")]
+    async fn has_code(&self, address: Address, block: Value) -> RpcResult<bool>;
+}
+
+/// `erigon_` methods the Otterscan UI calls.
+#[rpc(server, namespace = "erigon")]
+pub trait ErigonApi {
+    /// The header of block `block` (the UI's connection probe).
+    #[method(name = "getHeaderByNumber")]
+    async fn get_header_by_number(&self, block: Value) -> RpcResult<Value>;
+}
+
+/// Implementation of [`OtsBlocksApiServer`] and [`ErigonApiServer`].
+#[derive(Debug, Clone)]
+pub struct OtsBlocks {
+    ctx: RpcContext,
+}
+
+/// A block number or tag as the node takes it: numbers become hex quantities.
+fn block_param(block: &Value) -> RpcResult<Value> {
+    match block {
+        Value::Number(n) => n
+            .as_u64()
+            .map(|n| json!(format!("{n:#x}")))
+            .ok_or_else(|| invalid_params(format!("block {n} is not a block number"))),
+        Value::String(s) => Ok(json!(s)),
+        other => Err(invalid_params(format!("block must be a number, a hex quantity or a tag, not {other}"))),
+    }
+}
+
+fn quantity(v: &Value) -> U256 {
+    v.as_str().and_then(|s| U256::from_str_radix(s.trim_start_matches("0x"), 16).ok()).unwrap_or_default()
+}
+
+fn hex(n: U256) -> Value {
+    json!(format!("{n:#x}"))
+}
+
+impl OtsBlocks {
+    /// Serves from `ctx`'s node.
+    pub const fn new(ctx: RpcContext) -> Self {
+        Self { ctx }
+    }
+
+    async fn node<R: serde::de::DeserializeOwned>(
+        &self,
+        method: &'static str,
+        params: Value,
+    ) -> RpcResult<R> {
+        self.ctx.node.raw(method, params).await.map_err(|e| node_error(&e))
+    }
+
+    /// The block's receipts: `eth_getBlockReceipts`, or one `eth_getTransactionReceipt` per
+    /// transaction where the node lacks it.
+    async fn receipts(&self, block: &Map<String, Value>) -> RpcResult<Vec<Value>> {
+        let Some(hash) = block.get("hash").cloned() else { return Ok(Vec::new()) };
+        match self.ctx.node.raw::<_, Vec<Value>>("eth_getBlockReceipts", json!([hash])).await {
+            Ok(receipts) => return Ok(receipts),
+            Err(e) if e.is_method_missing() => {}
+            Err(e) => return Err(node_error(&e)),
+        }
+        let hashes: Vec<Value> = block
+            .get("transactions")
+            .and_then(Value::as_array)
+            .map(|txs| txs.iter().map(|t| t.get("hash").cloned().unwrap_or_else(|| t.clone())).collect())
+            .unwrap_or_default();
+        let calls: Vec<(&'static str, Value)> =
+            hashes.into_iter().map(|h| ("eth_getTransactionReceipt", json!([h]))).collect();
+        self.ctx.node.batch(&calls).await.map_err(|e| node_error(&e))
+    }
+
+    /// Block details from an `eth_getBlockBy*` answer (without full transactions).
+    async fn details(&self, block: Value) -> RpcResult<Value> {
+        let Value::Object(mut block) = block else { return Ok(Value::Null) };
+        let receipts = self.receipts(&block).await?;
+        let fees = receipts.iter().fold(U256::ZERO, |sum, r| {
+            sum.saturating_add(quantity(&r["gasUsed"]).saturating_mul(quantity(&r["effectiveGasPrice"])))
+        });
+        let count = block.remove("transactions").and_then(|t| t.as_array().map(Vec::len)).unwrap_or(0);
+        block.insert("logsBloom".into(), Value::Null);
+        block.insert("transactionCount".into(), json!(count));
+        // Proof of stake issues nothing through blocks; proof-of-work rewards are not computed
+        // yet (docs/api.md).
+        let issuance = json!({"blockReward": "0x0", "uncleReward": "0x0", "issuance": "0x0"});
+        Ok(json!({"block": block, "issuance": issuance, "totalFees": hex(fees)}))
+    }
+
+    async fn header(&self, block: Value) -> RpcResult<Value> {
+        let answer: Value = self.node("eth_getBlockByNumber", json!([block_param(&block)?, false])).await?;
+        let Value::Object(mut header) = answer else { return Ok(Value::Null) };
+        for key in NOT_HEADER {
+            header.remove(key);
+        }
+        Ok(Value::Object(header))
+    }
+}
+
+#[jsonrpsee::core::async_trait]
+impl OtsBlocksApiServer for OtsBlocks {
+    async fn get_header_by_number(&self, block: Value) -> RpcResult<Value> {
+        self.header(block).await
+    }
+
+    async fn get_block_details(&self, block: Value) -> RpcResult<Value> {
+        let answer = self.node("eth_getBlockByNumber", json!([block_param(&block)?, false])).await?;
+        self.details(answer).await
+    }
+
+    async fn get_block_details_by_hash(&self, hash: alloy_primitives::B256) -> RpcResult<Value> {
+        let answer = self.node("eth_getBlockByHash", json!([hash, false])).await?;
+        self.details(answer).await
+    }
+
+    async fn get_block_transactions(&self, block: Value, page: u64, page_size: u64) -> RpcResult<Value> {
+        if page_size > self.ctx.max_page_size {
+            return Err(invalid_params(format!(
+                "page size {page_size} is over the maximum {} (see --max-page-size)",
+                self.ctx.max_page_size
+            )));
+        }
+        let answer: Value = self.node("eth_getBlockByNumber", json!([block_param(&block)?, true])).await?;
+        let Value::Object(mut full) = answer else { return Ok(Value::Null) };
+        let receipts = self.receipts(&full).await?;
+        let txs = match full.remove("transactions") {
+            Some(Value::Array(txs)) => txs,
+            _ => Vec::new(),
+        };
+        let total = txs.len();
+        let start = usize::try_from(page.saturating_mul(page_size)).unwrap_or(usize::MAX).min(total);
+        let end = start.saturating_add(usize::try_from(page_size).unwrap_or(usize::MAX)).min(total);
+        let page_txs: Vec<Value> = txs[start..end]
+            .iter()
+            .cloned()
+            .map(|mut tx| {
+                if let Some(input) = tx.get("input").and_then(Value::as_str) {
+                    let selector: String = input.chars().take(10).collect();
+                    tx["input"] = json!(selector);
+                }
+                tx
+            })
+            .collect();
+        // Each receipt carries its block's timestamp, as Erigon's do (in place of the newer
+        // `blockTimestamp` some nodes add).
+        let timestamp = full.get("timestamp").cloned().unwrap_or(Value::Null);
+        let page_receipts: Vec<Value> = receipts
+            .get(start..end)
+            .unwrap_or_default()
+            .iter()
+            .cloned()
+            .map(|mut r| {
+                r["logs"] = Value::Null;
+                r["logsBloom"] = Value::Null;
+                r["timestamp"] = timestamp.clone();
+                if let Some(fields) = r.as_object_mut() {
+                    fields.remove("blockTimestamp");
+                }
+                r
+            })
+            .collect();
+        full.insert("transactions".into(), json!(page_txs));
+        full.insert("transactionCount".into(), json!(total));
+        full.insert("logsBloom".into(), Value::Null);
+        Ok(json!({"fullblock": full, "receipts": page_receipts}))
+    }
+
+    async fn has_code(&self, address: Address, block: Value) -> RpcResult<bool> {
+        let code: String = self.node("eth_getCode", json!([address, block_param(&block)?])).await?;
+        Ok(!code.trim_start_matches("0x").is_empty())
+    }
+}
+
+#[jsonrpsee::core::async_trait]
+impl ErigonApiServer for OtsBlocks {
+    async fn get_header_by_number(&self, block: Value) -> RpcResult<Value> {
+        self.header(block).await
+    }
+}

@@ -1,0 +1,109 @@
+//! The block pages of `ots_` and `erigon_getHeaderByNumber`, served by us from the node's `eth_`
+//! methods, against Anvil's own `ots_` on the same chain, over HTTP, with `ots_` and `erigon_`
+//! never forwarded. Identical but for the documented differences (docs/api.md), where we follow
+//! Erigon: `logsBloom` null, `transactionCount` the block's total, page receipts without logs,
+//! page transactions' input cut to the selector.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{anvil::Anvil, workload, Client};
+use ots_indexer::{
+    db::{AccessMode, Db},
+    rpc::{self, ProxyPolicy, RpcContext, ServerOptions},
+    source::NodeClient,
+};
+use serde_json::{json, Value};
+
+fn erigon_block_details(mut anvil: Value) -> Value {
+    anvil["block"]["logsBloom"] = Value::Null;
+    anvil
+}
+
+fn erigon_page(mut anvil: Value, total: usize) -> Value {
+    let full = &mut anvil["fullblock"];
+    full["logsBloom"] = Value::Null;
+    full["transactionCount"] = json!(total);
+    for tx in full["transactions"].as_array_mut().expect("transactions") {
+        let input: String = tx["input"].as_str().expect("input").chars().take(10).collect();
+        tx["input"] = json!(input);
+    }
+    for r in anvil["receipts"].as_array_mut().expect("receipts") {
+        r["logs"] = Value::Null;
+        r["logsBloom"] = Value::Null;
+    }
+    anvil
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn block_pages_equal_anvils_but_for_erigons_differences() {
+    let anvil = Anvil::start(&[]);
+    let work = workload::run(&anvil.url).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
+    let node = NodeClient::connect(&anvil.url, Duration::from_secs(30)).expect("node");
+    let options = ServerOptions {
+        proxy: ProxyPolicy::new(&[], &["ots_".to_owned(), "erigon_".to_owned()]),
+        ..ServerOptions::default()
+    };
+    let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000, progress: None, events: None };
+    let (addr, server) =
+        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &options).await.expect("serve");
+    let ours = Client::new(&format!("http://{addr}"));
+    let theirs = Client::new(&anvil.url);
+
+    // Nothing of ots_ reaches the node: a method we do not serve is refused, not forwarded.
+    let (code, message) =
+        ours.try_call("ots_getTransactionError", json!([work.sent[0].hash])).await.expect_err("denied");
+    assert!(code != 0 && message.contains("ots_"), "{code} {message}");
+
+    let head = ours.call("eth_blockNumber", json!([])).await;
+    let head = u64::from_str_radix(head.as_str().expect("hex").trim_start_matches("0x"), 16).expect("hex");
+    let busiest = work.sent.iter().map(|s| s.block).max().expect("blocks");
+    for n in [0, 1, busiest, head] {
+        let want = erigon_block_details(theirs.call("ots_getBlockDetails", json!([n])).await);
+        assert_eq!(ours.call("ots_getBlockDetails", json!([n])).await, want, "details of block {n}");
+        let hash = want["block"]["hash"].clone();
+        assert_eq!(ours.call("ots_getBlockDetailsByHash", json!([hash])).await, want, "details of {hash}");
+
+        let mut header = theirs.call("erigon_getHeaderByNumber", json!([n])).await;
+        for key in ["transactions", "uncles", "withdrawals", "size", "totalDifficulty"] {
+            header.as_object_mut().expect("header").remove(key);
+        }
+        assert_eq!(ours.call("erigon_getHeaderByNumber", json!([n])).await, header, "header {n}");
+        assert_eq!(ours.call("ots_getHeaderByNumber", json!([n])).await, header, "ots header {n}");
+
+        let total = want["block"]["transactionCount"].as_u64().expect("count") as usize;
+        for (page, size) in [(0, 25), (1, 25), (3, 25), (0, 1000), (9, 25)] {
+            let want =
+                erigon_page(theirs.call("ots_getBlockTransactions", json!([n, page, size])).await, total);
+            let got = ours.call("ots_getBlockTransactions", json!([n, page, size])).await;
+            assert_eq!(got, want, "block {n} page {page} of {size}");
+            assert_eq!(got["fullblock"]["transactionCount"], json!(total));
+        }
+    }
+    // Past the head: null, where Anvil answers an error.
+    assert_eq!(ours.call("ots_getBlockDetails", json!([head + 1])).await, Value::Null);
+    assert_eq!(ours.call("erigon_getHeaderByNumber", json!([head + 1])).await, Value::Null);
+    // A page over the limit is refused clearly.
+    let (code, message) =
+        ours.try_call("ots_getBlockTransactions", json!([1, 0, 1001])).await.expect_err("cap");
+    assert_eq!(code, -32602, "{message}");
+    assert!(message.contains("1000"), "{message}");
+
+    let token = work.tokens[0].address;
+    let eoa = work.accounts[1];
+    for (address, block) in [(token, json!("latest")), (eoa, json!("latest")), (token, json!(0))] {
+        assert_eq!(
+            ours.call("ots_hasCode", json!([address, block])).await,
+            theirs.call("ots_hasCode", json!([address, block])).await,
+            "hasCode {address} at {block}"
+        );
+    }
+    assert_eq!(ours.call("ots_hasCode", json!([token, "latest"])).await, json!(true));
+    // The UI's quirk: a null address gets a clear invalid-params error.
+    let (code, _) = ours.try_call("ots_hasCode", json!([null, "latest"])).await.expect_err("null address");
+    assert_eq!(code, -32602);
+    let _ = server.stop();
+}
