@@ -59,5 +59,13 @@ async fn the_standard_workload_indexes_from_hardhat_as_from_anvil() {
         .collect();
     assert_eq!(&hashes, &expected[&a3]);
     check(&db.begin_read().expect("read")).expect("check");
+    // Served from the node's eth_ methods: block pages work here too.
+    let details = api.call("ots_getBlockDetails", json!([1])).await;
+    assert_eq!(details["block"]["number"], json!("0x1"));
+    assert!(details["block"]["transactionCount"].as_u64().expect("count") > 0);
+    // What needs a call tracer says so, instead of failing obscurely.
+    let (code, message) =
+        api.try_call("ots_getInternalOperations", json!([expected[&a3][0]])).await.expect_err("no tracer");
+    assert!(code != 0 && message.contains("call tracer"), "{code} {message}");
     let _ = server.stop();
 }

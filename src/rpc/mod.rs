@@ -9,6 +9,7 @@ mod materialize;
 pub mod ots;
 pub mod ots2;
 pub mod ots_blocks;
+pub mod ots_tx;
 mod oversized;
 pub mod proxy;
 mod server;
@@ -75,6 +76,9 @@ pub fn module(ctx: RpcContext) -> Result<RpcModule<()>, ServeError> {
         .map_err(|e| ServeError::Register(e.to_string()))?;
     module
         .merge(ots_blocks::ErigonApiServer::into_rpc(blocks))
+        .map_err(|e| ServeError::Register(e.to_string()))?;
+    module
+        .merge(ots_tx::OtsTxApiServer::into_rpc(ots_tx::OtsTx::new(ctx.clone())))
         .map_err(|e| ServeError::Register(e.to_string()))?;
     module
         .merge(ext::Ots2Ext::new(ctx.clone()).into_rpc())

@@ -46,3 +46,28 @@ contract Factory {
         revert("undone");
     }
 }
+
+/// Created with value, and destroyed paying it out.
+contract Payer {
+    constructor() payable {}
+
+    function destroy(address payable to) external {
+        selfdestruct(to);
+    }
+}
+
+/// Moves ETH every way a transaction can below its top call: a call with value, CREATE and
+/// CREATE2 with value, and a selfdestruct that pays out; and reverts with a reason.
+contract InternalOps {
+    function all(address payable to) external payable {
+        (bool ok,) = to.call{value: msg.value / 4}("");
+        require(ok, "transfer failed");
+        Payer created = new Payer{value: msg.value / 4}();
+        new Payer{value: msg.value / 4, salt: bytes32(uint256(1))}();
+        created.destroy(to);
+    }
+
+    function fail() external pure {
+        revert("nope");
+    }
+}

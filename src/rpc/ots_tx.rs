@@ -1,0 +1,169 @@
+//! The transaction pages of the `ots_` namespace — internal operations, the call trace and the
+//! revert output — built from the node's call tracer (`debug_traceTransaction` with
+//! `callTracer`), so that they work on a node without `ots_` (docs/api.md).
+
+use alloy_primitives::{Address, Bytes, B256, U256};
+use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::{
+    errors::{node_error, server_error},
+    RpcContext,
+};
+
+/// One frame of `callTracer`'s tree.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Frame {
+    #[serde(rename = "type")]
+    kind: String,
+    from: Address,
+    #[serde(default)]
+    to: Option<Address>,
+    #[serde(default)]
+    value: Option<U256>,
+    #[serde(default)]
+    input: Bytes,
+    #[serde(default)]
+    output: Option<Bytes>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    calls: Vec<Frame>,
+}
+
+impl Frame {
+    /// Every frame with its depth (the top call 0), in execution order.
+    fn walk(&self, depth: u64, out: &mut Vec<(u64, Frame)>) {
+        out.push((depth, Self { calls: Vec::new(), ..self.clone() }));
+        for call in &self.calls {
+            call.walk(depth + 1, out);
+        }
+    }
+}
+
+/// An internal operation, as Erigon's `ots_getInternalOperations` gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InternalOperation {
+    /// 0 a transfer, 1 a selfdestruct, 2 a CREATE, 3 a CREATE2.
+    #[serde(rename = "type")]
+    pub kind: u8,
+    /// Who sent the value (the creator, or the destroyed contract).
+    pub from: Address,
+    /// Who got it (the created contract, or the beneficiary).
+    pub to: Address,
+    /// Wei moved.
+    pub value: U256,
+}
+
+/// One call of a transaction's trace, as Erigon's `ots_traceTransaction` gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TraceEntry {
+    /// `CALL`, `STATICCALL`, `DELEGATECALL`, `CALLCODE`, `CREATE`, `CREATE2` or `SELFDESTRUCT`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// 0 for the transaction's own call.
+    pub depth: u64,
+    /// Caller.
+    pub from: Address,
+    /// Callee, created contract or beneficiary.
+    pub to: Address,
+    /// Wei sent; null where a call cannot carry value (`STATICCALL`, `DELEGATECALL`).
+    pub value: Option<U256>,
+    /// Call data or init code.
+    pub input: Bytes,
+    /// Return data or created code.
+    pub output: Bytes,
+}
+
+/// `ots_` transaction methods.
+#[rpc(server, namespace = "ots")]
+pub trait OtsTxApi {
+    /// The value transfers, creations and selfdestructs below the transaction's top call.
+    #[method(name = "getInternalOperations")]
+    async fn get_internal_operations(&self, hash: B256) -> RpcResult<Vec<InternalOperation>>;
+
+    /// Every call of the transaction, in execution order, with its depth.
+    #[method(name = "traceTransaction")]
+    async fn trace_transaction(&self, hash: B256) -> RpcResult<Vec<TraceEntry>>;
+
+    /// The revert output of a failed transaction (`0x` for one that succeeded).
+    #[method(name = "getTransactionError")]
+    async fn get_transaction_error(&self, hash: B256) -> RpcResult<Bytes>;
+}
+
+/// Implementation of [`OtsTxApiServer`].
+#[derive(Debug, Clone)]
+pub struct OtsTx {
+    ctx: RpcContext,
+}
+
+impl OtsTx {
+    /// Serves from `ctx`'s node.
+    pub const fn new(ctx: RpcContext) -> Self {
+        Self { ctx }
+    }
+
+    /// The transaction's call tree, from the node's call tracer.
+    async fn frames(&self, hash: B256) -> RpcResult<Frame> {
+        let params = json!([hash, {"tracer": "callTracer"}]);
+        match self.ctx.node.raw::<_, Option<Frame>>("debug_traceTransaction", params).await {
+            Ok(Some(frame)) => Ok(frame),
+            Ok(None) => Err(server_error(format!("the node knows no transaction {hash}"))),
+            Err(e) if e.is_method_missing() || e.to_string().contains("tracer") => Err(server_error(format!(
+                "this node has no call tracer (debug_traceTransaction with callTracer), which this method needs: {e}"
+            ))),
+            Err(e) => Err(node_error(&e)),
+        }
+    }
+}
+
+#[jsonrpsee::core::async_trait]
+impl OtsTxApiServer for OtsTx {
+    async fn get_internal_operations(&self, hash: B256) -> RpcResult<Vec<InternalOperation>> {
+        let mut frames = Vec::new();
+        self.frames(hash).await?.walk(0, &mut frames);
+        let ops = frames
+            .into_iter()
+            .filter(|(depth, _)| *depth > 0)
+            .filter_map(|(_, f)| {
+                let value = f.value.unwrap_or_default();
+                let kind = match f.kind.as_str() {
+                    "CALL" if !value.is_zero() => 0,
+                    "SELFDESTRUCT" => 1,
+                    "CREATE" => 2,
+                    "CREATE2" => 3,
+                    _ => return None,
+                };
+                Some(InternalOperation { kind, from: f.from, to: f.to.unwrap_or_default(), value })
+            })
+            .collect();
+        Ok(ops)
+    }
+
+    async fn trace_transaction(&self, hash: B256) -> RpcResult<Vec<TraceEntry>> {
+        let mut frames = Vec::new();
+        self.frames(hash).await?.walk(0, &mut frames);
+        Ok(frames
+            .into_iter()
+            .map(|(depth, f)| {
+                let carries_value = !matches!(f.kind.as_str(), "STATICCALL" | "DELEGATECALL");
+                TraceEntry {
+                    value: carries_value.then(|| f.value.unwrap_or_default()),
+                    kind: f.kind,
+                    depth,
+                    from: f.from,
+                    to: f.to.unwrap_or_default(),
+                    input: f.input,
+                    output: f.output.unwrap_or_default(),
+                }
+            })
+            .collect())
+    }
+
+    async fn get_transaction_error(&self, hash: B256) -> RpcResult<Bytes> {
+        let top = self.frames(hash).await?;
+        Ok(if top.error.is_some() { top.output.unwrap_or_default() } else { Bytes::new() })
+    }
+}
