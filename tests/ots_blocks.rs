@@ -16,6 +16,21 @@ use ots_indexer::{
 };
 use serde_json::{json, Value};
 
+/// Our server in front of the node at `url`, with `ots_` and `erigon_` never forwarded.
+async fn serve_without_ots(url: &str) -> (tempfile::TempDir, Client, jsonrpsee::server::ServerHandle) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
+    let node = NodeClient::connect(url, Duration::from_secs(30)).expect("node");
+    let options = ServerOptions {
+        proxy: ProxyPolicy::new(&[], &["ots_".to_owned(), "erigon_".to_owned()]),
+        ..ServerOptions::default()
+    };
+    let ctx = RpcContext { db, node, max_page_size: 1000, progress: None, events: None };
+    let (addr, server) =
+        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &options).await.expect("serve");
+    (dir, Client::new(&format!("http://{addr}")), server)
+}
+
 fn erigon_block_details(mut anvil: Value) -> Value {
     anvil["block"]["logsBloom"] = Value::Null;
     anvil
@@ -40,17 +55,7 @@ fn erigon_page(mut anvil: Value, total: usize) -> Value {
 async fn block_pages_equal_anvils_but_for_erigons_differences() {
     let anvil = Anvil::start(&[]);
     let work = workload::run(&anvil.url).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
-    let node = NodeClient::connect(&anvil.url, Duration::from_secs(30)).expect("node");
-    let options = ServerOptions {
-        proxy: ProxyPolicy::new(&[], &["ots_".to_owned(), "erigon_".to_owned()]),
-        ..ServerOptions::default()
-    };
-    let ctx = RpcContext { db: db.clone(), node, max_page_size: 1000, progress: None, events: None };
-    let (addr, server) =
-        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &options).await.expect("serve");
-    let ours = Client::new(&format!("http://{addr}"));
+    let (_dir, ours, server) = serve_without_ots(&anvil.url).await;
     let theirs = Client::new(&anvil.url);
 
     // Nothing of ots_ reaches the node: a method we do not serve is refused, not forwarded.
@@ -142,17 +147,7 @@ async fn transaction_pages_equal_anvils_but_for_erigons_differences() {
         .await;
     chain.mine().await;
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
-    let node = NodeClient::connect(&anvil.url, Duration::from_secs(30)).expect("node");
-    let options = ServerOptions {
-        proxy: ProxyPolicy::new(&[], &["ots_".to_owned(), "erigon_".to_owned()]),
-        ..ServerOptions::default()
-    };
-    let ctx = RpcContext { db, node, max_page_size: 1000, progress: None, events: None };
-    let (addr, server) =
-        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &options).await.expect("serve");
-    let ours = Client::new(&format!("http://{addr}"));
+    let (_dir, ours, server) = serve_without_ots(&anvil.url).await;
     let theirs = Client::new(&anvil.url);
 
     for hash in [&all, &fail, &json!(deploy)] {

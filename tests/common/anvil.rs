@@ -62,6 +62,34 @@ pub fn answers(url: &str) -> bool {
     out.contains("\"result\"")
 }
 
+/// Starts a node with `spawn(port)` on `port` (or a free one) and waits until it answers
+/// JSON-RPC; tries another free port if it exits first (it lost the port to someone else).
+pub fn spawn_node(
+    name: &str,
+    patience: Duration,
+    mut spawn: impl FnMut(u16) -> Child,
+    port: Option<u16>,
+) -> (Child, String) {
+    for _attempt in 0..3 {
+        let port = port.unwrap_or_else(free_port);
+        let mut child = spawn(port);
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + patience;
+        while Instant::now() < deadline {
+            if answers(&url) {
+                return (child, url);
+            }
+            if let Ok(Some(_)) = child.try_wait() {
+                break; // lost the port race; try another
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!("{name} did not start");
+}
+
 impl Anvil {
     /// Starts Anvil with 30 funded accounts, a fixed start time and manual mining (the workload
     /// mines with `evm_mine`), plus `extra` arguments.
@@ -73,31 +101,23 @@ impl Anvil {
     pub fn start_on(port: Option<u16>, extra: &[&str]) -> Self {
         ensure_testbed();
         let bin = testbed_dir().join("node_modules/.bin/anvil");
-        for _attempt in 0..3 {
-            let port = port.unwrap_or_else(free_port);
-            let child = Command::new(&bin)
-                .args(["--port", &port.to_string(), "--host", "127.0.0.1", "--accounts", "30"])
-                .args(["--no-mining", "--order", "fifo", "--timestamp", "1700000000", "--silent"])
-                .args(extra)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-            let mut anvil = Self { child, url: format!("http://127.0.0.1:{port}") };
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline {
-                if answers(&anvil.url) {
-                    return anvil;
-                }
-                if let Ok(Some(_)) = anvil.child.try_wait() {
-                    break; // lost the port race; try another
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            anvil.stop();
-        }
-        panic!("anvil did not start");
+        let (child, url) = spawn_node(
+            "anvil",
+            Duration::from_secs(30),
+            |port| {
+                Command::new(&bin)
+                    .args(["--port", &port.to_string(), "--host", "127.0.0.1", "--accounts", "30"])
+                    .args(["--no-mining", "--order", "fifo", "--timestamp", "1700000000", "--silent"])
+                    .args(extra)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::inherit())
+                    .spawn()
+                    .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()))
+            },
+            port,
+        );
+        Self { child, url }
     }
 
     /// Its port.

@@ -3,10 +3,10 @@
 
 use std::{
     process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-use super::anvil::{answers, ensure_testbed, free_port, testbed_dir};
+use super::anvil::{ensure_testbed, spawn_node, testbed_dir};
 
 /// A running Hardhat node on a free loopback port, mining only on `evm_mine` (its config is
 /// `testbed/hardhat/hardhat.config.js`); stopped when dropped.
@@ -22,31 +22,23 @@ impl Hardhat {
     pub fn start() -> Self {
         ensure_testbed();
         let bin = testbed_dir().join("node_modules/.bin/hardhat");
-        for _attempt in 0..3 {
-            let port = free_port();
-            let child = Command::new(&bin)
-                .args(["node", "--hostname", "127.0.0.1", "--port", &port.to_string()])
-                .current_dir(testbed_dir().join("hardhat"))
-                .env("HARDHAT_DISABLE_TELEMETRY_PROMPT", "true")
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-            let mut node = Self { child, url: format!("http://127.0.0.1:{port}") };
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while Instant::now() < deadline {
-                if answers(&node.url) {
-                    return node;
-                }
-                if let Ok(Some(_)) = node.child.try_wait() {
-                    break; // lost the port race; try another
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            node.stop();
-        }
-        panic!("Hardhat's node did not start");
+        let (child, url) = spawn_node(
+            "Hardhat's node",
+            Duration::from_secs(60),
+            |port| {
+                Command::new(&bin)
+                    .args(["node", "--hostname", "127.0.0.1", "--port", &port.to_string()])
+                    .current_dir(testbed_dir().join("hardhat"))
+                    .env("HARDHAT_DISABLE_TELEMETRY_PROMPT", "true")
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::inherit())
+                    .spawn()
+                    .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()))
+            },
+            None,
+        );
+        Self { child, url }
     }
 
     /// Stops the node.
