@@ -60,7 +60,7 @@ async fn block_pages_equal_anvils_but_for_erigons_differences() {
 
     // Nothing of ots_ reaches the node: a method we do not serve is refused, not forwarded.
     let (code, message) =
-        ours.try_call("ots_getTransactionError", json!([work.sent[0].hash])).await.expect_err("denied");
+        ours.try_call("ots_getContractCreator", json!([work.tokens[0].address])).await.expect_err("denied");
     assert!(code != 0 && message.contains("ots_"), "{code} {message}");
 
     let head = ours.call("eth_blockNumber", json!([])).await;
