@@ -209,7 +209,8 @@ impl Indexer {
     /// Reads the metadata of the batch's nameless tokens again at their first transfer.
     async fn describe_late(&self, blocks: &mut [ClassifiedBlock]) -> Result<(), SyncError> {
         let found = {
-            let settled = self.settled.lock().map_err(|_| SyncError::Writer("a poisoned lock".into()))?;
+            // The set only ever gains addresses: what a panicking holder left in it is usable.
+            let settled = self.settled.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let txn = self.db.begin_read()?;
             tokens_to_describe(blocks, &settled, |address| -> Result<Stored, DbError> {
                 let attrs = attributes(&txn, address)?;
@@ -223,10 +224,9 @@ impl Indexer {
         if found.todo.iter().any(|t| !t.is_empty()) {
             describe(blocks, &found.todo, self.source.as_ref()).await?;
         }
-        if let Ok(mut settled) = self.settled.lock() {
-            settled.extend(found.named);
-            settled.extend(found.todo.into_iter().flatten());
-        }
+        let mut settled = self.settled.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        settled.extend(found.named);
+        settled.extend(found.todo.into_iter().flatten());
         Ok(())
     }
 
