@@ -5,7 +5,8 @@
 //! * bytes of database per indexed id,
 //! * peak RSS,
 //! * next to the rate of a plain sorted MDBX insert of as many 8-byte-key entries, in the same run,
-//! * and the same chain written one block per transaction (closer to writing log by log).
+//! * the same chain written one block per transaction (closer to writing log by log),
+//! * and the writer's rate with and without the appearance family, interleaved.
 //!
 //! `scripts/bench-index.sh` runs it in release mode.
 //! Usage: bench_index [LOGS] [ADDRESSES] [LOGS_PER_BLOCK] [BLOCKS_PER_BATCH]
@@ -58,6 +59,8 @@ fn reset_peak_rss() {
 struct Gen {
     state: u64,
     addresses: u64,
+    /// Each sender's next nonce, so that the appearance family sees a real chain's nonces.
+    nonces: std::collections::HashMap<Address, u64>,
 }
 
 impl Gen {
@@ -101,8 +104,12 @@ fn block(n: u64, logs_per_block: u64, gen: &mut Gen) -> ClassifiedBlock {
         // One log per transaction: every log is its own id for both parties.
         for i in 0..logs_per_block {
             let (from, to) = (gen.address(), gen.address());
+            let nonce = gen.nonces.entry(from).or_default();
+            let tx_nonce = *nonce;
+            *nonce += 1;
+            let contract = token(gen.next() % TOKENS);
             let log = LogData {
-                address: token(gen.next() % TOKENS),
+                address: contract,
                 topics: vec![TRANSFER_TOPIC, word(from), word(to)],
                 data: Bytes::from(U256::from(gen.next() % 1_000_000).to_be_bytes::<32>().to_vec()),
             };
@@ -110,7 +117,8 @@ fn block(n: u64, logs_per_block: u64, gen: &mut Gen) -> ClassifiedBlock {
             transactions.push(TxData {
                 hash: keccak256([n, i].map(u64::to_be_bytes).concat()),
                 from,
-                to: None,
+                to: Some(contract),
+                nonce: tx_nonce,
             });
         }
     }
@@ -189,10 +197,11 @@ fn index(
     logs_per_block: u64,
     per_batch: u64,
     report: bool,
+    appearances: bool,
 ) -> anyhow::Result<Run> {
     let dir = tempfile::tempdir()?;
     let db = Db::open(dir.path(), AccessMode::ReadWrite)?;
-    let mut gen = Gen { state: 7, addresses };
+    let mut gen = Gen { state: 7, addresses, nonces: Default::default() };
     let blocks = logs.div_ceil(logs_per_block);
     // Only the writer is timed: generating the chain is not indexing it.
     let mut writing = Duration::ZERO;
@@ -204,7 +213,7 @@ fn index(
             (n..=(n + per_batch - 1).min(blocks)).map(|b| block(b, logs_per_block, &mut gen)).collect();
         n += batch.len() as u64;
         let started = Instant::now();
-        write_batch(&db, &batch, BatchOptions::window(128))?;
+        write_batch(&db, &batch, BatchOptions { appearances, ..BatchOptions::window(128) })?;
         writing += started.elapsed();
     }
     let secs = writing.as_secs_f64();
@@ -250,7 +259,7 @@ fn main() -> anyhow::Result<()> {
     let logs_per_block = arg(3, 500);
     let per_batch = arg(4, 1000);
 
-    let run = index(logs, addresses, logs_per_block, per_batch, true)?;
+    let run = index(logs, addresses, logs_per_block, per_batch, true, true)?;
     let (secs, written) = (run.secs, run.logs);
     // Each log gives an id to its sender and its receiver.
     let ids = written * 2;
@@ -296,14 +305,34 @@ fn main() -> anyhow::Result<()> {
 
     // One block per write transaction on a tenth of the chain: the cost of not batching.
     let small = (logs / 10).max(logs_per_block);
-    let one = index(small, addresses, logs_per_block, 1, false)?;
-    let many = index(small, addresses, logs_per_block, per_batch, false)?;
+    let one = index(small, addresses, logs_per_block, 1, false, true)?;
+    let many = index(small, addresses, logs_per_block, per_batch, false, true)?;
     println!(
         "{} logs, one block per transaction: {:.0} logs/s; {per_batch} blocks per transaction: {:.0} logs/s ({:.2}x)",
         one.logs,
         one.logs as f64 / one.secs,
         many.logs as f64 / many.secs,
         (many.logs as f64 / many.secs) / (one.logs as f64 / one.secs)
+    );
+
+    // What the appearance family (sender, recipient and sent lists of every transaction) costs
+    // the write path: runs with and without it, interleaved, on a fifth of the chain.
+    let part = (logs / 5).max(logs_per_block);
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let on = index(part, addresses, logs_per_block, per_batch, false, true)?;
+        with.push(on.logs as f64 / on.secs);
+        let off = index(part, addresses, logs_per_block, per_batch, false, false)?;
+        without.push(off.logs as f64 / off.secs);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (with, without) = (median(&mut with), median(&mut without));
+    println!(
+        "{part} logs, 5 interleaved rounds, medians: with the appearance family {with:.0} logs/s, without {without:.0} logs/s ({:.2}x)",
+        with / without
     );
     Ok(())
 }

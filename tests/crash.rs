@@ -20,7 +20,7 @@ use ots_classifiers::Erc20Classifier;
 use ots_indexer::{
     db::{state, AccessMode, Db},
     index::check::dump,
-    source::NodeClient,
+    source::{NodeClient, TraceChoice},
     sync::{Indexer, SyncConfig},
 };
 use serde_json::json;
@@ -72,7 +72,12 @@ async fn kill_9_during_catch_up_loses_nothing() {
         chain.transfer(demo, acc[5 + i % 20], acc[5 + (i * 7) % 20], 1).await;
         chain.mine().await;
     }
-    let node = NodeClient::connect(&anvil.url, Duration::from_secs(10)).expect("node");
+    // The clean index takes call frames from the same tracer the command picks.
+    let node = NodeClient::connect(&anvil.url, Duration::from_secs(10))
+        .expect("node")
+        .with_traces(TraceChoice::Auto)
+        .await
+        .expect("tracer");
     let head = node.head().await.expect("head");
 
     let dir = tempfile::tempdir().expect("tempdir");

@@ -73,6 +73,7 @@ async fn running(options: ServerOptions) -> Running {
         db: db.clone(),
         node,
         max_page_size: 1000,
+        max_search_page: 25,
         progress: Some(indexer.progress()),
         events: Some(indexer.events()),
     };

@@ -89,6 +89,9 @@ pub struct TxData {
     pub from: Address,
     /// Recipient; `None` for a contract creation.
     pub to: Option<Address>,
+    /// The sender's nonce (0 in recordings made before it was kept).
+    #[serde(default)]
+    pub nonce: u64,
 }
 
 /// What the index needs of a receipt.

@@ -158,6 +158,11 @@ pub struct ServeArgs {
     #[arg(long, env = "OTS_MAX_PAGE_SIZE", default_value_t = rpc::DEFAULT_MAX_PAGE_SIZE)]
     pub max_page_size: u64,
 
+    /// Largest page ots_searchTransactionsBefore/After accept (Erigon's default is 25, what the
+    /// Otterscan UI asks for); each transaction of a page costs the node two lookups.
+    #[arg(long, env = "OTS_MAX_SEARCH_PAGE_SIZE", default_value_t = rpc::DEFAULT_MAX_SEARCH_PAGE)]
+    pub max_search_page_size: u64,
+
     /// Browser origins allowed to call the API: `*` (any; the API is read-only), a
     /// comma-separated list such as `http://localhost:5173,https://explorer.example`, or `none`.
     #[arg(long, env = "OTS_HTTP_CORS", default_value = "*", value_parser = rpc::Cors::parse)]

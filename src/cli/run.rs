@@ -35,6 +35,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         db: indexer.db().clone(),
         node: args.node.connect().await?,
         max_page_size: args.serve.max_page_size,
+        max_search_page: args.serve.max_search_page_size,
         progress: Some(indexer.progress()),
         events: Some(indexer.events()),
     };

@@ -41,6 +41,7 @@ pub async fn serve(args: ServeCmdArgs) -> anyhow::Result<()> {
         db,
         node: args.node.connect().await?,
         max_page_size: args.serve.max_page_size,
+        max_search_page: args.serve.max_search_page_size,
         progress: None,
         events: None,
     };

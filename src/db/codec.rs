@@ -9,9 +9,13 @@ use roaring::RoaringTreemap;
 
 use crate::txid::TxId;
 
+mod appearances;
 mod balances;
 mod contract_info;
 mod label;
+pub use appearances::{
+    gap_len, pack_chunks, varint_len, Creation, ListKey, NonceAnchor, PackedIds, Unpacked, MAX_PACKED_BYTES,
+};
 pub use balances::{Balance, BalancePrior, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank, TokenIdKey};
 pub use contract_info::ContractInfo;
 pub use label::{Label, MAX_LABEL_BYTES};
@@ -356,6 +360,12 @@ pub enum IndexKind {
     Erc1155Transfers = 9,
     /// `OtsERC1155Holdings`.
     Erc1155Holdings = 10,
+    /// `OtsAppearances`: the block added transactions to this address's list.
+    Appearances = 11,
+    /// `OtsSentTxs` and `OtsNonceAnchors`: the block added transactions this address sent.
+    SentTxs = 12,
+    /// `OtsContractCreators`: the block created a contract at this address.
+    ContractCreator = 13,
 }
 
 impl IndexKind {
@@ -372,6 +382,9 @@ impl IndexKind {
             8 => Some(Self::Withdrawals),
             9 => Some(Self::Erc1155Transfers),
             10 => Some(Self::Erc1155Holdings),
+            11 => Some(Self::Appearances),
+            12 => Some(Self::SentTxs),
+            13 => Some(Self::ContractCreator),
             _ => None,
         }
     }

@@ -4,9 +4,9 @@
 //! listed in docs/format.md. Integers are 8 bytes big-endian, addresses 20 raw bytes.
 
 use super::codec::{
-    Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup, Holding,
-    IdChunk, KeyCodec, Label, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank, StateKey, TokenIdKey,
-    UndoRecord, ValueCodec,
+    Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup, Creation,
+    Holding, IdChunk, KeyCodec, Label, ListKey, MultiKey, MultiPrior, NonceAnchor, OwnerPrior, PackedIds,
+    PairKey, Rank, StateKey, TokenIdKey, UndoRecord, ValueCodec,
 };
 use alloy_primitives::Address;
 use signet_libmdbx::DatabaseFlags;
@@ -219,6 +219,23 @@ tables! {
     /// Labels that classifiers (usually a user's own) gave addresses (not part of ots2). Key:
     /// address (20). Dup: block that gave it (8) ‖ label UTF-8 (1–64), sorted by block.
     OtsLabels: DupSort, Address => Label;
+    /// Transactions an address appears in (not part of ots2): as sender, recipient, created
+    /// contract, `from` or `to` of any call or create frame (reverted ones too), or address or
+    /// beneficiary of a selfdestruct. Key: address (20) ‖ the chunk's largest TxId (8). Value:
+    /// varint count of the address's earlier ids ‖ varint count of this chunk's ‖ the gaps
+    /// between its ids newest first (`codec::PackedIds`), at most 1,000 bytes.
+    OtsAppearances: Plain, ListKey => PackedIds;
+    /// Transactions an address sent (not part of ots2), for `ots_getTransactionBySenderAndNonce`;
+    /// layout of `OtsAppearances`.
+    OtsSentTxs: Plain, ListKey => PackedIds;
+    /// Where a sender's nonces skip (not part of ots2). Key: sender (20). Dup: position among its
+    /// sent transactions (8) ‖ that transaction's nonce (8), sorted by position; one only where
+    /// the nonce is not the previous one's plus one (the first: not 0).
+    OtsNonceAnchors: DupFixed, Address => NonceAnchor;
+    /// Who created a contract (not part of ots2). Key: contract (20). Dup: creating TxId (8) ‖
+    /// the creating frame's `from` (20), sorted by TxId; a contract re-created at the same
+    /// address (CREATE2 after a selfdestruct) has one dup per creation.
+    OtsContractCreators: DupFixed, Address => Creation;
     /// Undo journal (not part of ots2). Key: block number (8). Value: block hash (32) ‖
     /// repeated [row kind (1) ‖ address (20)]: the rows the block wrote that its number alone
     /// does not find (address-index lists, holdings, contract info, labels, probes). Kept for the
@@ -246,8 +263,9 @@ mod tests {
     fn registry_holds_every_ots2_table() {
         // The ots2 format: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
         // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, the 8
-        // balance tables, contract info, transfer probes, labels, undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 5);
+        // balance tables, contract info, transfer probes, labels, the 4 appearance tables, undo
+        // journal and internal state.
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 4 + 5);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

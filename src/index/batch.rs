@@ -15,6 +15,7 @@ use tracing::debug;
 use super::{
     activity::IndexedBlock,
     address_index::IdLists,
+    appearances::Appearances,
     attributes::attributes,
     balances::Balances,
     contract_info,
@@ -89,12 +90,16 @@ pub struct BatchOptions {
     pub blocks_per_second: Option<f64>,
     /// Whether to report each block's activity (for live subscribers).
     pub activity: bool,
+    /// Whether to write the appearance family. Always true in the indexer; false only where a
+    /// benchmark measures what the family costs (a database written without it answers the
+    /// `ots_` address searches wrongly).
+    pub appearances: bool,
 }
 
 impl BatchOptions {
     /// A reorg window of `window` blocks, no rate, no activity.
     pub const fn window(window: u64) -> Self {
-        Self { window, blocks_per_second: None, activity: false }
+        Self { window, blocks_per_second: None, activity: false, appearances: true }
     }
 }
 
@@ -120,6 +125,8 @@ pub struct BatchStats {
     pub transfer_logs: u64,
     /// (address, transaction) ids added to the transfer indexes.
     pub transfer_ids: u64,
+    /// (address, transaction) pairs added to the appearance index.
+    pub appearances: u64,
 }
 
 impl BatchStats {
@@ -188,6 +195,7 @@ pub fn write_batch(
     let mut lists = IdLists::default();
     let mut held = Holdings::default();
     let mut balances = Balances::default();
+    let mut seen = Appearances::default();
     for ClassifiedBlock { block, facts, probe_misses } in blocks {
         tip = Some(continues(tip, block)?);
         undo.begin_block(block.number, block.hash);
@@ -203,6 +211,9 @@ pub fn write_batch(
             held.touch(&touch);
         }
         lists.collect_block(&txn, block, &mut undo)?;
+        if options.appearances {
+            seen.collect_block(block, &mut undo)?;
+        }
         if options.activity {
             out.blocks.push(IndexedBlock::new(block, contracts, logs.len() as u64, touches));
         }
@@ -210,12 +221,14 @@ pub fn write_batch(
     }
     // Balances resolve on the second core while this thread writes holdings, the journal and
     // the address indexes from the state the transaction started from.
-    out.stats.transfer_ids = balances.write_beside(db, &txn, keep_from, || -> Result<u64, WriteError> {
-        held.write(&txn, &mut undo)?;
-        undo.write(&txn, keep_from)?;
-        let before = db.begin_read().ok();
-        Ok(lists.write(&txn, before.as_ref())?)
-    })?;
+    (out.stats.transfer_ids, out.stats.appearances) =
+        balances.write_beside(db, &txn, keep_from, || -> Result<(u64, u64), WriteError> {
+            held.write(&txn, &mut undo)?;
+            let appearances = seen.write(&txn)?.appearances;
+            undo.write(&txn, keep_from)?;
+            let before = db.begin_read().ok();
+            Ok((lists.write(&txn, before.as_ref())?, appearances))
+        })?;
     journal::prune(&txn, keep_from)?;
     state::set_checkpoint(&txn, Checkpoint { number: last.block.number, hash: last.block.hash })?;
     if let Some(rate) = options.blocks_per_second {

@@ -3,7 +3,7 @@
 use signet_libmdbx::tx::TransactionKind;
 
 pub use super::integrity::CheckReport;
-use super::{address_index, balances, contract_info, holdings, labels, matches, probes};
+use super::{address_index, appearances, balances, contract_info, holdings, labels, matches, probes};
 use crate::{
     db::{state, tables::TableId, DbError, Txn},
     txid::TxId,
@@ -26,6 +26,7 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckReport, DbError> {
     probes::check(txn, tip)?;
     balances::check(txn)?;
     holdings::check(txn, tip)?;
+    (report.appearance_addresses, report.appearances) = appearances::check(txn, first_past(tip))?;
     Ok(report)
 }
 

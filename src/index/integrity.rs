@@ -11,6 +11,10 @@ pub struct CheckReport {
     pub addresses: u64,
     /// Ids in those lists.
     pub ids: u64,
+    /// Addresses with an appearance list.
+    pub appearance_addresses: u64,
+    /// (address, transaction) appearances in those lists.
+    pub appearances: u64,
 }
 
 /// The error naming a broken entry of table `T` at `key`.

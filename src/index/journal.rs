@@ -12,7 +12,7 @@ use alloy_primitives::Address;
 
 use super::{
     address_index::{self, Cuts, IdList},
-    balances, contract_info, holdings, labels, matches, probes,
+    appearances, balances, contract_info, holdings, labels, matches, probes,
 };
 use crate::{
     db::{
@@ -90,6 +90,9 @@ fn unwind_row(txn: &WriteTxn, kind: IndexKind, address: &Address, to: u64, cuts:
         IndexKind::ContractInfo => contract_info::unwind_address(txn, address, to),
         IndexKind::Label => labels::unwind_address(txn, address, to),
         IndexKind::TransferProbe => probes::unwind_address(txn, address, to),
+        IndexKind::Appearances => appearances::unwind_appearances(txn, address, cuts.tx),
+        IndexKind::SentTxs => appearances::unwind_sent(txn, address, cuts.tx),
+        IndexKind::ContractCreator => appearances::unwind_creator(txn, address, cuts.tx),
     }
 }
 

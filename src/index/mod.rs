@@ -8,13 +8,16 @@
 //!   withdrawals;
 //! * [`holdings`]: per holder, the tokens it has held;
 //! * [`balances`]: balances, holder counts and ranks, ERC721 owners, ERC1155 balances;
-//! * [`contract_info`], [`labels`], [`probes`]: what classifiers said of a contract.
+//! * [`contract_info`], [`labels`], [`probes`]: what classifiers said of a contract;
+//! * [`appearances`]: the transactions each address appears in or sent, and contract creators
+//!   (for the `ots_` search, sender-nonce and creator methods).
 //!
 //! [`write_batch`] runs them over a batch; [`journal`] unwinds them, [`check`] checks them.
 //! docs/architecture.md draws the whole flow.
 
 mod activity;
 pub mod address_index;
+pub mod appearances;
 pub mod attributes;
 pub mod balances;
 mod batch;

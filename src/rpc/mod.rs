@@ -1,5 +1,6 @@
 //! The JSON-RPC server: `ots_` and `ots2_` over HTTP and WebSocket (jsonrpsee) from read-only
-//! MDBX snapshots; every other method forwarded to the node.
+//! MDBX snapshots and the node's standard methods; every other method except `ots_` ones
+//! forwarded to the node.
 
 pub mod errors;
 pub mod ext;
@@ -9,6 +10,7 @@ mod materialize;
 pub mod ots;
 pub mod ots2;
 pub mod ots_blocks;
+pub mod ots_search;
 pub mod ots_tx;
 mod oversized;
 pub mod proxy;
@@ -28,6 +30,9 @@ pub use server::{serve, server_defaults, Cors, ServerOptions};
 /// Default cap on `count` for address lists.
 pub const DEFAULT_MAX_PAGE_SIZE: u64 = 1000;
 
+/// Default cap on the page size of `ots_searchTransactionsBefore/After`: Erigon's.
+pub const DEFAULT_MAX_SEARCH_PAGE: u64 = 25;
+
 /// What the handlers share.
 #[derive(Debug, Clone)]
 pub struct RpcContext {
@@ -37,6 +42,8 @@ pub struct RpcContext {
     pub node: NodeClient,
     /// Largest `count` an address list accepts.
     pub max_page_size: u64,
+    /// Largest page `ots_searchTransactionsBefore/After` accept.
+    pub max_search_page: u64,
     /// The sync loop of this process, if it runs one.
     pub progress: Option<crate::status::SharedProgress>,
     /// What that loop commits, for `ots2_subscribe`; without it the method is absent.
@@ -79,6 +86,9 @@ pub fn module(ctx: RpcContext) -> Result<RpcModule<()>, ServeError> {
         .map_err(|e| ServeError::Register(e.to_string()))?;
     module
         .merge(ots_tx::OtsTxApiServer::into_rpc(ots_tx::OtsTx::new(ctx.clone())))
+        .map_err(|e| ServeError::Register(e.to_string()))?;
+    module
+        .merge(ots_search::OtsSearchApiServer::into_rpc(ots_search::OtsSearch::new(ctx.clone())))
         .map_err(|e| ServeError::Register(e.to_string()))?;
     module
         .merge(ext::Ots2Ext::new(ctx.clone()).into_rpc())

@@ -33,7 +33,8 @@ pub trait OtsBlocksApi {
     #[method(name = "getBlockDetailsByHash")]
     async fn get_block_details_by_hash(&self, hash: alloy_primitives::B256) -> RpcResult<Value>;
 
-    /// Page `page` (0 first) of `page_size` transactions of block `block`, with their receipts.
+    /// Page `page` of `page_size` transactions of block `block`, with their receipts; page 0
+    /// holds the block's last transactions (Erigon's order).
     #[method(name = "getBlockTransactions")]
     async fn get_block_transactions(&self, block: Value, page: u64, page_size: u64) -> RpcResult<Value>;
 
@@ -165,9 +166,12 @@ impl OtsBlocksApiServer for OtsBlocks {
             Some(Value::Array(txs)) => txs,
             _ => Vec::new(),
         };
+        // Erigon pages from the block's end: page p is transactions [n − (p+1)·s, n − p·s), in
+        // block order. The UI counts on it to find a transaction's page from its index.
         let total = txs.len();
-        let start = usize::try_from(page.saturating_mul(page_size)).unwrap_or(usize::MAX).min(total);
-        let end = start.saturating_add(usize::try_from(page_size).unwrap_or(usize::MAX)).min(total);
+        let size = usize::try_from(page_size).unwrap_or(usize::MAX);
+        let end = total.saturating_sub(usize::try_from(page).unwrap_or(usize::MAX).saturating_mul(size));
+        let start = end.saturating_sub(size);
         let page_txs: Vec<Value> = txs[start..end]
             .iter()
             .cloned()

@@ -67,6 +67,11 @@ impl ProxyPolicy {
                 "{method} is not served by this process: live subscriptions come from `ots-indexer run`, which indexes and serves together"
             ));
         }
+        if method.starts_with("ots_") {
+            return Some(format!(
+                "{method} is not an ots_ method this server offers: it serves every ots_ method the Otterscan UI calls from its own index and the node's standard methods, and forwards none (see docs/api.md)"
+            ));
+        }
         if method.starts_with("ots2_") {
             return Some(format!("{method} is not an ots2 method this server offers (see docs/api.md)"));
         }
@@ -105,6 +110,8 @@ mod tests {
             "eth_sign",
             "eth_signTypedData_v4",
             "eth_subscribe",
+            "ots_getBlockDetails",
+            "ots_searchTransactionsBefore",
         ] {
             assert!(p.refusal(m).is_some(), "{m} must be denied");
         }
@@ -114,7 +121,6 @@ mod tests {
             "eth_call",
             "trace_block",
             "erigon_getHeaderByNumber",
-            "ots_getBlockDetails",
             "net_version",
             "web3_clientVersion",
         ] {
@@ -140,6 +146,7 @@ mod tests {
         assert!(all.refusal("eth_subscribe").is_some(), "subscriptions are never forwarded");
         assert!(all.refusal("ots2_subscribe").expect("ours").contains("ots-indexer run"));
         assert!(all.refusal("ots2_getNothing").is_some(), "ots2_ is ours alone");
+        assert!(all.refusal("ots_getNothing").expect("ours").contains("forwards none"), "so is ots_");
     }
 
     #[test]

@@ -498,7 +498,7 @@ fn to_block_data(
         if receipt.block_hash.is_some_and(|h| h != block.header.hash) {
             return Err(inconsistent(format!("receipt {i} belongs to another block")));
         }
-        transactions.push(TxData { hash: tx.tx_hash(), from: tx.from(), to: tx.to() });
+        transactions.push(TxData { hash: tx.tx_hash(), from: tx.from(), to: tx.to(), nonce: tx.nonce() });
         receipt_data.push(ReceiptData {
             success: receipt.status(),
             contract_address: receipt.contract_address,

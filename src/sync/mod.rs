@@ -292,6 +292,7 @@ impl Indexer {
             window: self.config.reorg_window,
             blocks_per_second: Some(rate),
             activity: self.events.has_subscribers(),
+            appearances: true,
         };
         let written = blocking(move || write_batch(&db, &blocks, options)).await??;
         if options.activity {

@@ -1,0 +1,211 @@
+//! `ots_` address-page benchmark (issue "Otterscan on any node"): builds a generated chain on a
+//! local Anvil, indexes it, serves it, and times over HTTP, in the same run, our
+//! `ots_getTransactionBySenderAndNonce` and `ots_searchTransactionsBefore` against Anvil's own
+//! (which scans its chain per call) — for an address whose only appearance is near genesis and
+//! for the busiest one — then prints the appearance index's bytes per appearance.
+//!
+//! `scripts/bench-ots.sh` runs it in release mode.
+//! Usage: bench_ots [TRANSACTIONS] [TXS_PER_BLOCK] [ANVIL_ROUNDS] [OUR_ROUNDS]
+
+use std::{
+    path::PathBuf,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use alloy_primitives::{keccak256, Address};
+use ots_indexer::{
+    db::{
+        tables::{OtsAppearances, OtsContractCreators, OtsNonceAnchors, OtsSentTxs},
+        AccessMode, Db,
+    },
+    index::check::check,
+    rpc::{self, RpcContext},
+    source::{NodeClient, TraceChoice},
+    sync::{Indexer, SyncConfig},
+};
+use serde_json::{json, Value};
+
+fn arg(n: usize, default: u64) -> u64 {
+    std::env::args().nth(n).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// Median of `rounds` timed calls of `method` at `url`, in milliseconds, and the last answer.
+async fn time(client: &NodeClient, method: &'static str, params: Value, rounds: u64) -> (f64, Value) {
+    let mut times = Vec::new();
+    let mut answer = Value::Null;
+    for _ in 0..rounds.max(1) {
+        let started = Instant::now();
+        answer = client.raw(method, params.clone()).await.unwrap_or_else(|e| panic!("{method}: {e}"));
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    (times[times.len() / 2], answer)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let transactions = arg(1, 100_000);
+    let per_block = arg(2, 200).max(1);
+    let anvil_rounds = arg(3, 3);
+    let our_rounds = arg(4, 21);
+
+    let testbed = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testbed");
+    let port = free_port();
+    let mut anvil = Command::new(testbed.join("node_modules/.bin/anvil"))
+        .args([
+            "--port",
+            &port.to_string(),
+            "--host",
+            "127.0.0.1",
+            "--accounts",
+            "30",
+            "--balance",
+            "1000000",
+        ])
+        .args(["--no-mining", "--order", "fifo", "--timestamp", "1700000000", "--silent"])
+        .args(["--gas-limit", "1000000000"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start anvil (run testbed/setup.sh first)");
+    let url = format!("http://127.0.0.1:{port}");
+    let node = NodeClient::connect(&url, Duration::from_secs(600)).expect("client");
+    let started = Instant::now();
+    while node.head().await.is_err() {
+        assert!(started.elapsed() < Duration::from_secs(30), "anvil did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let accounts: Vec<Address> = node.raw("eth_accounts", json!([])).await.expect("accounts");
+
+    // Block 1: the lonely sender's only transaction, to an address that never appears again.
+    let lonely_sender = accounts[29];
+    let lonely = Address::repeat_byte(0x10);
+    let _: Value = node
+        .raw(
+            "eth_sendTransaction",
+            json!([{"from": lonely_sender, "to": lonely, "value": "0x1", "gas": "0x5208"}]),
+        )
+        .await
+        .expect("send");
+    let _: Value = node.raw("evm_mine", json!([])).await.expect("mine");
+    // Then `transactions` transfers from 29 senders to 3,000 addresses, a quarter of them to the hub.
+    let hub = Address::repeat_byte(0x4b);
+    let recipients: Vec<Address> =
+        (0u64..3000).map(|i| Address::from_slice(&keccak256(i.to_be_bytes())[12..])).collect();
+    let built = Instant::now();
+    let mut sent = 0u64;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    while sent < transactions {
+        let n = per_block.min(transactions - sent);
+        let calls: Vec<(&'static str, Value)> = (0..n)
+            .map(|i| {
+                state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                let from = accounts[((sent + i) % 29) as usize];
+                let to = if state >> 62 == 0 { hub } else { recipients[((state >> 33) % 3000) as usize] };
+                ("eth_sendTransaction", json!([{"from": from, "to": to, "value": "0x1", "gas": "0x5208"}]))
+            })
+            .collect();
+        node.batch(&calls).await.expect("send batch");
+        let _: Value = node.raw("evm_mine", json!([])).await.expect("mine");
+        sent += n;
+    }
+    let head = node.head().await.expect("head");
+    println!(
+        "chain: {} transactions in {head} blocks, built in {:.1} s",
+        transactions + 1,
+        built.elapsed().as_secs_f64()
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
+    let source = NodeClient::connect(&url, Duration::from_secs(600))
+        .expect("client")
+        .with_traces(TraceChoice::Auto)
+        .await
+        .expect("tracer");
+    let indexed = Instant::now();
+    let indexer =
+        Indexer::open(db.clone(), source.clone(), vec![], SyncConfig::default()).await.expect("indexer");
+    indexer.sync_to(head).await.expect("sync");
+    indexer.close().await.expect("close");
+    println!("indexed in {:.1} s (tracer {})", indexed.elapsed().as_secs_f64(), source.trace_mode().name());
+
+    let txn = db.begin_read().expect("read");
+    let report = check(&txn).expect("check");
+    let bytes = |s: ots_indexer::db::TableStats| s.bytes;
+    let appearances = bytes(txn.stats::<OtsAppearances>().expect("stats"));
+    let family = appearances
+        + bytes(txn.stats::<OtsSentTxs>().expect("stats"))
+        + bytes(txn.stats::<OtsNonceAnchors>().expect("stats"))
+        + bytes(txn.stats::<OtsContractCreators>().expect("stats"));
+    let per = |b: u64| b as f64 / report.appearances.max(1) as f64;
+    println!(
+        "appearance index: {} appearances of {} addresses; OtsAppearances {} bytes = {:.2} B/appearance; with sent lists, anchors and creators {} bytes = {:.2} B/appearance",
+        report.appearances,
+        report.appearance_addresses,
+        appearances,
+        per(appearances),
+        family,
+        per(family)
+    );
+    drop(txn);
+
+    let ctx = RpcContext {
+        db,
+        node: source,
+        max_page_size: 1000,
+        max_search_page: 25,
+        progress: None,
+        events: None,
+    };
+    let (addr, server) =
+        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
+            .await
+            .expect("serve");
+    let ours = NodeClient::connect(&format!("http://{addr}"), Duration::from_secs(600)).expect("client");
+    let busiest_sender = accounts[0];
+    let busiest_nonce: Value =
+        node.raw("eth_getTransactionCount", json!([busiest_sender, "latest"])).await.expect("n");
+    let mid = u64::from_str_radix(busiest_nonce.as_str().unwrap_or("0x2").trim_start_matches("0x"), 16)
+        .unwrap_or(2)
+        / 2;
+    let cases: [(&str, &'static str, Value); 4] = [
+        (
+            "sender+nonce, near-genesis sender",
+            "ots_getTransactionBySenderAndNonce",
+            json!([lonely_sender, 0]),
+        ),
+        ("searchBefore, near-genesis address", "ots_searchTransactionsBefore", json!([lonely, 0, 25])),
+        (
+            "sender+nonce, busiest sender (mid nonce)",
+            "ots_getTransactionBySenderAndNonce",
+            json!([busiest_sender, mid]),
+        ),
+        ("searchBefore, busiest address", "ots_searchTransactionsBefore", json!([hub, 0, 25])),
+    ];
+    println!("{:<42} {:>12} {:>12} {:>10}", "median over HTTP", "Anvil ms", "ours ms", "ratio");
+    for (name, method, params) in cases {
+        let (theirs_ms, theirs) = time(&node, method, params.clone(), anvil_rounds).await;
+        let (ours_ms, got) = time(&ours, method, params, our_rounds).await;
+        let same = match method {
+            "ots_searchTransactionsBefore" => theirs["txs"] == got["txs"],
+            _ => theirs == got,
+        };
+        println!(
+            "{name:<42} {theirs_ms:>12.2} {ours_ms:>12.3} {:>9.0}x{}",
+            theirs_ms / ours_ms,
+            if same { "" } else { "  (answers differ!)" }
+        );
+    }
+    let _ = server.stop();
+    let _ = anvil.kill();
+    let _ = anvil.wait();
+}

@@ -1,0 +1,264 @@
+//! The appearance family (not part of ots2): which transactions each address appears in, which
+//! it sent and with what nonces, and who created each contract — what `ots_searchTransactions*`,
+//! `ots_getTransactionBySenderAndNonce` and `ots_getContractCreator` read (docs/format.md,
+//! "Appearances").
+//!
+//! An address appears in a transaction as its sender, its recipient, the contract it created,
+//! the `from` or `to` of any call or create frame at any depth (reverted frames included), or
+//! the address or beneficiary of a selfdestruct. Without call frames (a node with no tracer)
+//! only the first three are known.
+
+pub mod lists;
+
+use alloy_primitives::Address;
+use ots_classifiers::{BlockData, FrameKind};
+use signet_libmdbx::tx::TransactionKind;
+
+pub use lists::BlockPage;
+
+use super::{integrity::broken, undo::UndoLog};
+use crate::{
+    db::{
+        codec::{Creation, IndexKind, NonceAnchor},
+        tables::{OtsAppearances, OtsContractCreators, OtsNonceAnchors, OtsSentTxs},
+        DbResult, Txn, WriteTxn,
+    },
+    txid::{TxId, TxIdOverflow},
+};
+
+/// A batch's appearances, sent transactions and creations, gathered before they are written
+/// address by address.
+#[derive(Debug, Default)]
+pub struct Appearances {
+    seen: Vec<(Address, u64)>,
+    sent: Vec<(Address, u64, u64)>,
+    created: Vec<(Address, Creation)>,
+}
+
+/// What a batch wrote to the family.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppearanceStats {
+    /// (address, transaction) pairs added to `OtsAppearances`.
+    pub appearances: u64,
+    /// Nonce anchors written.
+    pub anchors: u64,
+}
+
+impl Appearances {
+    fn see(&mut self, address: Address, tx: TxId, undo: &mut UndoLog) {
+        self.seen.push((address, tx.0));
+        undo.touch(IndexKind::Appearances, address);
+    }
+
+    /// Collects `block`'s appearances, senders and created contracts.
+    pub fn collect_block(&mut self, block: &BlockData, undo: &mut UndoLog) -> Result<(), TxIdOverflow> {
+        let mut ids = Vec::with_capacity(block.transactions.len());
+        for (i, (tx, receipt)) in block.transactions.iter().zip(&block.receipts).enumerate() {
+            let id = TxId::new(block.number, i as u64)?;
+            ids.push(id);
+            self.see(tx.from, id, undo);
+            if let Some(to) = tx.to {
+                self.see(to, id, undo);
+            }
+            if let Some(created) = receipt.contract_address {
+                self.see(created, id, undo);
+                if receipt.success && block.frames.is_none() {
+                    self.created.push((created, Creation { tx: id, creator: tx.from }));
+                    undo.touch(IndexKind::ContractCreator, created);
+                }
+            }
+            self.sent.push((tx.from, id.0, tx.nonce));
+            undo.touch(IndexKind::SentTxs, tx.from);
+        }
+        for frame in block.frames.iter().flatten() {
+            let Some(&id) = ids.get(frame.tx_index as usize) else { continue };
+            let creates = matches!(frame.kind, FrameKind::Create | FrameKind::Create2);
+            self.see(frame.from, id, undo);
+            // A create frame that failed before an address was known names none.
+            if !(creates && frame.to.is_zero()) {
+                self.see(frame.to, id, undo);
+            }
+            if creates && frame.success {
+                self.created.push((frame.to, Creation { tx: id, creator: frame.from }));
+                undo.touch(IndexKind::ContractCreator, frame.to);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes what was collected, address by address in key order.
+    pub fn write(mut self, txn: &WriteTxn) -> DbResult<AppearanceStats> {
+        let mut stats = AppearanceStats::default();
+        self.seen.sort_unstable();
+        self.seen.dedup();
+        stats.appearances = self.seen.len() as u64;
+        let ids: Vec<u64> = self.seen.iter().map(|&(_, id)| id).collect();
+        let mut rest = ids.as_slice();
+        for run in self.seen.chunk_by(|a, b| a.0 == b.0) {
+            let (head, tail) = rest.split_at(run.len());
+            lists::append::<OtsAppearances>(txn, &run[0].0, head)?;
+            rest = tail;
+        }
+        self.sent.sort_unstable();
+        for run in self.sent.chunk_by(|a, b| a.0 == b.0) {
+            stats.anchors += write_sent(txn, &run[0].0, run)?;
+        }
+        self.created.sort_unstable();
+        for (address, creation) in &self.created {
+            txn.cursor::<OtsContractCreators>()?.put(address, creation)?;
+        }
+        Ok(stats)
+    }
+}
+
+/// The nonce the sender's `position`-th transaction has when no anchor at or after
+/// `last_anchor` says otherwise.
+fn expected_nonce(last_anchor: Option<NonceAnchor>, position: u64) -> u64 {
+    last_anchor.map_or(position, |a| a.nonce.wrapping_add(position - a.position))
+}
+
+/// Appends one sender's transactions of the batch (`(sender, TxId, nonce)`, ascending) and the
+/// anchors where their nonces skip; returns how many anchors it wrote.
+fn write_sent(txn: &WriteTxn, sender: &Address, run: &[(Address, u64, u64)]) -> DbResult<u64> {
+    let ids: Vec<u64> = run.iter().map(|&(_, id, _)| id).collect();
+    let before = lists::append::<OtsSentTxs>(txn, sender, &ids)?;
+    let mut anchors = txn.cursor::<OtsNonceAnchors>()?;
+    let mut last = if anchors.seek_exact(sender)?.is_some() { anchors.last_dup()? } else { None };
+    let mut written = 0;
+    for (position, &(_, _, nonce)) in (before..).zip(run) {
+        if nonce != expected_nonce(last, position) {
+            let anchor = NonceAnchor { position, nonce };
+            anchors.put(sender, &anchor)?;
+            last = Some(anchor);
+            written += 1;
+        }
+    }
+    Ok(written)
+}
+
+/// Cuts `address`'s appearances back to TxIds below `cut`.
+pub fn unwind_appearances(txn: &WriteTxn, address: &Address, cut: u64) -> DbResult<()> {
+    lists::truncate::<OtsAppearances>(txn, address, cut)
+}
+
+/// Cuts `sender`'s sent transactions back to TxIds below `cut`, and its anchors with them.
+pub fn unwind_sent(txn: &WriteTxn, sender: &Address, cut: u64) -> DbResult<()> {
+    lists::truncate::<OtsSentTxs>(txn, sender, cut)?;
+    let kept = lists::count::<OtsSentTxs, _>(txn, sender)?;
+    let mut cursor = txn.cursor::<OtsNonceAnchors>()?;
+    for anchor in cursor.dups(sender)? {
+        if anchor.position >= kept {
+            cursor.delete_dup(sender, &anchor)?;
+        }
+    }
+    Ok(())
+}
+
+/// Drops the creations of `contract` at or after TxId `cut`.
+pub fn unwind_creator(txn: &WriteTxn, contract: &Address, cut: u64) -> DbResult<()> {
+    let mut cursor = txn.cursor::<OtsContractCreators>()?;
+    for creation in cursor.dups(contract)? {
+        if creation.tx.0 >= cut {
+            cursor.delete_dup(contract, &creation)?;
+        }
+    }
+    Ok(())
+}
+
+/// The transaction `sender` sent with `nonce`, if the index holds one: its position among the
+/// sender's transactions follows from the anchors, its TxId from the sent list.
+pub fn sent_with_nonce<K: TransactionKind>(
+    txn: &Txn<K>,
+    sender: &Address,
+    nonce: u64,
+) -> DbResult<Option<TxId>> {
+    let anchors = txn.cursor::<OtsNonceAnchors>()?.dups(sender)?;
+    // Runs of consecutive nonces: (first position, first nonce); before any anchor nonces count
+    // from 0.
+    let mut runs: Vec<(u64, u64)> = Vec::with_capacity(anchors.len() + 1);
+    if anchors.first().is_none_or(|a| a.position > 0) {
+        runs.push((0, 0));
+    }
+    runs.extend(anchors.iter().map(|a| (a.position, a.nonce)));
+    for (i, &(position, first_nonce)) in runs.iter().enumerate() {
+        let Some(offset) = nonce.checked_sub(first_nonce) else { break };
+        let candidate = position + offset;
+        // A nonce past its run's end was used up by something other than a transaction of the
+        // sender (an EIP-7702 authorization), or lies in a later run.
+        if runs.get(i + 1).is_none_or(|&(next, _)| candidate < next) {
+            return Ok(lists::nth::<OtsSentTxs, K>(txn, sender, candidate)?.map(TxId));
+        }
+    }
+    Ok(None)
+}
+
+/// The newest creation of `contract`, if the index saw one.
+pub fn creation<K: TransactionKind>(txn: &Txn<K>, contract: &Address) -> DbResult<Option<Creation>> {
+    let mut cursor = txn.cursor::<OtsContractCreators>()?;
+    if cursor.seek_exact(contract)?.is_none() {
+        return Ok(None);
+    }
+    cursor.last_dup()
+}
+
+/// `address`'s transactions before TxId `cut`, newest first, in whole blocks.
+pub fn before<K: TransactionKind>(
+    txn: &Txn<K>,
+    address: &Address,
+    cut: u64,
+    want: usize,
+) -> DbResult<BlockPage> {
+    lists::before::<OtsAppearances, K>(txn, address, cut, want)
+}
+
+/// `address`'s transactions from TxId `from` on, oldest first, in whole blocks.
+pub fn after<K: TransactionKind>(
+    txn: &Txn<K>,
+    address: &Address,
+    from: u64,
+    want: usize,
+) -> DbResult<BlockPage> {
+    lists::after::<OtsAppearances, K>(txn, address, from, want)
+}
+
+/// Number of transactions `address` appears in.
+pub fn count<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<u64> {
+    lists::count::<OtsAppearances, K>(txn, address)
+}
+
+/// Checks the family: both lists (see [`lists::check`]), anchors inside their sender's list
+/// with nonces that grow, creations below `below`. Returns (addresses, appearances).
+pub fn check<K: TransactionKind>(txn: &Txn<K>, below: u64) -> DbResult<(u64, u64)> {
+    let seen = lists::check::<OtsAppearances, K>(txn, below)?;
+    lists::check::<OtsSentTxs, K>(txn, below)?;
+    let mut cursor = txn.walking_cursor::<OtsNonceAnchors>()?;
+    let mut next = cursor.first()?;
+    while let Some((sender, _)) = next {
+        let anchors = txn.cursor::<OtsNonceAnchors>()?.dups(&sender)?;
+        let sent = lists::count::<OtsSentTxs, K>(txn, &sender)?;
+        let mut previous: Option<NonceAnchor> = None;
+        for a in &anchors {
+            // Nonces only ever skip forward.
+            if a.position >= sent || a.nonce <= expected_nonce(previous, a.position) {
+                return Err(broken::<OtsNonceAnchors>(
+                    sender.as_slice(),
+                    format!("anchor {a:?} does not fit {sent} sent transactions after {previous:?}"),
+                ));
+            }
+            previous = Some(*a);
+        }
+        next = cursor.next_key()?;
+    }
+    let mut cursor = txn.walking_cursor::<OtsContractCreators>()?;
+    let mut next = cursor.first()?;
+    while let Some((contract, creation)) = next {
+        if creation.tx.0 >= below {
+            return Err(broken::<OtsContractCreators>(
+                contract.as_slice(),
+                format!("created in TxId {}, beyond the indexed tip", creation.tx),
+            ));
+        }
+        next = cursor.next_entry()?;
+    }
+    Ok(seen)
+}

@@ -1,0 +1,237 @@
+//! The address pages of the `ots_` namespace, answered from the appearance index: an address's
+//! transactions paged by block (`ots_searchTransactionsBefore/After`), a sender's transaction by
+//! nonce, and a contract's creator (docs/api.md). The index says which transactions; their
+//! bodies and receipts come from the node's `eth_` methods.
+//!
+//! Paging follows Erigon: block 0 means "from the head" (before) or "from genesis" (after),
+//! results are newest first, a page ends on a whole block (so it may hold more than asked), and
+//! `firstPage`/`lastPage` say whether newer/older transactions exist.
+
+use alloy_primitives::{Address, B256};
+use jsonrpsee::{core::RpcResult, proc_macros::rpc};
+use serde_json::{json, Value};
+
+use super::{
+    errors::{db_error, invalid_params, node_error, server_error},
+    RpcContext,
+};
+use crate::{db::ReadTxn, index::appearances, txid::TxId};
+
+/// `ots_` address methods.
+#[rpc(server, namespace = "ots")]
+pub trait OtsSearchApi {
+    /// Transactions `address` appears in, in blocks before `block` (0: up to the head), newest
+    /// first, at least `page_size` of them when there are, in whole blocks.
+    #[method(name = "searchTransactionsBefore")]
+    async fn search_transactions_before(
+        &self,
+        address: Address,
+        block: u64,
+        page_size: u64,
+    ) -> RpcResult<Value>;
+
+    /// Transactions `address` appears in, in blocks after `block` (0: from genesis), newest first,
+    /// the `page_size` (or more, to end on a whole block) oldest of them.
+    #[method(name = "searchTransactionsAfter")]
+    async fn search_transactions_after(
+        &self,
+        address: Address,
+        block: u64,
+        page_size: u64,
+    ) -> RpcResult<Value>;
+
+    /// The hash of the transaction `sender` sent with `nonce`, or null.
+    #[method(name = "getTransactionBySenderAndNonce")]
+    async fn get_transaction_by_sender_and_nonce(
+        &self,
+        sender: Address,
+        nonce: u64,
+    ) -> RpcResult<Option<B256>>;
+
+    /// `{hash, creator}` of the transaction and frame that created `address`, or null when it
+    /// has no code at the head.
+    #[method(name = "getContractCreator")]
+    async fn get_contract_creator(&self, address: Address) -> RpcResult<Option<Value>>;
+}
+
+/// Implementation of [`OtsSearchApiServer`].
+#[derive(Debug, Clone)]
+pub struct OtsSearch {
+    ctx: RpcContext,
+}
+
+/// Which way a search reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Before,
+    After,
+}
+
+fn hex_u64(n: u64) -> String {
+    format!("{n:#x}")
+}
+
+impl OtsSearch {
+    /// Serves from `ctx`.
+    pub const fn new(ctx: RpcContext) -> Self {
+        Self { ctx }
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&ReadTxn) -> Result<T, crate::db::DbError>) -> RpcResult<T> {
+        let txn = self.ctx.db.begin_read().map_err(|e| db_error(&e))?;
+        f(&txn).map_err(|e| db_error(&e))
+    }
+
+    /// The hash of the transaction at `id`, from the node.
+    async fn hash_of(&self, id: TxId) -> RpcResult<Option<B256>> {
+        let tx: Value = self
+            .ctx
+            .node
+            .raw("eth_getTransactionByBlockNumberAndIndex", json!([hex_u64(id.block()), hex_u64(id.index())]))
+            .await
+            .map_err(|e| node_error(&e))?;
+        match tx.get("hash") {
+            None => Ok(None),
+            Some(h) => serde_json::from_value(h.clone())
+                .map(Some)
+                .map_err(|e| server_error(format!("the node gave a malformed transaction hash: {e}"))),
+        }
+    }
+
+    /// The transactions and receipts of `ids` (newest first), each receipt with its block's
+    /// `timestamp` as Erigon adds it.
+    async fn materialize(&self, ids: &[TxId]) -> RpcResult<(Vec<Value>, Vec<Value>)> {
+        let mut blocks: Vec<u64> = ids.iter().map(|id| id.block()).collect();
+        blocks.dedup();
+        let calls: Vec<(&'static str, Value)> =
+            blocks.iter().map(|b| ("eth_getBlockByNumber", json!([hex_u64(*b), false]))).collect();
+        let headers = self.ctx.node.batch(&calls).await.map_err(|e| node_error(&e))?;
+        let mut hashes = Vec::with_capacity(ids.len());
+        let mut timestamps = Vec::with_capacity(ids.len());
+        for id in ids {
+            let at = blocks.iter().position(|b| *b == id.block()).unwrap_or_default();
+            let header = headers.get(at).filter(|h| h.is_object()).ok_or_else(|| {
+                server_error(format!(
+                    "the node has no block {} the index holds; is it still syncing?",
+                    id.block()
+                ))
+            })?;
+            let hash = header["transactions"].get(id.index() as usize).cloned().ok_or_else(|| {
+                server_error(format!(
+                    "block {} on the node has no transaction {}; the index is from another chain or a reorg is under way",
+                    id.block(),
+                    id.index()
+                ))
+            })?;
+            hashes.push(hash);
+            timestamps.push(header["timestamp"].clone());
+        }
+        let mut calls: Vec<(&'static str, Value)> = Vec::with_capacity(2 * ids.len());
+        for hash in &hashes {
+            calls.push(("eth_getTransactionByHash", json!([hash])));
+            calls.push(("eth_getTransactionReceipt", json!([hash])));
+        }
+        let answers = self.ctx.node.batch(&calls).await.map_err(|e| node_error(&e))?;
+        let mut txs = Vec::with_capacity(ids.len());
+        let mut receipts = Vec::with_capacity(ids.len());
+        for (pair, timestamp) in answers.chunks(2).zip(timestamps) {
+            let [tx, receipt] = pair else { break };
+            let mut receipt = receipt.clone();
+            if let Some(fields) = receipt.as_object_mut() {
+                fields.remove("blockTimestamp");
+                fields.insert("timestamp".into(), timestamp);
+            }
+            txs.push(tx.clone());
+            receipts.push(receipt);
+        }
+        Ok((txs, receipts))
+    }
+
+    async fn search(
+        &self,
+        direction: Direction,
+        address: Address,
+        block: u64,
+        page_size: u64,
+    ) -> RpcResult<Value> {
+        if page_size > self.ctx.max_search_page {
+            return Err(server_error(format!(
+                "max allowed page size: {} (asked for {page_size}; see --max-search-page-size)",
+                self.ctx.max_search_page
+            )));
+        }
+        if page_size == 0 {
+            return Err(invalid_params("page size must be at least 1"));
+        }
+        let want = page_size as usize;
+        let page = match direction {
+            Direction::Before => {
+                let cut = if block == 0 { u64::MAX } else { TxId::first_of_block(block).0 };
+                self.read(move |txn| appearances::before(txn, &address, cut, want))?
+            }
+            Direction::After => {
+                let from = if block == 0 { 0 } else { TxId::first_of_block(block.saturating_add(1)).0 };
+                let mut page = self.read(move |txn| appearances::after(txn, &address, from, want))?;
+                page.ids.reverse();
+                page
+            }
+        };
+        let ids: Vec<TxId> = page.ids.iter().map(|&id| TxId(id)).collect();
+        let (txs, receipts) = self.materialize(&ids).await?;
+        let (first_page, last_page) = match direction {
+            Direction::Before => (block == 0, !page.more),
+            Direction::After => (!page.more, block == 0),
+        };
+        Ok(json!({"txs": txs, "receipts": receipts, "firstPage": first_page, "lastPage": last_page}))
+    }
+}
+
+#[jsonrpsee::core::async_trait]
+impl OtsSearchApiServer for OtsSearch {
+    async fn search_transactions_before(
+        &self,
+        address: Address,
+        block: u64,
+        page_size: u64,
+    ) -> RpcResult<Value> {
+        self.search(Direction::Before, address, block, page_size).await
+    }
+
+    async fn search_transactions_after(
+        &self,
+        address: Address,
+        block: u64,
+        page_size: u64,
+    ) -> RpcResult<Value> {
+        self.search(Direction::After, address, block, page_size).await
+    }
+
+    async fn get_transaction_by_sender_and_nonce(
+        &self,
+        sender: Address,
+        nonce: u64,
+    ) -> RpcResult<Option<B256>> {
+        let Some(id) = self.read(move |txn| appearances::sent_with_nonce(txn, &sender, nonce))? else {
+            return Ok(None);
+        };
+        self.hash_of(id).await
+    }
+
+    async fn get_contract_creator(&self, address: Address) -> RpcResult<Option<Value>> {
+        let code: String =
+            self.ctx.node.raw("eth_getCode", json!([address, "latest"])).await.map_err(|e| node_error(&e))?;
+        if code.trim_start_matches("0x").is_empty() {
+            return Ok(None);
+        }
+        let Some(creation) = self.read(move |txn| appearances::creation(txn, &address))? else {
+            return Ok(None);
+        };
+        let Some(hash) = self.hash_of(creation.tx).await? else {
+            return Err(server_error(format!(
+                "the node has no transaction {} the index holds; is it still syncing?",
+                creation.tx
+            )));
+        };
+        Ok(Some(json!({"hash": hash, "creator": creation.creator})))
+    }
+}
