@@ -15,7 +15,7 @@ use ots_indexer::{
     source::{NodeClient, TraceChoice},
     sync::{Indexer, SyncConfig},
 };
-use serde_json::json;
+use serde_json::{json, Value};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_standard_workload_indexes_from_hardhat_as_from_anvil() {
@@ -63,9 +63,50 @@ async fn the_standard_workload_indexes_from_hardhat_as_from_anvil() {
     let details = api.call("ots_getBlockDetails", json!([1])).await;
     assert_eq!(details["block"]["number"], json!("0x1"));
     assert!(details["block"]["transactionCount"].as_u64().expect("count") > 0);
+    // The address pages come from our index here too (without frames: senders, recipients and
+    // created contracts). Every nonce of the busiest sender finds its transaction, and its
+    // history pages back to genesis holding each of them once, newest first.
+    let a0 = work.accounts[0];
+    let sent = client_nonce(&api, a0).await;
+    let mut by_nonce = Vec::new();
+    for nonce in 0..sent {
+        let hash = api.call("ots_getTransactionBySenderAndNonce", json!([a0, nonce])).await;
+        let tx = api.call("eth_getTransactionByHash", json!([hash])).await;
+        assert_eq!((tx["from"].clone(), tx["nonce"].clone()), (json!(a0), json!(format!("{nonce:#x}"))));
+        by_nonce.push(hash);
+    }
+    assert_eq!(api.call("ots_getTransactionBySenderAndNonce", json!([a0, sent])).await, Value::Null);
+    let (mut block, mut history) = (0u64, Vec::new());
+    loop {
+        let page = api.call("ots_searchTransactionsBefore", json!([a0, block, 25])).await;
+        let txs = page["txs"].as_array().expect("txs");
+        history.extend(txs.iter().map(|t| t["hash"].clone()));
+        if page["lastPage"] == json!(true) {
+            break;
+        }
+        let oldest = txs.last().expect("a page that is not the last holds transactions");
+        block =
+            u64::from_str_radix(oldest["blockNumber"].as_str().expect("hex").trim_start_matches("0x"), 16)
+                .expect("hex");
+    }
+    history.reverse();
+    assert_eq!(history, by_nonce, "a0 only sends in this workload");
+    for token in &work.tokens {
+        assert_eq!(
+            api.call("ots_getContractCreator", json!([token.address])).await,
+            json!({"hash": token.tx, "creator": token.deployer}),
+            "creator of {}",
+            token.address
+        );
+    }
     // What needs a call tracer says so, instead of failing obscurely.
     let (code, message) =
         api.try_call("ots_getInternalOperations", json!([expected[&a3][0]])).await.expect_err("no tracer");
     assert!(code != 0 && message.contains("call tracer"), "{code} {message}");
     let _ = server.stop();
+}
+
+async fn client_nonce(api: &common::Client, who: alloy::primitives::Address) -> u64 {
+    let n = api.call("eth_getTransactionCount", json!([who, "latest"])).await;
+    u64::from_str_radix(n.as_str().expect("hex").trim_start_matches("0x"), 16).expect("hex")
 }
