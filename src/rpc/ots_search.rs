@@ -15,7 +15,7 @@ use super::{
     errors::{db_error, invalid_params, node_error, server_error},
     RpcContext,
 };
-use crate::{db::ReadTxn, index::appearances, txid::TxId};
+use crate::{db::ReadTxn, index::appearances, source::SourceError, txid::TxId};
 
 /// `ots_` address methods.
 #[rpc(server, namespace = "ots")]
@@ -67,8 +67,22 @@ enum Direction {
     After,
 }
 
+/// A block with at least this many of a page's transactions is fetched whole, with its
+/// receipts, rather than transaction by transaction: a busy address's page is then two answers.
+const WHOLE_BLOCK_HITS: usize = 4;
+
 fn hex_u64(n: u64) -> String {
     format!("{n:#x}")
+}
+
+/// A receipt as Erigon's search gives it: with its block's `timestamp` (in place of the
+/// `blockTimestamp` some nodes add).
+fn with_timestamp(mut receipt: Value, timestamp: &Value) -> Value {
+    if let Some(fields) = receipt.as_object_mut() {
+        fields.remove("blockTimestamp");
+        fields.insert("timestamp".into(), timestamp.clone());
+    }
+    receipt
 }
 
 impl OtsSearch {
@@ -99,52 +113,84 @@ impl OtsSearch {
     }
 
     /// The transactions and receipts of `ids` (newest first), each receipt with its block's
-    /// `timestamp` as Erigon adds it.
+    /// `timestamp` as Erigon adds it. Blocks holding many of them are fetched whole; a node
+    /// without `eth_getBlockReceipts` gets every transaction asked for one by one.
     async fn materialize(&self, ids: &[TxId]) -> RpcResult<(Vec<Value>, Vec<Value>)> {
-        let mut blocks: Vec<u64> = ids.iter().map(|id| id.block()).collect();
-        blocks.dedup();
-        let calls: Vec<(&'static str, Value)> =
-            blocks.iter().map(|b| ("eth_getBlockByNumber", json!([hex_u64(*b), false]))).collect();
-        let headers = self.ctx.node.batch(&calls).await.map_err(|e| node_error(&e))?;
-        let mut hashes = Vec::with_capacity(ids.len());
-        let mut timestamps = Vec::with_capacity(ids.len());
-        for id in ids {
-            let at = blocks.iter().position(|b| *b == id.block()).unwrap_or_default();
-            let header = headers.get(at).filter(|h| h.is_object()).ok_or_else(|| {
-                server_error(format!(
-                    "the node has no block {} the index holds; is it still syncing?",
-                    id.block()
-                ))
-            })?;
-            let hash = header["transactions"].get(id.index() as usize).cloned().ok_or_else(|| {
-                server_error(format!(
-                    "block {} on the node has no transaction {}; the index is from another chain or a reorg is under way",
-                    id.block(),
-                    id.index()
-                ))
-            })?;
-            hashes.push(hash);
-            timestamps.push(header["timestamp"].clone());
+        match self.fetch(ids, WHOLE_BLOCK_HITS).await {
+            Err(e) if e.is_method_missing() => self.fetch(ids, usize::MAX).await,
+            other => other,
         }
-        let mut calls: Vec<(&'static str, Value)> = Vec::with_capacity(2 * ids.len());
-        for hash in &hashes {
-            calls.push(("eth_getTransactionByHash", json!([hash])));
-            calls.push(("eth_getTransactionReceipt", json!([hash])));
-        }
-        let answers = self.ctx.node.batch(&calls).await.map_err(|e| node_error(&e))?;
-        let mut txs = Vec::with_capacity(ids.len());
-        let mut receipts = Vec::with_capacity(ids.len());
-        for (pair, timestamp) in answers.chunks(2).zip(timestamps) {
-            let [tx, receipt] = pair else { break };
-            let mut receipt = receipt.clone();
-            if let Some(fields) = receipt.as_object_mut() {
-                fields.remove("blockTimestamp");
-                fields.insert("timestamp".into(), timestamp);
+        .map_err(|e| node_error(&e))?
+    }
+
+    /// As [`Self::materialize`], fetching whole the blocks with at least `whole_from` of `ids`.
+    /// The outer error is the node's (so the caller can tell a missing method), the inner one
+    /// an answer that does not fit the index.
+    async fn fetch(
+        &self,
+        ids: &[TxId],
+        whole_from: usize,
+    ) -> Result<RpcResult<(Vec<Value>, Vec<Value>)>, SourceError> {
+        let groups: Vec<&[TxId]> = ids.chunk_by(|a, b| a.block() == b.block()).collect();
+        let mut calls: Vec<(&'static str, Value)> = Vec::new();
+        for group in &groups {
+            let block = hex_u64(group[0].block());
+            if group.len() >= whole_from {
+                calls.push(("eth_getBlockByNumber", json!([block, true])));
+                calls.push(("eth_getBlockReceipts", json!([block])));
+            } else {
+                calls.push(("eth_getBlockByNumber", json!([block, false])));
+                calls.extend(group.iter().map(|id| {
+                    ("eth_getTransactionByBlockNumberAndIndex", json!([block, hex_u64(id.index())]))
+                }));
             }
-            txs.push(tx.clone());
-            receipts.push(receipt);
         }
-        Ok((txs, receipts))
+        let answers = self.ctx.node.batch(&calls).await?;
+        let missing = |id: &TxId| {
+            server_error(format!(
+                "the node has no transaction {} (block {}, index {}) the index holds: is it still syncing, or the index from another chain?",
+                id,
+                id.block(),
+                id.index()
+            ))
+        };
+        let (mut txs, mut receipts, mut owed) = (Vec::new(), Vec::new(), Vec::new());
+        let mut at = 0;
+        for group in &groups {
+            let block = &answers[at];
+            let timestamp = block["timestamp"].clone();
+            if group.len() >= whole_from {
+                let all_receipts = &answers[at + 1];
+                at += 2;
+                for id in *group {
+                    let i = id.index() as usize;
+                    let (Some(tx), Some(receipt)) = (block["transactions"].get(i), all_receipts.get(i))
+                    else {
+                        return Ok(Err(missing(id)));
+                    };
+                    txs.push(tx.clone());
+                    receipts.push(with_timestamp(receipt.clone(), &timestamp));
+                }
+            } else {
+                at += 1;
+                for id in *group {
+                    let tx = &answers[at];
+                    at += 1;
+                    if !tx.is_object() || !block.is_object() {
+                        return Ok(Err(missing(id)));
+                    }
+                    owed.push((receipts.len(), tx["hash"].clone(), timestamp.clone()));
+                    txs.push(tx.clone());
+                    receipts.push(Value::Null);
+                }
+            }
+        }
+        let calls: Vec<(&'static str, Value)> =
+            owed.iter().map(|(_, hash, _)| ("eth_getTransactionReceipt", json!([hash]))).collect();
+        for ((slot, _, timestamp), receipt) in owed.iter().zip(self.ctx.node.batch(&calls).await?) {
+            receipts[*slot] = with_timestamp(receipt, timestamp);
+        }
+        Ok(Ok((txs, receipts)))
     }
 
     async fn search(
