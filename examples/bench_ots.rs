@@ -103,14 +103,19 @@ async fn main() {
     let built = Instant::now();
     let mut sent = 0u64;
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    // Nonces are ours to give: Anvil answers a batch's entries at once and would repeat them.
+    let mut nonces = [0u64; 29];
     while sent < transactions {
         let n = per_block.min(transactions - sent);
         let calls: Vec<(&'static str, Value)> = (0..n)
             .map(|i| {
                 state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-                let from = accounts[((sent + i) % 29) as usize];
+                let sender = ((sent + i) % 29) as usize;
+                let nonce = nonces[sender];
+                nonces[sender] += 1;
                 let to = if state >> 62 == 0 { hub } else { recipients[((state >> 33) % 3000) as usize] };
-                ("eth_sendTransaction", json!([{"from": from, "to": to, "value": "0x1", "gas": "0x5208"}]))
+                let tx = json!({"from": accounts[sender], "to": to, "value": "0x1", "gas": "0x5208", "nonce": format!("{nonce:#x}")});
+                ("eth_sendTransaction", json!([tx]))
             })
             .collect();
         node.batch(&calls).await.expect("send batch");

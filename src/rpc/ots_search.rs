@@ -67,9 +67,8 @@ enum Direction {
     After,
 }
 
-/// A block with at least this many of a page's transactions is fetched whole, with its
-/// receipts, rather than transaction by transaction: a busy address's page is then two answers.
-const WHOLE_BLOCK_HITS: usize = 4;
+/// Batches a page's node requests are split into, sent at once.
+const PARALLEL_BATCHES: usize = 4;
 
 fn hex_u64(n: u64) -> String {
     format!("{n:#x}")
@@ -112,85 +111,56 @@ impl OtsSearch {
         }
     }
 
-    /// The transactions and receipts of `ids` (newest first), each receipt with its block's
-    /// `timestamp` as Erigon adds it. Blocks holding many of them are fetched whole; a node
-    /// without `eth_getBlockReceipts` gets every transaction asked for one by one.
-    async fn materialize(&self, ids: &[TxId]) -> RpcResult<(Vec<Value>, Vec<Value>)> {
-        match self.fetch(ids, WHOLE_BLOCK_HITS).await {
-            Err(e) if e.is_method_missing() => self.fetch(ids, usize::MAX).await,
-            other => other,
-        }
-        .map_err(|e| node_error(&e))?
+    /// Sends `calls` as a few batches at once, so that a node serving requests on several
+    /// threads answers them side by side; answers in order.
+    async fn batch(&self, calls: &[(&'static str, Value)]) -> Result<Vec<Value>, SourceError> {
+        let size = calls.len().div_ceil(PARALLEL_BATCHES).max(1);
+        let parts =
+            futures::future::try_join_all(calls.chunks(size).map(|part| self.ctx.node.batch(part))).await?;
+        Ok(parts.into_iter().flatten().collect())
     }
 
-    /// As [`Self::materialize`], fetching whole the blocks with at least `whole_from` of `ids`.
-    /// The outer error is the node's (so the caller can tell a missing method), the inner one
-    /// an answer that does not fit the index.
-    async fn fetch(
-        &self,
-        ids: &[TxId],
-        whole_from: usize,
-    ) -> Result<RpcResult<(Vec<Value>, Vec<Value>)>, SourceError> {
+    /// The transactions and receipts of `ids` (newest first), each receipt with its block's
+    /// `timestamp` as Erigon adds it: the transactions and their blocks' headers in one round
+    /// trip, their receipts in a second. (Fetching a busy block whole with
+    /// `eth_getBlockReceipts` measured slower: docs/benchmarks.md.)
+    async fn materialize(&self, ids: &[TxId]) -> RpcResult<(Vec<Value>, Vec<Value>)> {
         let groups: Vec<&[TxId]> = ids.chunk_by(|a, b| a.block() == b.block()).collect();
-        let mut calls: Vec<(&'static str, Value)> = Vec::new();
+        let mut calls: Vec<(&'static str, Value)> = Vec::with_capacity(ids.len() + groups.len());
         for group in &groups {
             let block = hex_u64(group[0].block());
-            if group.len() >= whole_from {
-                calls.push(("eth_getBlockByNumber", json!([block, true])));
-                calls.push(("eth_getBlockReceipts", json!([block])));
-            } else {
-                calls.push(("eth_getBlockByNumber", json!([block, false])));
-                calls.extend(group.iter().map(|id| {
+            calls.push(("eth_getBlockByNumber", json!([block, false])));
+            calls.extend(
+                group.iter().map(|id| {
                     ("eth_getTransactionByBlockNumberAndIndex", json!([block, hex_u64(id.index())]))
-                }));
-            }
+                }),
+            );
         }
-        let answers = self.ctx.node.batch(&calls).await?;
-        let missing = |id: &TxId| {
-            server_error(format!(
-                "the node has no transaction {} (block {}, index {}) the index holds: is it still syncing, or the index from another chain?",
-                id,
-                id.block(),
-                id.index()
-            ))
-        };
-        let (mut txs, mut receipts, mut owed) = (Vec::new(), Vec::new(), Vec::new());
+        let answers = self.batch(&calls).await.map_err(|e| node_error(&e))?;
+        let (mut txs, mut timestamps) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
         let mut at = 0;
         for group in &groups {
-            let block = &answers[at];
-            let timestamp = block["timestamp"].clone();
-            if group.len() >= whole_from {
-                let all_receipts = &answers[at + 1];
-                at += 2;
-                for id in *group {
-                    let i = id.index() as usize;
-                    let (Some(tx), Some(receipt)) = (block["transactions"].get(i), all_receipts.get(i))
-                    else {
-                        return Ok(Err(missing(id)));
-                    };
-                    txs.push(tx.clone());
-                    receipts.push(with_timestamp(receipt.clone(), &timestamp));
-                }
-            } else {
+            let header = &answers[at];
+            at += 1;
+            for id in *group {
+                let tx = &answers[at];
                 at += 1;
-                for id in *group {
-                    let tx = &answers[at];
-                    at += 1;
-                    if !tx.is_object() || !block.is_object() {
-                        return Ok(Err(missing(id)));
-                    }
-                    owed.push((receipts.len(), tx["hash"].clone(), timestamp.clone()));
-                    txs.push(tx.clone());
-                    receipts.push(Value::Null);
+                if !tx.is_object() || !header.is_object() {
+                    return Err(server_error(format!(
+                        "the node has no transaction {id} (block {}, index {}) the index holds: is it still syncing, or the index from another chain?",
+                        id.block(),
+                        id.index()
+                    )));
                 }
+                txs.push(tx.clone());
+                timestamps.push(header["timestamp"].clone());
             }
         }
         let calls: Vec<(&'static str, Value)> =
-            owed.iter().map(|(_, hash, _)| ("eth_getTransactionReceipt", json!([hash]))).collect();
-        for ((slot, _, timestamp), receipt) in owed.iter().zip(self.ctx.node.batch(&calls).await?) {
-            receipts[*slot] = with_timestamp(receipt, timestamp);
-        }
-        Ok(Ok((txs, receipts)))
+            txs.iter().map(|tx| ("eth_getTransactionReceipt", json!([tx["hash"]]))).collect();
+        let receipts = self.batch(&calls).await.map_err(|e| node_error(&e))?;
+        let receipts = receipts.into_iter().zip(&timestamps).map(|(r, t)| with_timestamp(r, t)).collect();
+        Ok((txs, receipts))
     }
 
     async fn search(
