@@ -15,6 +15,7 @@ pub mod ots_tx;
 mod oversized;
 pub mod proxy;
 mod server;
+pub mod state_diff;
 pub mod subscriptions;
 pub mod transfer_detail;
 
@@ -89,6 +90,9 @@ pub fn module(ctx: RpcContext) -> Result<RpcModule<()>, ServeError> {
         .map_err(|e| ServeError::Register(e.to_string()))?;
     module
         .merge(ots_search::OtsSearchApiServer::into_rpc(ots_search::OtsSearch::new(ctx.clone())))
+        .map_err(|e| ServeError::Register(e.to_string()))?;
+    module
+        .merge(state_diff::TraceReplayApiServer::into_rpc(state_diff::TraceReplay::new(ctx.clone())))
         .map_err(|e| ServeError::Register(e.to_string()))?;
     module
         .merge(ext::Ots2Ext::new(ctx.clone()).into_rpc())

@@ -15,7 +15,7 @@ use super::{
     errors::{db_error, invalid_params, node_error, server_error},
     RpcContext,
 };
-use crate::{db::ReadTxn, index::appearances, source::SourceError, txid::TxId};
+use crate::{db::ReadTxn, index::appearances, txid::TxId};
 
 /// `ots_` address methods.
 #[rpc(server, namespace = "ots")]
@@ -67,8 +67,8 @@ enum Direction {
     After,
 }
 
-/// Batches a page's node requests are split into, sent at once.
-const PARALLEL_BATCHES: usize = 4;
+/// Parts a page's node requests are cut into, fetched at once.
+const PARALLEL_PARTS: usize = 4;
 
 fn hex_u64(n: u64) -> String {
     format!("{n:#x}")
@@ -111,20 +111,26 @@ impl OtsSearch {
         }
     }
 
-    /// Sends `calls` as a few batches at once, so that a node serving requests on several
-    /// threads answers them side by side; answers in order.
-    async fn batch(&self, calls: &[(&'static str, Value)]) -> Result<Vec<Value>, SourceError> {
-        let size = calls.len().div_ceil(PARALLEL_BATCHES).max(1);
+    /// The transactions and receipts of `ids` (newest first), each receipt with its block's
+    /// `timestamp` as Erigon adds it. The page is cut into a few parts fetched at once, so that
+    /// a node serving requests on several threads answers them side by side and one part's
+    /// receipts are asked for while another's transactions are still coming.
+    async fn materialize(&self, ids: &[TxId]) -> RpcResult<(Vec<Value>, Vec<Value>)> {
+        let size = ids.len().div_ceil(PARALLEL_PARTS).max(1);
         let parts =
-            futures::future::try_join_all(calls.chunks(size).map(|part| self.ctx.node.batch(part))).await?;
-        Ok(parts.into_iter().flatten().collect())
+            futures::future::try_join_all(ids.chunks(size).map(|part| self.materialize_part(part))).await?;
+        let (mut txs, mut receipts) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
+        for (t, r) in parts {
+            txs.extend(t);
+            receipts.extend(r);
+        }
+        Ok((txs, receipts))
     }
 
-    /// The transactions and receipts of `ids` (newest first), each receipt with its block's
-    /// `timestamp` as Erigon adds it: the transactions and their blocks' headers in one round
-    /// trip, their receipts in a second. (Fetching a busy block whole with
+    /// One part of [`Self::materialize`]: the transactions and their blocks' headers in one
+    /// round trip, their receipts in a second. (Fetching a busy block whole with
     /// `eth_getBlockReceipts` measured slower: docs/benchmarks.md.)
-    async fn materialize(&self, ids: &[TxId]) -> RpcResult<(Vec<Value>, Vec<Value>)> {
+    async fn materialize_part(&self, ids: &[TxId]) -> RpcResult<(Vec<Value>, Vec<Value>)> {
         let groups: Vec<&[TxId]> = ids.chunk_by(|a, b| a.block() == b.block()).collect();
         let mut calls: Vec<(&'static str, Value)> = Vec::with_capacity(ids.len() + groups.len());
         for group in &groups {
@@ -136,7 +142,7 @@ impl OtsSearch {
                 }),
             );
         }
-        let answers = self.batch(&calls).await.map_err(|e| node_error(&e))?;
+        let answers = self.ctx.node.batch(&calls).await.map_err(|e| node_error(&e))?;
         let (mut txs, mut timestamps) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
         let mut at = 0;
         for group in &groups {
@@ -158,7 +164,7 @@ impl OtsSearch {
         }
         let calls: Vec<(&'static str, Value)> =
             txs.iter().map(|tx| ("eth_getTransactionReceipt", json!([tx["hash"]]))).collect();
-        let receipts = self.batch(&calls).await.map_err(|e| node_error(&e))?;
+        let receipts = self.ctx.node.batch(&calls).await.map_err(|e| node_error(&e))?;
         let receipts = receipts.into_iter().zip(&timestamps).map(|(r, t)| with_timestamp(r, t)).collect();
         Ok((txs, receipts))
     }

@@ -1,0 +1,115 @@
+//! `trace_replayTransaction [hash, ["stateDiff"]]` (the Otterscan UI's State Diff tab) through our
+//! server in front of Anvil, which has no `trace_replayTransaction`: the diff is rebuilt from
+//! Anvil's prestate tracer, and its values are those the node reports before and after.
+
+mod common;
+
+use std::time::Duration;
+
+use alloy_primitives::{Address, B256};
+use common::{anvil::Anvil, Client};
+use ots_indexer::{
+    db::{AccessMode, Db},
+    rpc::{self, RpcContext, ServerOptions},
+    source::NodeClient,
+};
+use serde_json::{json, Value};
+
+alloy::sol! {
+    interface Counter {
+        function increment() external;
+    }
+}
+use alloy::sol_types::SolCall;
+
+async fn mined(node: &Client, tx: Value) -> (B256, u64) {
+    let hash: B256 =
+        serde_json::from_value(node.call("eth_sendTransaction", json!([tx])).await).expect("hash");
+    node.call("evm_mine", json!([])).await;
+    let receipt = node.call("eth_getTransactionReceipt", json!([hash])).await;
+    assert_eq!(receipt["status"], json!("0x1"));
+    let block =
+        u64::from_str_radix(receipt["blockNumber"].as_str().expect("hex").trim_start_matches("0x"), 16);
+    (hash, block.expect("hex"))
+}
+
+fn balance_at(v: &Value) -> String {
+    v.as_str().expect("hex").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_diff_is_rebuilt_from_the_prestate_tracer() {
+    let anvil = Anvil::start(&[]);
+    let node = Client::new(&anvil.url);
+    let (code, _) =
+        node.try_call("trace_replayTransaction", json!([B256::ZERO, ["stateDiff"]])).await.expect_err("none");
+    assert_eq!(code, -32601, "Anvil has no trace_replayTransaction: the fallback is what is tested");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
+    let client = NodeClient::connect(&anvil.url, Duration::from_secs(30)).expect("node");
+    let ctx = RpcContext {
+        db,
+        node: client,
+        max_page_size: 1000,
+        max_search_page: 25,
+        progress: None,
+        events: None,
+    };
+    let (addr, server) = rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &ServerOptions::default())
+        .await
+        .expect("serve");
+    let ours = Client::new(&format!("http://{addr}"));
+
+    let accounts: Vec<Address> =
+        serde_json::from_value(node.call("eth_accounts", json!([])).await).expect("accounts");
+    let sender = accounts[0];
+    let fresh = Address::repeat_byte(0x5d);
+    let (pay, block) =
+        mined(&node, json!({"from": sender, "to": fresh, "value": "0x1234", "gas": "0x5208"})).await;
+    let answer = ours.call("trace_replayTransaction", json!([pay, ["stateDiff"]])).await;
+    assert_eq!((answer["output"].clone(), answer["trace"].clone()), (json!("0x"), json!([])));
+    let diff = &answer["stateDiff"];
+    let key = |a: Address| format!("{a:#x}");
+    assert_eq!(diff[key(fresh)]["balance"], json!({"+": "0x1234"}), "{diff}");
+    let at = |n: u64| json!(format!("{n:#x}"));
+    let before = node.call("eth_getBalance", json!([sender, at(block - 1)])).await;
+    let after = node.call("eth_getBalance", json!([sender, at(block)])).await;
+    assert_eq!(
+        diff[key(sender)]["balance"],
+        json!({"*": {"from": balance_at(&before), "to": balance_at(&after)}}),
+        "{diff}"
+    );
+    assert_eq!(diff[key(sender)]["nonce"], json!({"*": {"from": "0x0", "to": "0x1"}}), "{diff}");
+    assert_eq!(diff[key(sender)]["code"], json!("="));
+
+    // A storage write: the counter's slot 0 goes from 0 to 1.
+    let artifacts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/build/artifacts.json");
+    let arts: Value =
+        serde_json::from_str(&std::fs::read_to_string(artifacts).expect("artifacts")).expect("json");
+    let (deploy, _) =
+        mined(&node, json!({"from": sender, "data": arts["Counter"]["bytecode"], "gas": "0x2dc6c0"})).await;
+    let counter: Address = serde_json::from_value(
+        node.call("eth_getTransactionReceipt", json!([deploy])).await["contractAddress"].clone(),
+    )
+    .expect("address");
+    let born = ours.call("trace_replayTransaction", json!([deploy, ["stateDiff"]])).await;
+    assert!(born["stateDiff"][key(counter)]["code"]["+"].as_str().is_some_and(|c| c.len() > 2), "{born}");
+    let data = alloy_primitives::hex::encode_prefixed(Counter::incrementCall {}.abi_encode());
+    let (increment, _) =
+        mined(&node, json!({"from": sender, "to": counter, "data": data, "gas": "0x30000"})).await;
+    let answer = ours.call("trace_replayTransaction", json!([increment, ["stateDiff"]])).await;
+    let storage = &answer["stateDiff"][key(counter)]["storage"];
+    let slot0 = format!("0x{}", "0".repeat(64));
+    let one = format!("0x{}1", "0".repeat(63));
+    assert_eq!(storage[&slot0], json!({"*": {"from": slot0, "to": one}}), "{answer}");
+
+    // What cannot be rebuilt says so; a bad mode is a bad parameter.
+    let (code, message) =
+        ours.try_call("trace_replayTransaction", json!([pay, ["vmTrace"]])).await.expect_err("no vmTrace");
+    assert!(code == -32000 && message.contains("stateDiff"), "{code} {message}");
+    let (code, _) =
+        ours.try_call("trace_replayTransaction", json!([pay, ["everything"]])).await.expect_err("bad");
+    assert_eq!(code, -32602);
+    let _ = server.stop();
+}
