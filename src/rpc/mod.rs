@@ -6,6 +6,7 @@ pub mod errors;
 pub mod ext;
 mod gateway;
 pub mod holders;
+pub mod issuance;
 mod materialize;
 pub mod ots;
 pub mod ots2;

@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 
 use super::{
     errors::{invalid_params, node_error},
+    issuance::{issuance, Issuance, MAINNET},
     RpcContext,
 };
 /// Keys of an `eth_getBlockByNumber` answer that are not part of a header.
@@ -120,10 +121,35 @@ impl OtsBlocks {
         let count = block.remove("transactions").and_then(|t| t.as_array().map(Vec::len)).unwrap_or(0);
         block.insert("logsBloom".into(), Value::Null);
         block.insert("transactionCount".into(), json!(count));
-        // Proof of stake issues nothing through blocks; proof-of-work rewards are not computed
-        // yet (docs/api.md).
-        let issuance = json!({"blockReward": "0x0", "uncleReward": "0x0", "issuance": "0x0"});
+        let issuance = self.issuance(&block).await?;
+        let issuance = json!({
+            "blockReward": hex(issuance.block_reward),
+            "uncleReward": hex(issuance.uncle_reward),
+            "issuance": hex(issuance.total()),
+        });
         Ok(json!({"block": block, "issuance": issuance, "totalFees": hex(fees)}))
+    }
+
+    /// What the block issued: nothing under proof of stake (difficulty 0, asked of no one), the
+    /// ethash rewards on mainnet, whose uncles' numbers the node gives.
+    async fn issuance(&self, block: &Map<String, Value>) -> RpcResult<Issuance> {
+        let difficulty = block.get("difficulty").map(quantity).unwrap_or_default();
+        if difficulty.is_zero() {
+            return Ok(Issuance::default());
+        }
+        let chain_id = quantity(&self.node::<Value>("eth_chainId", json!([])).await?);
+        if chain_id != U256::from(MAINNET) {
+            return Ok(Issuance::default());
+        }
+        let number = quantity(block.get("number").unwrap_or(&Value::Null)).saturating_to::<u64>();
+        let uncles = block.get("uncles").and_then(Value::as_array).map_or(0, Vec::len);
+        let calls: Vec<(&'static str, Value)> = (0..uncles)
+            .map(|i| ("eth_getUncleByBlockHashAndIndex", json!([block.get("hash"), format!("{i:#x}")])))
+            .collect();
+        let answers = self.ctx.node.batch(&calls).await.map_err(|e| node_error(&e))?;
+        let numbers: Vec<u64> =
+            answers.iter().map(|u| quantity(&u["number"]).saturating_to::<u64>()).collect();
+        Ok(issuance(MAINNET, number, difficulty, &numbers))
     }
 
     async fn header(&self, block: Value) -> RpcResult<Value> {
