@@ -163,14 +163,7 @@ async fn main() {
     );
     drop(txn);
 
-    let ctx = RpcContext {
-        db,
-        node: source,
-        max_page_size: 1000,
-        max_search_page: 25,
-        progress: None,
-        events: None,
-    };
+    let ctx = RpcContext::new(db, source);
     let (addr, server) =
         rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
             .await

@@ -158,14 +158,7 @@ mod tests {
         indexer.sync_to(head).await.expect("sync");
         let clean = dump(&db.begin_read().expect("read")).expect("dump");
 
-        let ctx = RpcContext {
-            db: db.clone(),
-            node,
-            max_page_size: 1000,
-            max_search_page: 25,
-            progress: None,
-            events: None,
-        };
+        let ctx = RpcContext::new(db.clone(), node);
         let (addr, server) =
             rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
                 .await

@@ -69,14 +69,7 @@ async fn start_server(
     options: &ServerOptions,
 ) -> (String, jsonrpsee::server::ServerHandle) {
     let node = NodeClient::connect(node_url, Duration::from_secs(30)).expect("node");
-    let ctx = RpcContext {
-        db: db.clone(),
-        node,
-        max_page_size: 1000,
-        max_search_page: 25,
-        progress: None,
-        events: None,
-    };
+    let ctx = RpcContext::new(db.clone(), node);
     let (addr, handle) = rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, options).await.expect("serve");
     (format!("127.0.0.1:{}", addr.port()), handle)
 }

@@ -136,14 +136,7 @@ async fn every_method_over_http_and_ws_matches_the_golden_answers() {
     .expect("indexer");
     indexer.sync_to(node.head().await.expect("head")).await.expect("sync");
     indexer.close().await.expect("close");
-    let ctx = RpcContext {
-        db: db.clone(),
-        node,
-        max_page_size: 1000,
-        max_search_page: 25,
-        progress: None,
-        events: None,
-    };
+    let ctx = RpcContext::new(db.clone(), node);
     let (addr, server) = rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &ServerOptions::default())
         .await
         .expect("serve");

@@ -25,7 +25,7 @@ async fn serve_without_ots(url: &str) -> (tempfile::TempDir, Client, jsonrpsee::
         proxy: ProxyPolicy::new(&[], &["ots_".to_owned(), "erigon_".to_owned()]),
         ..ServerOptions::default()
     };
-    let ctx = RpcContext { db, node, max_page_size: 1000, max_search_page: 25, progress: None, events: None };
+    let ctx = RpcContext::new(db, node);
     let (addr, server) =
         rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &options).await.expect("serve");
     (dir, Client::new(&format!("http://{addr}")), server)

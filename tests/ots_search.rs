@@ -342,14 +342,7 @@ async fn address_pages_equal_anvils_but_for_erigons_differences() {
         proxy: ProxyPolicy::new(&[], &["ots_".to_owned(), "erigon_".to_owned()]),
         ..ServerOptions::default()
     };
-    let ctx = RpcContext {
-        db: db.clone(),
-        node: source,
-        max_page_size: 1000,
-        max_search_page: 25,
-        progress: None,
-        events: None,
-    };
+    let ctx = RpcContext::new(db.clone(), source);
     let (addr, server) =
         rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &options).await.expect("serve");
     let ours = Client::new(&format!("http://{addr}"));

@@ -48,14 +48,7 @@ async fn state_diff_is_rebuilt_from_the_prestate_tracer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
     let client = NodeClient::connect(&anvil.url, Duration::from_secs(30)).expect("node");
-    let ctx = RpcContext {
-        db,
-        node: client,
-        max_page_size: 1000,
-        max_search_page: 25,
-        progress: None,
-        events: None,
-    };
+    let ctx = RpcContext::new(db, client);
     let (addr, server) = rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &ServerOptions::default())
         .await
         .expect("serve");

@@ -148,19 +148,30 @@ impl ChunkKey {
     }
 }
 
+/// `address (20) ‖ n (8, BE)`: the key of every per-address list table.
+pub(crate) fn address_u64_key(address: &Address, n: u64) -> [u8; 28] {
+    let mut out = [0u8; 28];
+    out[..20].copy_from_slice(address.as_slice());
+    out[20..].copy_from_slice(&n.to_be_bytes());
+    out
+}
+
+/// The parts of an [`address_u64_key`].
+pub(crate) fn split_address_u64_key(bytes: &[u8], what: &'static str) -> Result<(Address, u64), CodecError> {
+    if bytes.len() != 28 {
+        return Err(CodecError::new(what, "expected 28 bytes", bytes.len()));
+    }
+    Ok((Address::from_slice(&bytes[..20]), be_u64(&bytes[20..], what)?))
+}
+
 impl KeyCodec for ChunkKey {
     type Encoded = [u8; 28];
     fn encode_key(&self) -> [u8; 28] {
-        let mut out = [0u8; 28];
-        out[..20].copy_from_slice(self.address.as_slice());
-        out[20..].copy_from_slice(&self.chunk.to_be_bytes());
-        out
+        address_u64_key(&self.address, self.chunk)
     }
     fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
-        if bytes.len() != 28 {
-            return Err(CodecError::new("chunk key", "expected 28 bytes", bytes.len()));
-        }
-        Ok(Self { address: Address::from_slice(&bytes[..20]), chunk: be_u64(&bytes[20..], "chunk key")? })
+        let (address, chunk) = split_address_u64_key(bytes, "chunk key")?;
+        Ok(Self { address, chunk })
     }
 }
 

@@ -52,6 +52,20 @@ pub struct RpcContext {
     pub events: Option<crate::events::EventBus>,
 }
 
+impl RpcContext {
+    /// Serves `db` in front of `node` with the default page caps and no sync loop of its own.
+    pub const fn new(db: Db, node: NodeClient) -> Self {
+        Self {
+            db,
+            node,
+            max_page_size: DEFAULT_MAX_PAGE_SIZE,
+            max_search_page: DEFAULT_MAX_SEARCH_PAGE,
+            progress: None,
+            events: None,
+        }
+    }
+}
+
 /// Starting the server failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {

@@ -21,14 +21,7 @@ use serde_json::Value;
 /// Serves `db` (forwarding to `node`) on a free loopback port with the default limits and 1,000
 /// results per page: a real client for it, and the server's handle.
 pub async fn serve(db: &Db, node: NodeClient) -> (Client, ServerHandle) {
-    let ctx = RpcContext {
-        db: db.clone(),
-        node,
-        max_page_size: 1000,
-        max_search_page: 25,
-        progress: None,
-        events: None,
-    };
+    let ctx = RpcContext::new(db.clone(), node);
     let (addr, server) =
         rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
             .await

@@ -10,7 +10,7 @@
 
 use alloy_primitives::Address;
 
-use super::{address, be_u64, CodecError, KeyCodec, ValueCodec};
+use super::{address, address_u64_key, be_u64, split_address_u64_key, CodecError, KeyCodec, ValueCodec};
 use crate::txid::TxId;
 
 /// Bytes a packed chunk may reach before the next id starts a new chunk: small enough that an
@@ -30,16 +30,11 @@ pub struct ListKey {
 impl KeyCodec for ListKey {
     type Encoded = [u8; 28];
     fn encode_key(&self) -> [u8; 28] {
-        let mut out = [0u8; 28];
-        out[..20].copy_from_slice(self.address.as_slice());
-        out[20..].copy_from_slice(&self.last.to_be_bytes());
-        out
+        address_u64_key(&self.address, self.last)
     }
     fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
-        if bytes.len() != 28 {
-            return Err(CodecError::new("list key", "expected 28 bytes", bytes.len()));
-        }
-        Ok(Self { address: Address::from_slice(&bytes[..20]), last: be_u64(&bytes[20..], "list key")? })
+        let (address, last) = split_address_u64_key(bytes, "list key")?;
+        Ok(Self { address, last })
     }
 }
 
