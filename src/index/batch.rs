@@ -191,7 +191,7 @@ pub fn write_batch(
     let mut tip = state::read_state(&txn)?.checkpoint;
     let mut out = WrittenBatch::default();
     let mut kinds = Kinds::default();
-    let mut undo = UndoLog::default();
+    let mut undo = UndoLog::keeping_from(keep_from);
     let mut lists = IdLists::default();
     let mut held = Holdings::default();
     let mut balances = Balances::default();
@@ -225,7 +225,7 @@ pub fn write_batch(
         balances.write_beside(db, &txn, keep_from, || -> Result<(u64, u64), WriteError> {
             held.write(&txn, &mut undo)?;
             let appearances = seen.write(&txn)?.appearances;
-            undo.write(&txn, keep_from)?;
+            undo.write(&txn)?;
             let before = db.begin_read().ok();
             Ok((lists.write(&txn, before.as_ref())?, appearances))
         })?;

@@ -19,18 +19,27 @@ type PendingRecord = (u64, B256, Vec<(IndexKind, Address)>);
 #[derive(Debug, Default)]
 pub struct UndoLog {
     records: Vec<PendingRecord>,
+    /// Blocks below this leave the reorg window as the batch commits: their rows are not kept.
+    keep_from: u64,
 }
 
 impl UndoLog {
+    /// The records of a batch whose blocks from `keep_from` on stay in the reorg window.
+    pub fn keeping_from(keep_from: u64) -> Self {
+        Self { records: Vec::new(), keep_from }
+    }
+
     /// Starts the record of the next block of the batch.
     pub fn begin_block(&mut self, number: u64, hash: B256) {
         self.records.push((number, hash, Vec::new()));
     }
 
-    /// The block begun last wrote `address`'s row of `kind`.
+    /// The block begun last wrote `address`'s row of `kind`. Not kept for a block that leaves
+    /// the window (most of a catch-up batch: several rows per transaction otherwise).
     pub fn touch(&mut self, kind: IndexKind, address: Address) {
-        if let Some((_, _, touched)) = self.records.last_mut() {
-            touched.push((kind, address));
+        match self.records.last_mut() {
+            Some((number, _, touched)) if *number >= self.keep_from => touched.push((kind, address)),
+            _ => {}
         }
     }
 
@@ -38,17 +47,20 @@ impl UndoLog {
     /// batch but owed to one block of it).
     pub fn touch_at(&mut self, tx: TxId, kind: IndexKind, address: Address) {
         let Some(&(first, _, _)) = self.records.first() else { return };
+        if tx.block() < self.keep_from {
+            return;
+        }
         let at = usize::try_from(tx.block().saturating_sub(first)).unwrap_or(usize::MAX);
         if let Some((_, _, touched)) = self.records.get_mut(at) {
             touched.push((kind, address));
         }
     }
 
-    /// Writes the records of blocks from `keep_from` on (older ones leave the reorg window as
-    /// the batch commits, so nothing would ever read them).
-    pub fn write(self, txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
+    /// Writes the records of blocks in the window (older ones leave the reorg window as the
+    /// batch commits, so nothing would ever read them).
+    pub fn write(self, txn: &WriteTxn) -> DbResult<()> {
         for (number, hash, mut touched) in self.records {
-            if number < keep_from {
+            if number < self.keep_from {
                 continue;
             }
             touched.sort_unstable();

@@ -104,8 +104,9 @@ impl Appearances {
             stats.anchors += write_sent(txn, &run[0].0, run)?;
         }
         self.created.sort_unstable();
+        let mut creators = txn.cursor::<OtsContractCreators>()?;
         for (address, creation) in &self.created {
-            txn.cursor::<OtsContractCreators>()?.put(address, creation)?;
+            creators.put(address, creation)?;
         }
         Ok(stats)
     }
@@ -219,11 +220,6 @@ pub fn after<K: TransactionKind>(
     want: usize,
 ) -> DbResult<BlockPage> {
     lists::after::<OtsAppearances, K>(txn, address, from, want)
-}
-
-/// Number of transactions `address` appears in.
-pub fn count<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<u64> {
-    lists::count::<OtsAppearances, K>(txn, address)
 }
 
 /// Checks the family: both lists (see [`lists::check`]), anchors inside their sender's list
