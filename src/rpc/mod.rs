@@ -12,6 +12,7 @@ pub mod ots;
 pub mod ots2;
 pub mod ots_blocks;
 pub mod ots_search;
+mod ots_shapes;
 pub mod ots_tx;
 mod oversized;
 pub mod proxy;

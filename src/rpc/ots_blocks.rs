@@ -6,13 +6,15 @@
 //! receipts in a page carry no logs but their block's `timestamp`, and a listed transaction's
 //! input is cut to its 4-byte selector.
 
+use alloy::rpc::types::{trace::otterscan::InternalIssuance, BlockTransactions};
 use alloy_primitives::{Address, U256};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::{
     errors::{invalid_params, node_error},
     issuance::{issuance, Issuance, MAINNET},
+    ots_shapes::{block_details, block_transactions_page, node_block, NodeHeader, ReceiptLogs, Receipts},
     RpcContext,
 };
 /// Keys of an `eth_getBlockByNumber` answer that are not part of a header.
@@ -74,10 +76,6 @@ fn quantity(v: &Value) -> U256 {
     v.as_str().and_then(|s| U256::from_str_radix(s.trim_start_matches("0x"), 16).ok()).unwrap_or_default()
 }
 
-fn hex(n: U256) -> Value {
-    json!(format!("{n:#x}"))
-}
-
 impl OtsBlocks {
     /// Serves from `ctx`'s node.
     pub const fn new(ctx: RpcContext) -> Self {
@@ -94,45 +92,38 @@ impl OtsBlocks {
 
     /// The block's receipts: `eth_getBlockReceipts`, or one `eth_getTransactionReceipt` per
     /// transaction where the node lacks it.
-    async fn receipts(&self, block: &Map<String, Value>) -> RpcResult<Vec<Value>> {
-        let Some(hash) = block.get("hash").cloned() else { return Ok(Vec::new()) };
+    async fn receipts(&self, header: &NodeHeader, txs: &BlockTransactions<Value>) -> RpcResult<Vec<Value>> {
+        let Some(hash) = header.get("hash").cloned() else { return Ok(Vec::new()) };
         match self.ctx.node.raw::<_, Vec<Value>>("eth_getBlockReceipts", json!([hash])).await {
             Ok(receipts) => return Ok(receipts),
             Err(e) if e.is_method_missing() => {}
             Err(e) => return Err(node_error(&e)),
         }
-        let hashes: Vec<Value> = block
-            .get("transactions")
-            .and_then(Value::as_array)
-            .map(|txs| txs.iter().map(|t| t.get("hash").cloned().unwrap_or_else(|| t.clone())).collect())
-            .unwrap_or_default();
         let calls: Vec<(&'static str, Value)> =
-            hashes.into_iter().map(|h| ("eth_getTransactionReceipt", json!([h]))).collect();
+            txs.txns().map(|t| ("eth_getTransactionReceipt", json!([t.get("hash").unwrap_or(t)]))).collect();
         self.ctx.node.batch(&calls).await.map_err(|e| node_error(&e))
     }
 
     /// Block details from an `eth_getBlockBy*` answer (without full transactions).
-    async fn details(&self, block: Value) -> RpcResult<Value> {
-        let Value::Object(mut block) = block else { return Ok(Value::Null) };
-        let receipts = self.receipts(&block).await?;
+    async fn details(&self, answer: Value) -> RpcResult<Value> {
+        let Some(mut block) = node_block(answer)? else { return Ok(Value::Null) };
+        let receipts = self.receipts(&block.header, &block.transactions).await?;
         let fees = receipts.iter().fold(U256::ZERO, |sum, r| {
             sum.saturating_add(quantity(&r["gasUsed"]).saturating_mul(quantity(&r["effectiveGasPrice"])))
         });
-        let count = block.remove("transactions").and_then(|t| t.as_array().map(Vec::len)).unwrap_or(0);
-        block.insert("logsBloom".into(), Value::Null);
-        block.insert("transactionCount".into(), json!(count));
-        let issuance = self.issuance(&block).await?;
-        let issuance = json!({
-            "blockReward": hex(issuance.block_reward),
-            "uncleReward": hex(issuance.uncle_reward),
-            "issuance": hex(issuance.total()),
-        });
-        Ok(json!({"block": block, "issuance": issuance, "totalFees": hex(fees)}))
+        block.header.insert("logsBloom".into(), Value::Null);
+        let issuance = self.issuance(&block.header, block.uncles.len()).await?;
+        let issuance = InternalIssuance {
+            block_reward: issuance.block_reward,
+            uncle_reward: issuance.uncle_reward,
+            issuance: issuance.total(),
+        };
+        block_details(block, issuance, fees)
     }
 
     /// What the block issued: nothing under proof of stake (difficulty 0, asked of no one), the
     /// ethash rewards on mainnet, whose uncles' numbers the node gives.
-    async fn issuance(&self, block: &Map<String, Value>) -> RpcResult<Issuance> {
+    async fn issuance(&self, block: &NodeHeader, uncles: usize) -> RpcResult<Issuance> {
         let difficulty = block.get("difficulty").map(quantity).unwrap_or_default();
         if difficulty.is_zero() {
             return Ok(Issuance::default());
@@ -142,7 +133,6 @@ impl OtsBlocks {
             return Ok(Issuance::default());
         }
         let number = quantity(block.get("number").unwrap_or(&Value::Null)).saturating_to::<u64>();
-        let uncles = block.get("uncles").and_then(Value::as_array).map_or(0, Vec::len);
         let calls: Vec<(&'static str, Value)> = (0..uncles)
             .map(|i| ("eth_getUncleByBlockHashAndIndex", json!([block.get("hash"), format!("{i:#x}")])))
             .collect();
@@ -185,52 +175,25 @@ impl OtsBlocksApiServer for OtsBlocks {
                 self.ctx.max_page_size
             )));
         }
-        let answer: Value = self.node("eth_getBlockByNumber", json!([block_param(&block)?, true])).await?;
-        let Value::Object(mut full) = answer else { return Ok(Value::Null) };
-        let receipts = self.receipts(&full).await?;
-        let txs = match full.remove("transactions") {
-            Some(Value::Array(txs)) => txs,
-            _ => Vec::new(),
-        };
+        let answer = self.node("eth_getBlockByNumber", json!([block_param(&block)?, true])).await?;
+        let Some(mut full) = node_block(answer)? else { return Ok(Value::Null) };
+        let receipts = self.receipts(&full.header, &full.transactions).await?;
+        let txs = std::mem::replace(&mut full.transactions, BlockTransactions::Full(Vec::new()));
+        let mut txs: Vec<Value> = txs.into_transactions_vec();
         // Erigon pages from the block's end: page p is transactions [n − (p+1)·s, n − p·s), in
         // block order. The UI counts on it to find a transaction's page from its index.
         let total = txs.len();
         let size = usize::try_from(page_size).unwrap_or(usize::MAX);
         let end = total.saturating_sub(usize::try_from(page).unwrap_or(usize::MAX).saturating_mul(size));
         let start = end.saturating_sub(size);
-        let page_txs: Vec<Value> = txs[start..end]
-            .iter()
-            .cloned()
-            .map(|mut tx| {
-                if let Some(input) = tx.get("input").and_then(Value::as_str) {
-                    let selector: String = input.chars().take(10).collect();
-                    tx["input"] = json!(selector);
-                }
-                tx
-            })
-            .collect();
-        // Each receipt carries its block's timestamp, as Erigon's do (in place of the newer
-        // `blockTimestamp` some nodes add).
-        let timestamp = full.get("timestamp").cloned().unwrap_or(Value::Null);
-        let page_receipts: Vec<Value> = receipts
-            .get(start..end)
-            .unwrap_or_default()
-            .iter()
-            .cloned()
-            .map(|mut r| {
-                r["logs"] = Value::Null;
-                r["logsBloom"] = Value::Null;
-                r["timestamp"] = timestamp.clone();
-                if let Some(fields) = r.as_object_mut() {
-                    fields.remove("blockTimestamp");
-                }
-                r
-            })
-            .collect();
-        full.insert("transactions".into(), json!(page_txs));
-        full.insert("transactionCount".into(), json!(total));
-        full.insert("logsBloom".into(), Value::Null);
-        Ok(json!({"fullblock": full, "receipts": page_receipts}))
+        txs.truncate(end);
+        let page_txs = txs.split_off(start);
+        let timestamp = full.header.get("timestamp").map(quantity).map(|t| t.saturating_to::<u64>());
+        let page_receipts = receipts.get(start..end).unwrap_or_default().to_vec();
+        let timestamps = vec![timestamp; page_receipts.len()];
+        full.transactions = BlockTransactions::Full(page_txs);
+        full.header.insert("logsBloom".into(), Value::Null);
+        block_transactions_page(full, total, Receipts::new(page_receipts, &timestamps, ReceiptLogs::Dropped))
     }
 
     async fn has_code(&self, address: Address, block: Value) -> RpcResult<bool> {

@@ -7,12 +7,14 @@
 //! results are newest first, a page ends on a whole block (so it may hold more than asked), and
 //! `firstPage`/`lastPage` say whether newer/older transactions exist.
 
+use alloy::rpc::types::trace::otterscan::ContractCreator;
 use alloy_primitives::{Address, B256};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 use serde_json::{json, Value};
 
 use super::{
     errors::{db_error, invalid_params, node_error, server_error},
+    ots_shapes::{search_page, ReceiptLogs, Receipts},
     RpcContext,
 };
 use crate::{db::ReadTxn, index::appearances, txid::TxId};
@@ -51,7 +53,7 @@ pub trait OtsSearchApi {
     /// `{hash, creator}` of the transaction and frame that created `address`, or null when it
     /// has no code at the head.
     #[method(name = "getContractCreator")]
-    async fn get_contract_creator(&self, address: Address) -> RpcResult<Option<Value>>;
+    async fn get_contract_creator(&self, address: Address) -> RpcResult<Option<ContractCreator>>;
 }
 
 /// Implementation of [`OtsSearchApiServer`].
@@ -74,14 +76,8 @@ fn hex_u64(n: u64) -> String {
     format!("{n:#x}")
 }
 
-/// A receipt as Erigon's search gives it: with its block's `timestamp` (in place of the
-/// `blockTimestamp` some nodes add).
-fn with_timestamp(mut receipt: Value, timestamp: &Value) -> Value {
-    if let Some(fields) = receipt.as_object_mut() {
-        fields.remove("blockTimestamp");
-        fields.insert("timestamp".into(), timestamp.clone());
-    }
-    receipt
+fn hex_field(v: &Value, field: &str) -> Option<u64> {
+    u64::from_str_radix(v.get(field)?.as_str()?.strip_prefix("0x")?, 16).ok()
 }
 
 impl OtsSearch {
@@ -115,22 +111,24 @@ impl OtsSearch {
     /// `timestamp` as Erigon adds it. The page is cut into a few parts fetched at once, so that
     /// a node serving requests on several threads answers them side by side and one part's
     /// receipts are asked for while another's transactions are still coming.
-    async fn materialize(&self, ids: &[TxId]) -> RpcResult<(Vec<Value>, Vec<Value>)> {
+    async fn materialize(&self, ids: &[TxId]) -> RpcResult<(Vec<Value>, Receipts)> {
         let size = ids.len().div_ceil(PARALLEL_PARTS).max(1);
         let parts =
             futures::future::try_join_all(ids.chunks(size).map(|part| self.materialize_part(part))).await?;
-        let (mut txs, mut receipts) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
-        for (t, r) in parts {
+        let mut txs = Vec::with_capacity(ids.len());
+        let (mut receipts, mut timestamps) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
+        for (t, r, s) in parts {
             txs.extend(t);
             receipts.extend(r);
+            timestamps.extend(s);
         }
-        Ok((txs, receipts))
+        Ok((txs, Receipts::new(receipts, &timestamps, ReceiptLogs::Kept)))
     }
 
     /// One part of [`Self::materialize`]: the transactions and their blocks' headers in one
     /// round trip, their receipts in a second. (Fetching a busy block whole with
     /// `eth_getBlockReceipts` measured slower: docs/benchmarks.md.)
-    async fn materialize_part(&self, ids: &[TxId]) -> RpcResult<(Vec<Value>, Vec<Value>)> {
+    async fn materialize_part(&self, ids: &[TxId]) -> RpcResult<(Vec<Value>, Vec<Value>, Vec<Option<u64>>)> {
         let groups: Vec<&[TxId]> = ids.chunk_by(|a, b| a.block() == b.block()).collect();
         let mut calls: Vec<(&'static str, Value)> = Vec::with_capacity(ids.len() + groups.len());
         for group in &groups {
@@ -159,14 +157,13 @@ impl OtsSearch {
                     )));
                 }
                 txs.push(tx.clone());
-                timestamps.push(header["timestamp"].clone());
+                timestamps.push(hex_field(header, "timestamp"));
             }
         }
         let calls: Vec<(&'static str, Value)> =
             txs.iter().map(|tx| ("eth_getTransactionReceipt", json!([tx["hash"]]))).collect();
         let receipts = self.ctx.node.batch(&calls).await.map_err(|e| node_error(&e))?;
-        let receipts = receipts.into_iter().zip(&timestamps).map(|(r, t)| with_timestamp(r, t)).collect();
-        Ok((txs, receipts))
+        Ok((txs, receipts, timestamps))
     }
 
     async fn search(
@@ -204,7 +201,7 @@ impl OtsSearch {
             Direction::Before => (block == 0, !page.more),
             Direction::After => (!page.more, block == 0),
         };
-        Ok(json!({"txs": txs, "receipts": receipts, "firstPage": first_page, "lastPage": last_page}))
+        search_page(txs, receipts, first_page, last_page)
     }
 }
 
@@ -239,7 +236,7 @@ impl OtsSearchApiServer for OtsSearch {
         self.hash_of(id).await
     }
 
-    async fn get_contract_creator(&self, address: Address) -> RpcResult<Option<Value>> {
+    async fn get_contract_creator(&self, address: Address) -> RpcResult<Option<ContractCreator>> {
         let code: String =
             self.ctx.node.raw("eth_getCode", json!([address, "latest"])).await.map_err(|e| node_error(&e))?;
         if code.trim_start_matches("0x").is_empty() {
@@ -254,6 +251,6 @@ impl OtsSearchApiServer for OtsSearch {
                 creation.tx
             )));
         };
-        Ok(Some(json!({"hash": hash, "creator": creation.creator})))
+        Ok(Some(ContractCreator { hash, creator: creation.creator }))
     }
 }

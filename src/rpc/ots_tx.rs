@@ -2,9 +2,10 @@
 //! revert output — built from the node's call tracer (`debug_traceTransaction` with
 //! `callTracer`), so that they work on a node without `ots_` (docs/api.md).
 
+use alloy::rpc::types::trace::otterscan::{InternalOperation, OperationType, TraceEntry};
 use alloy_primitives::{Address, Bytes, B256, U256};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 
 use super::{
@@ -35,46 +36,12 @@ struct Frame {
 
 impl Frame {
     /// Every frame with its depth (the top call 0), in execution order.
-    fn walk(&self, depth: u64, out: &mut Vec<(u64, Frame)>) {
+    fn walk(&self, depth: u32, out: &mut Vec<(u32, Frame)>) {
         out.push((depth, Self { calls: Vec::new(), ..self.clone() }));
         for call in &self.calls {
             call.walk(depth + 1, out);
         }
     }
-}
-
-/// An internal operation, as Erigon's `ots_getInternalOperations` gives it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct InternalOperation {
-    /// 0 a transfer, 1 a selfdestruct, 2 a CREATE, 3 a CREATE2.
-    #[serde(rename = "type")]
-    pub kind: u8,
-    /// Who sent the value (the creator, or the destroyed contract).
-    pub from: Address,
-    /// Who got it (the created contract, or the beneficiary).
-    pub to: Address,
-    /// Wei moved.
-    pub value: U256,
-}
-
-/// One call of a transaction's trace, as Erigon's `ots_traceTransaction` gives it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TraceEntry {
-    /// `CALL`, `STATICCALL`, `DELEGATECALL`, `CALLCODE`, `CREATE`, `CREATE2` or `SELFDESTRUCT`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// 0 for the transaction's own call.
-    pub depth: u64,
-    /// Caller.
-    pub from: Address,
-    /// Callee, created contract or beneficiary.
-    pub to: Address,
-    /// Wei sent; null where a call cannot carry value (`STATICCALL`, `DELEGATECALL`).
-    pub value: Option<U256>,
-    /// Call data or init code.
-    pub input: Bytes,
-    /// Return data or created code.
-    pub output: Bytes,
 }
 
 /// `ots_` transaction methods.
@@ -130,13 +97,13 @@ impl OtsTxApiServer for OtsTx {
             .filter_map(|(_, f)| {
                 let value = f.value.unwrap_or_default();
                 let kind = match f.kind.as_str() {
-                    "CALL" if !value.is_zero() => 0,
-                    "SELFDESTRUCT" => 1,
-                    "CREATE" => 2,
-                    "CREATE2" => 3,
+                    "CALL" if !value.is_zero() => OperationType::OpTransfer,
+                    "SELFDESTRUCT" => OperationType::OpSelfDestruct,
+                    "CREATE" => OperationType::OpCreate,
+                    "CREATE2" => OperationType::OpCreate2,
                     _ => return None,
                 };
-                Some(InternalOperation { kind, from: f.from, to: f.to.unwrap_or_default(), value })
+                Some(InternalOperation { r#type: kind, from: f.from, to: f.to.unwrap_or_default(), value })
             })
             .collect();
         Ok(ops)
@@ -151,7 +118,7 @@ impl OtsTxApiServer for OtsTx {
                 let carries_value = !matches!(f.kind.as_str(), "STATICCALL" | "DELEGATECALL");
                 TraceEntry {
                     value: carries_value.then(|| f.value.unwrap_or_default()),
-                    kind: f.kind,
+                    r#type: f.kind,
                     depth,
                     from: f.from,
                     to: f.to.unwrap_or_default(),
