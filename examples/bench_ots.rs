@@ -2,7 +2,9 @@
 //! local Anvil, indexes it, serves it, and times over HTTP, in the same run, our
 //! `ots_getTransactionBySenderAndNonce` and `ots_searchTransactionsBefore` against Anvil's own
 //! (which scans its chain per call) — for an address whose only appearance is near genesis and
-//! for the busiest one — then prints the appearance index's bytes per appearance.
+//! for the busiest one (the same page again, which our cache answers, and a new page each
+//! call, which it cannot), with the node's own cost of the calls such a page needs — then
+//! prints the appearance index's bytes per appearance.
 //!
 //! `scripts/bench-ots.sh` runs it in release mode.
 //! Usage: bench_ots [TRANSACTIONS] [TXS_PER_BLOCK] [ANVIL_ROUNDS] [OUR_ROUNDS]
@@ -44,6 +46,20 @@ async fn time(client: &NodeClient, method: &'static str, params: Value, rounds: 
     for _ in 0..rounds.max(1) {
         let started = Instant::now();
         answer = client.raw(method, params.clone()).await.unwrap_or_else(|e| panic!("{method}: {e}"));
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    (times[times.len() / 2], answer)
+}
+
+/// Median of one timed call of `method` per entry of `params` (each a different page), in
+/// milliseconds, and the last answer.
+async fn time_each(client: &NodeClient, method: &'static str, params: &[Value]) -> (f64, Value) {
+    let mut times = Vec::new();
+    let mut answer = Value::Null;
+    for p in params {
+        let started = Instant::now();
+        answer = client.raw(method, p.clone()).await.unwrap_or_else(|e| panic!("{method}: {e}"));
         times.push(started.elapsed().as_secs_f64() * 1e3);
     }
     times.sort_by(f64::total_cmp);
@@ -187,7 +203,7 @@ async fn main() {
             "ots_getTransactionBySenderAndNonce",
             json!([busiest_sender, mid]),
         ),
-        ("searchBefore, busiest address", "ots_searchTransactionsBefore", json!([hub, 0, 25])),
+        ("searchBefore, busiest address, same page", "ots_searchTransactionsBefore", json!([hub, 0, 25])),
     ];
     println!("{:<42} {:>12} {:>12} {:>10}", "median over HTTP", "Anvil ms", "ours ms", "ratio");
     for (name, method, params) in cases {
@@ -198,11 +214,49 @@ async fn main() {
             _ => theirs == got,
         };
         println!(
-            "{name:<42} {theirs_ms:>12.2} {ours_ms:>12.3} {:>9.0}x{}",
+            "{name:<42} {theirs_ms:>12.2} {ours_ms:>12.3} {:>9.2}x{}",
             theirs_ms / ours_ms,
             if same { "" } else { "  (answers differ!)" }
         );
     }
+    // Every call a page not asked for before (so none is in our cache): the busiest address's
+    // history before each of the newest blocks in turn.
+    let pages: Vec<Value> = (0..our_rounds.max(1)).map(|i| json!([hub, head - i, 25])).collect();
+    let (theirs_ms, theirs) = time_each(&node, "ots_searchTransactionsBefore", &pages).await;
+    let (ours_ms, got) = time_each(&ours, "ots_searchTransactionsBefore", &pages).await;
+    println!(
+        "{:<42} {theirs_ms:>12.2} {ours_ms:>12.3} {:>9.2}x{}",
+        "searchBefore, busiest address, new pages",
+        theirs_ms / ours_ms,
+        if theirs["txs"] == got["txs"] { "" } else { "  (answers differ!)" }
+    );
+    // What such a page costs at the node alone: the calls it needs, each kind in one batch.
+    let txs = theirs["txs"].as_array().cloned().unwrap_or_default();
+    let bodies: Vec<(&'static str, Value)> = txs
+        .iter()
+        .map(|t| {
+            ("eth_getTransactionByBlockNumberAndIndex", json!([t["blockNumber"], t["transactionIndex"]]))
+        })
+        .collect();
+    let receipts: Vec<(&'static str, Value)> =
+        txs.iter().map(|t| ("eth_getTransactionReceipt", json!([t["hash"]]))).collect();
+    let mut floor = [Vec::new(), Vec::new()];
+    for _ in 0..5 {
+        for (i, calls) in [&bodies, &receipts].into_iter().enumerate() {
+            let started = Instant::now();
+            node.batch(calls).await.expect("node batch");
+            floor[i].push(started.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    for f in &mut floor {
+        f.sort_by(f64::total_cmp);
+    }
+    println!(
+        "node's part of one such page ({} transactions), one batch each, median of 5: bodies by block and index {:.2} ms, receipts by hash {:.2} ms",
+        txs.len(),
+        floor[0][2],
+        floor[1][2]
+    );
     let _ = server.stop();
     let _ = anvil.kill();
     let _ = anvil.wait();

@@ -1,11 +1,12 @@
 //! Reorgs on a real node while the indexer follows: after `anvil_reorg` at depths 1, 2, 7 and 64
-//! and an `anvil_rollback`, every ots2 table equals a clean index of the final chain.
+//! and an `anvil_rollback`, every ots2 table equals a clean index of the final chain, and our
+//! address pages (whose transactions the server caches) show the final chain's transactions.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use alloy::primitives::B256;
+use alloy::primitives::{Address, B256};
 use common::{
     anvil::Anvil,
     workload::{self, Chain},
@@ -17,7 +18,7 @@ use ots_indexer::{
     source::NodeClient,
     sync::{Indexer, SyncConfig},
 };
-use serde_json::json;
+use serde_json::{json, Value};
 
 fn config() -> SyncConfig {
     SyncConfig {
@@ -51,6 +52,44 @@ async fn wait_for_head(db: &Db, node: &NodeClient) -> (u64, B256) {
         }
         assert!(Instant::now() < deadline, "the follower did not reach head {head} (at {tip:?})");
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Our newest page of `address`'s transactions, as hashes, must open Anvil's whole history of it.
+async fn assert_page_is_the_nodes(
+    ours: &common::Client,
+    anvil: &common::Client,
+    address: Address,
+    what: &str,
+) {
+    let hashes = |page: &Value| -> Vec<Value> {
+        page["txs"].as_array().expect("txs").iter().map(|t| t["hash"].clone()).collect()
+    };
+    let page = hashes(&ours.call("ots_searchTransactionsBefore", json!([address, 0, 25])).await);
+    let all = hashes(&anvil.call("ots_searchTransactionsBefore", json!([address, 0, 100_000])).await);
+    assert!(!page.is_empty() && page.len() <= all.len(), "{what}: {address} page of {}", page.len());
+    assert_eq!(page, all[..page.len()], "{what}: our page of {address} is not the node's chain");
+}
+
+/// Every transaction of our ots2 transfer list of `address` (whose bodies the server caches) is
+/// the node's: known to it by hash, in the same block.
+async fn assert_transfer_list_is_the_nodes(
+    ours: &common::Client,
+    anvil: &common::Client,
+    address: Address,
+    what: &str,
+) {
+    let page = ours.call("ots2_getERC20TransferList", json!([address, 0, 1000])).await;
+    let results = page["results"].as_array().expect("results");
+    assert!(!results.is_empty(), "{what}: {address} has transfers");
+    for r in results {
+        let theirs = anvil.call("eth_getTransactionByHash", json!([r["hash"]])).await;
+        assert_eq!(
+            (theirs["blockHash"].clone(), theirs["hash"].clone()),
+            (r["transaction"]["blockHash"].clone(), r["transaction"]["hash"].clone()),
+            "{what}: transfer {} of {address} is not the node's",
+            r["hash"]
+        );
     }
 }
 
@@ -94,6 +133,8 @@ async fn reorgs_unwind_to_exactly_the_clean_index() {
         (indexer, r)
     });
     assert_equals_clean_index(&anvil.url, &db, &node, "before any reorg").await;
+    let (ours, server) = common::serve(&db, node.clone()).await;
+    let theirs = common::Client::new(&anvil.url);
 
     for (round, depth) in [1u64, 2, 7, 64].into_iter().enumerate() {
         // Activity that the reorg will take away: a new token, transfers of it and of DEMO.
@@ -104,6 +145,11 @@ async fn reorgs_unwind_to_exactly_the_clean_index() {
         chain.transfer(demo, acc[28], acc[29], 1).await;
         chain.mine().await;
         wait_for_head(&db, &node).await;
+        for who in [acc[0], acc[28]] {
+            // Fills the server's cache with the transactions the reorg takes away.
+            assert_page_is_the_nodes(&ours, &theirs, who, &format!("before reorg {depth}")).await;
+            assert_transfer_list_is_the_nodes(&ours, &theirs, who, &format!("before reorg {depth}")).await;
+        }
 
         let replacement = json!([
             [Chain::transfer_request(demo, acc[0], acc[27], 7), 0],
@@ -111,10 +157,16 @@ async fn reorgs_unwind_to_exactly_the_clean_index() {
         ]);
         chain.call("anvil_reorg", json!([depth, replacement])).await;
         assert_equals_clean_index(&anvil.url, &db, &node, &format!("reorg depth {depth}")).await;
+        for who in [acc[0], acc[27]] {
+            assert_page_is_the_nodes(&ours, &theirs, who, &format!("after reorg {depth}")).await;
+            assert_transfer_list_is_the_nodes(&ours, &theirs, who, &format!("after reorg {depth}")).await;
+        }
     }
 
     chain.call("anvil_rollback", json!([3])).await;
     assert_equals_clean_index(&anvil.url, &db, &node, "rollback of 3").await;
+    assert_page_is_the_nodes(&ours, &theirs, acc[0], "after the rollback").await;
+    let _ = server.stop();
 
     stop_tx.send(true).expect("stop");
     let (indexer, result) = follower.await.expect("follower task");

@@ -76,6 +76,7 @@ async fn running(options: ServerOptions) -> Running {
         max_search_page: 25,
         progress: Some(indexer.progress()),
         events: Some(indexer.events()),
+        tx_cache: Default::default(),
     };
     let (addr, server) =
         rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &options).await.expect("serve");

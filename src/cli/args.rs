@@ -163,6 +163,12 @@ pub struct ServeArgs {
     #[arg(long, env = "OTS_MAX_SEARCH_PAGE_SIZE", default_value_t = rpc::DEFAULT_MAX_SEARCH_PAGE)]
     pub max_search_page_size: u64,
 
+    /// MiB of transactions and receipts kept from the node for pages shown again (the first
+    /// page of a busy address, opened by every visitor); 0 turns the cache off. Entries of
+    /// blocks in the reorg window are served only while the index holds the same block.
+    #[arg(long, env = "OTS_TX_CACHE_MIB", default_value_t = rpc::tx_cache::DEFAULT_TX_CACHE_MIB)]
+    pub tx_cache_mib: u64,
+
     /// Browser origins allowed to call the API: `*` (any; the API is read-only), a
     /// comma-separated list such as `http://localhost:5173,https://explorer.example`, or `none`.
     #[arg(long, env = "OTS_HTTP_CORS", default_value = "*", value_parser = rpc::Cors::parse)]
@@ -209,6 +215,13 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// The page cache `--tx-cache-mib` asks for.
+    pub fn tx_cache(&self) -> rpc::tx_cache::TxCache {
+        rpc::tx_cache::TxCache::new(
+            usize::try_from(self.tx_cache_mib.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+        )
+    }
+
     /// The server's options from the flags.
     pub fn options(&self) -> rpc::ServerOptions {
         rpc::ServerOptions {

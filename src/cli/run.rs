@@ -38,6 +38,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         max_search_page: args.serve.max_search_page_size,
         progress: Some(indexer.progress()),
         events: Some(indexer.events()),
+        tx_cache: args.serve.tx_cache(),
     };
     let (addr, server) = rpc::serve(args.serve.http_addr, ctx, &args.serve.options()).await?;
     info!(target: "ots::cli", %addr, datadir = %args.db.datadir.display(), node = %args.node.rpc_url, "ots-indexer running");

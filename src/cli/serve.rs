@@ -44,6 +44,7 @@ pub async fn serve(args: ServeCmdArgs) -> anyhow::Result<()> {
         max_search_page: args.serve.max_search_page_size,
         progress: None,
         events: None,
+        tx_cache: args.serve.tx_cache(),
     };
     let (addr, server) =
         rpc::serve(args.serve.http_addr, ctx, &args.serve.options()).await.context("starting the server")?;

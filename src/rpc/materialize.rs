@@ -1,5 +1,6 @@
 //! Fetching from the node what a result page shows but the index does not hold: one JSON-RPC
-//! batch per step of a page, and a bounded cache of block timestamps.
+//! batch per step of a page, a bounded cache of block timestamps, and the server's cache of
+//! transactions and receipts.
 
 use std::{
     collections::{BTreeMap, HashMap, VecDeque},
@@ -15,6 +16,7 @@ use serde_json::{json, value::RawValue, Value};
 use super::{
     errors::{node_error, server_error},
     transfer_detail::TransferDetail,
+    tx_cache::{CachedTx, IndexedBlock, TxCache},
 };
 use crate::{source::NodeClient, txid::TxId};
 
@@ -100,12 +102,13 @@ fn timestamp_of(n: u64, header: &Value) -> Result<u64, ErrorObjectOwned> {
 pub struct Materializer {
     node: NodeClient,
     cache: Arc<Mutex<SummaryCache>>,
+    txs: TxCache,
 }
 
 impl Materializer {
-    /// Pages from `node`, with an empty cache.
-    pub fn new(node: NodeClient) -> Self {
-        Self { node, cache: Arc::default() }
+    /// Pages from `node`, with an empty summary cache and the server's transaction cache.
+    pub fn new(node: NodeClient, txs: TxCache) -> Self {
+        Self { node, cache: Arc::default(), txs }
     }
 
     fn cached(&self, block: u64) -> Option<u64> {
@@ -135,8 +138,8 @@ impl Materializer {
         fetched: &[u64],
         headers: &[Value],
         tip: Option<u64>,
+        mut fresh: HashMap<u64, u64>,
     ) -> Result<BTreeMap<String, BlockSummary>, ErrorObjectOwned> {
-        let mut fresh = HashMap::new();
         for (&n, header) in fetched.iter().zip(headers) {
             let ts = timestamp_of(n, header)?;
             self.remember(n, ts, tip);
@@ -166,29 +169,44 @@ impl Materializer {
         let missing = self.missing(&blocks);
         let calls: Vec<_> = missing.iter().map(|&n| header_call(n)).collect();
         let headers = self.batch(&calls).await?;
-        self.summaries_from(&blocks, &missing, &headers, tip)
+        self.summaries_from(&blocks, &missing, &headers, tip, HashMap::new())
     }
 
-    /// Transactions and receipts of `ids`, in order, with the summaries of their blocks: one
-    /// batch for the transactions and the uncached headers, one for the receipts (which a node
-    /// gives by hash only). `transfers` is left empty for the caller.
+    /// Transactions and receipts of `ids`, in order, with the summaries of their blocks: those
+    /// the transaction cache holds for the indexed block (`standings`, one per id), the rest
+    /// in one batch for the transactions and the uncached headers and one for the receipts
+    /// (which a node gives by hash only). `transfers` is left empty for the caller.
     pub async fn transactions(
         &self,
         ids: &[TxId],
+        standings: &[IndexedBlock],
         tip: Option<u64>,
     ) -> Result<(BTreeMap<String, BlockSummary>, Vec<TransactionWithReceipt>), ErrorObjectOwned> {
+        let mut found: Vec<Option<Arc<CachedTx>>> =
+            ids.iter().zip(standings).map(|(&id, &standing)| self.txs.get(id, standing)).collect();
+        let mut known = HashMap::new();
+        for (id, tx) in ids.iter().zip(&found) {
+            if let Some(timestamp) = tx.as_ref().and_then(|tx| tx.timestamp) {
+                known.insert(id.block(), timestamp);
+            }
+        }
+        let wanted: Vec<(usize, TxId)> =
+            ids.iter().enumerate().filter(|(i, _)| found[*i].is_none()).map(|(i, &id)| (i, id)).collect();
         let blocks = distinct(ids.iter().map(|id| id.block()));
-        let missing = self.missing(&blocks);
-        let mut calls: Vec<_> = ids
+        let missing: Vec<u64> =
+            self.missing(&blocks).into_iter().filter(|b| !known.contains_key(b)).collect();
+        let mut calls: Vec<_> = wanted
             .iter()
-            .map(|id| ("eth_getTransactionByBlockNumberAndIndex", json!([hex(id.block()), hex(id.index())])))
+            .map(|(_, id)| {
+                ("eth_getTransactionByBlockNumberAndIndex", json!([hex(id.block()), hex(id.index())]))
+            })
             .collect();
         calls.extend(missing.iter().map(|&n| header_call(n)));
-        let mut answers = self.batch(&calls).await?;
-        let headers = answers.split_off(ids.len());
-        let summaries = self.summaries_from(&blocks, &missing, &headers, tip)?;
-        let mut hashes = Vec::with_capacity(ids.len());
-        for (id, tx) in ids.iter().zip(&answers) {
+        let mut answers = if calls.is_empty() { Vec::new() } else { self.batch(&calls).await? };
+        let headers = answers.split_off(wanted.len());
+        let summaries = self.summaries_from(&blocks, &missing, &headers, tip, known)?;
+        let mut hashes = Vec::with_capacity(wanted.len());
+        for ((_, id), tx) in wanted.iter().zip(&answers) {
             let hash = tx.get("hash").filter(|h| h.is_string()).cloned().ok_or_else(|| {
                 server_error(format!(
                     "the node has no transaction {} in block {}: is it serving the indexed chain?",
@@ -200,18 +218,25 @@ impl Materializer {
         }
         let receipt_calls: Vec<_> =
             hashes.iter().map(|h| ("eth_getTransactionReceipt", json!([h]))).collect();
-        let receipts = self.batch(&receipt_calls).await?;
-        let results = answers
+        let receipts = if receipt_calls.is_empty() { Vec::new() } else { self.batch(&receipt_calls).await? };
+        for ((((i, id), tx), hash), receipt) in wanted.into_iter().zip(answers).zip(&hashes).zip(receipts) {
+            if receipt.is_null() {
+                return Err(server_error(format!("the node has no receipt for {hash}")));
+            }
+            let timestamp = summaries.get(&hex(id.block())).map(|s| s.timestamp);
+            let entry = CachedTx { tx, receipt, timestamp };
+            self.txs.put(id, standings[i], entry.clone());
+            found[i] = Some(Arc::new(entry));
+        }
+        let results = found
             .into_iter()
-            .zip(hashes)
-            .zip(receipts)
-            .map(|((transaction, hash), receipt)| {
-                if receipt.is_null() {
-                    return Err(server_error(format!("the node has no receipt for {hash}")));
-                }
-                Ok(TransactionWithReceipt { hash, transaction, receipt, transfers: Vec::new() })
+            .flatten()
+            .map(|entry| {
+                let CachedTx { tx, receipt, .. } = Arc::unwrap_or_clone(entry);
+                let hash = tx.get("hash").cloned().unwrap_or(Value::Null);
+                TransactionWithReceipt { hash, transaction: tx, receipt, transfers: Vec::new() }
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect();
         Ok((summaries, results))
     }
 
@@ -226,7 +251,7 @@ impl Materializer {
         calls.extend(blocks.iter().map(|&n| ("eth_getBlockReceipts", json!([hex(n)]))));
         let mut headers = self.batch(&calls).await?;
         let receipts = headers.split_off(blocks.len());
-        let summaries = self.summaries_from(&blocks, &blocks, &headers, tip)?;
+        let summaries = self.summaries_from(&blocks, &blocks, &headers, tip, HashMap::new())?;
         blocks
             .iter()
             .zip(receipts)
@@ -269,7 +294,7 @@ impl Materializer {
         let blocks = distinct(wanted.iter().map(|&(_, b)| b));
         let calls: Vec<_> = blocks.iter().map(|&n| header_call(n)).collect();
         let bodies = self.batch(&calls).await?;
-        let summaries = self.summaries_from(&blocks, &blocks, &bodies, tip)?;
+        let summaries = self.summaries_from(&blocks, &blocks, &bodies, tip, HashMap::new())?;
         let rows = wanted
             .iter()
             .map(|&(index, block)| {

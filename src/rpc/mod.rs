@@ -20,6 +20,7 @@ mod server;
 pub mod state_diff;
 pub mod subscriptions;
 pub mod transfer_detail;
+pub mod tx_cache;
 
 use std::net::SocketAddr;
 
@@ -51,11 +52,13 @@ pub struct RpcContext {
     pub progress: Option<crate::status::SharedProgress>,
     /// What that loop commits, for `ots2_subscribe`; without it the method is absent.
     pub events: Option<crate::events::EventBus>,
+    /// Transactions and receipts already fetched for pages, shared by the handlers.
+    pub tx_cache: tx_cache::TxCache,
 }
 
 impl RpcContext {
     /// Serves `db` in front of `node` with the default page caps and no sync loop of its own.
-    pub const fn new(db: Db, node: NodeClient) -> Self {
+    pub fn new(db: Db, node: NodeClient) -> Self {
         Self {
             db,
             node,
@@ -63,6 +66,7 @@ impl RpcContext {
             max_search_page: DEFAULT_MAX_SEARCH_PAGE,
             progress: None,
             events: None,
+            tx_cache: tx_cache::TxCache::default(),
         }
     }
 }

@@ -14,6 +14,7 @@ use super::{
         total_assets, BlockSummary, Materializer, RewardSummary, TransactionWithReceipt, WithdrawalRow,
     },
     transfer_detail::transfers_in,
+    tx_cache::standings,
     RpcContext,
 };
 use crate::{
@@ -321,7 +322,7 @@ pub struct Ots2 {
 impl Ots2 {
     /// Serves from `ctx`.
     pub fn new(ctx: RpcContext) -> Self {
-        let pages = Materializer::new(ctx.node.clone());
+        let pages = Materializer::new(ctx.node.clone(), ctx.tx_cache.clone());
         Self { ctx, pages }
     }
 
@@ -369,9 +370,13 @@ impl Ots2 {
     ) -> RpcResult<Page<TransactionWithReceipt>> {
         self.check_address_page(count)?;
         let list = IdList::of_transfers(kind);
-        let (ids, tip) = self.read_at_tip(|t| address_index::page(t, list, &address, idx, count))?;
-        let ids: Vec<TxId> = ids.into_iter().map(TxId).collect();
-        let (blocks_summary, mut results) = self.pages.transactions(&ids, tip).await?;
+        let ((ids, standings), tip) = self.read_at_tip(|t| {
+            let ids: Vec<TxId> =
+                address_index::page(t, list, &address, idx, count)?.into_iter().map(TxId).collect();
+            let standings = standings(t, &ids)?;
+            Ok((ids, standings))
+        })?;
+        let (blocks_summary, mut results) = self.pages.transactions(&ids, &standings, tip).await?;
         self.read(|t| {
             let mut kinds: HashMap<Address, TokenKinds> = HashMap::new();
             let mut failed = None;

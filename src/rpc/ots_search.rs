@@ -7,6 +7,8 @@
 //! results are newest first, a page ends on a whole block (so it may hold more than asked), and
 //! `firstPage`/`lastPage` say whether newer/older transactions exist.
 
+use std::sync::Arc;
+
 use alloy::rpc::types::trace::otterscan::ContractCreator;
 use alloy_primitives::{Address, B256};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
@@ -15,6 +17,7 @@ use serde_json::{json, Value};
 use super::{
     errors::{db_error, invalid_params, node_error, server_error},
     ots_shapes::{search_page, ReceiptLogs, Receipts},
+    tx_cache::{standings, CachedTx, IndexedBlock},
     RpcContext,
 };
 use crate::{db::ReadTxn, index::appearances, txid::TxId};
@@ -108,19 +111,39 @@ impl OtsSearch {
     }
 
     /// The transactions and receipts of `ids` (newest first), each receipt with its block's
-    /// `timestamp` as Erigon adds it. The page is cut into a few parts fetched at once, so that
-    /// a node serving requests on several threads answers them side by side and one part's
-    /// receipts are asked for while another's transactions are still coming.
-    async fn materialize(&self, ids: &[TxId]) -> RpcResult<(Vec<Value>, Receipts)> {
-        let size = ids.len().div_ceil(PARALLEL_PARTS).max(1);
-        let parts =
-            futures::future::try_join_all(ids.chunks(size).map(|part| self.materialize_part(part))).await?;
+    /// `timestamp` as Erigon adds it: from the cache where it holds them for the indexed block
+    /// (`blocks`: each id's block as the index stood), the rest from the node.
+    ///
+    /// The node's part is cut into a few parts fetched at once, so that a node serving requests
+    /// on several threads answers them side by side and one part's receipts are asked for while
+    /// another's transactions are still coming.
+    async fn materialize(&self, ids: &[TxId], blocks: &[IndexedBlock]) -> RpcResult<(Vec<Value>, Receipts)> {
+        let mut found: Vec<Option<Arc<CachedTx>>> =
+            ids.iter().zip(blocks).map(|(&id, &block)| self.ctx.tx_cache.get(id, block)).collect();
+        let missing: Vec<TxId> =
+            ids.iter().zip(&found).filter(|(_, f)| f.is_none()).map(|(&id, _)| id).collect();
+        if !missing.is_empty() {
+            let size = missing.len().div_ceil(PARALLEL_PARTS).max(1);
+            let parts =
+                futures::future::try_join_all(missing.chunks(size).map(|part| self.materialize_part(part)))
+                    .await?;
+            let mut fetched = parts.into_iter().flatten();
+            for ((&id, &block), slot) in ids.iter().zip(blocks).zip(&mut found) {
+                if slot.is_none() {
+                    let tx = fetched
+                        .next()
+                        .ok_or_else(|| server_error("the node answered fewer transactions than asked"))?;
+                    self.ctx.tx_cache.put(id, block, tx.clone());
+                    *slot = Some(Arc::new(tx));
+                }
+            }
+        }
         let mut txs = Vec::with_capacity(ids.len());
         let (mut receipts, mut timestamps) = (Vec::with_capacity(ids.len()), Vec::with_capacity(ids.len()));
-        for (t, r, s) in parts {
-            txs.extend(t);
-            receipts.extend(r);
-            timestamps.extend(s);
+        for tx in found.into_iter().flatten() {
+            txs.push(tx.tx.clone());
+            receipts.push(tx.receipt.clone());
+            timestamps.push(tx.timestamp);
         }
         Ok((txs, Receipts::new(receipts, &timestamps, ReceiptLogs::Kept)))
     }
@@ -128,7 +151,7 @@ impl OtsSearch {
     /// One part of [`Self::materialize`]: the transactions and their blocks' headers in one
     /// round trip, their receipts in a second. (Fetching a busy block whole with
     /// `eth_getBlockReceipts` measured slower: docs/benchmarks.md.)
-    async fn materialize_part(&self, ids: &[TxId]) -> RpcResult<(Vec<Value>, Vec<Value>, Vec<Option<u64>>)> {
+    async fn materialize_part(&self, ids: &[TxId]) -> RpcResult<Vec<CachedTx>> {
         let groups: Vec<&[TxId]> = ids.chunk_by(|a, b| a.block() == b.block()).collect();
         let mut calls: Vec<(&'static str, Value)> = Vec::with_capacity(ids.len() + groups.len());
         for group in &groups {
@@ -163,7 +186,12 @@ impl OtsSearch {
         let calls: Vec<(&'static str, Value)> =
             txs.iter().map(|tx| ("eth_getTransactionReceipt", json!([tx["hash"]]))).collect();
         let receipts = self.ctx.node.batch(&calls).await.map_err(|e| node_error(&e))?;
-        Ok((txs, receipts, timestamps))
+        Ok(txs
+            .into_iter()
+            .zip(receipts)
+            .zip(timestamps)
+            .map(|((tx, receipt), timestamp)| CachedTx { tx, receipt, timestamp })
+            .collect())
     }
 
     async fn search(
@@ -183,20 +211,24 @@ impl OtsSearch {
             return Err(invalid_params("page size must be at least 1"));
         }
         let want = page_size as usize;
-        let page = match direction {
-            Direction::Before => {
-                let cut = if block == 0 { u64::MAX } else { TxId::first_of_block(block).0 };
-                self.read(move |txn| appearances::before(txn, &address, cut, want))?
-            }
-            Direction::After => {
-                let from = if block == 0 { 0 } else { TxId::first_of_block(block.saturating_add(1)).0 };
-                let mut page = self.read(move |txn| appearances::after(txn, &address, from, want))?;
-                page.ids.reverse();
-                page
-            }
-        };
-        let ids: Vec<TxId> = page.ids.iter().map(|&id| TxId(id)).collect();
-        let (txs, receipts) = self.materialize(&ids).await?;
+        let (page, ids, blocks) = self.read(move |txn| {
+            let page = match direction {
+                Direction::Before => {
+                    let cut = if block == 0 { u64::MAX } else { TxId::first_of_block(block).0 };
+                    appearances::before(txn, &address, cut, want)?
+                }
+                Direction::After => {
+                    let from = if block == 0 { 0 } else { TxId::first_of_block(block.saturating_add(1)).0 };
+                    let mut page = appearances::after(txn, &address, from, want)?;
+                    page.ids.reverse();
+                    page
+                }
+            };
+            let ids: Vec<TxId> = page.ids.iter().map(|&id| TxId(id)).collect();
+            let blocks = standings(txn, &ids)?;
+            Ok((page, ids, blocks))
+        })?;
+        let (txs, receipts) = self.materialize(&ids, &blocks).await?;
         let (first_page, last_page) = match direction {
             Direction::Before => (block == 0, !page.more),
             Direction::After => (!page.more, block == 0),
