@@ -2,19 +2,22 @@
 //! answers to every probe the classifiers made, and [`Fixture`] replays them with no node.
 //!
 //! File: gzip-compressed JSON lines. The first line is the header; then, per block, the block
-//! and the `eth_call`/`eth_getCode` answers its classification needed, sorted.
+//! and the `eth_call`/`eth_getCode` answers its classification needed, sorted. [`Fixture`]
+//! reads it as it is indexed, so its length is bounded by disk, not memory.
 
 use std::{
     collections::{BTreeMap, HashMap},
     fs::File,
     io::{BufRead, BufReader, BufWriter, Write},
     path::{Path, PathBuf},
+    sync::{Arc, Condvar, Mutex},
 };
 
 use alloy_primitives::{Address, Bytes, B256};
 use flate2::{read::GzDecoder, write::GzEncoder, Compression};
 use ots_classifiers::{BlockData, BoxFuture, CallOutcome, ChainError, ChainView};
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use super::{BlockSource, SourceError};
 use crate::db::state::ChainIdentity;
@@ -32,17 +35,87 @@ enum Record {
 }
 
 type CallKey = (Address, Bytes, u64);
+type CodeKey = (Address, u64);
 
-/// A recorded chain, held in memory.
+/// The probe answers one block's section of the file held.
+#[derive(Debug, Default)]
+struct Section {
+    calls: Vec<CallKey>,
+    codes: Vec<CodeKey>,
+}
+
+/// Blocks kept behind the newest one asked for (a retried fetch finds its block again).
+const KEPT_BEHIND: u64 = 256;
+/// Blocks read ahead of the newest one asked for.
+const READ_AHEAD: u64 = 256;
+
+/// A recorded chain, read as it is indexed: a reader thread decodes the file in order and keeps
+/// only the blocks near the ones asked for (and their probe answers), so a recording of any
+/// length replays in bounded memory. Blocks must be asked for roughly in order, as the sync
+/// loop does; one asked for long after it was passed is an error.
 #[derive(Debug)]
 pub struct Fixture {
     path: String,
     chain: ChainIdentity,
+    from: u64,
     to: u64,
     tracer: &'static str,
+    shared: Arc<Shared>,
+    progress: watch::Receiver<ReadProgress>,
+}
+
+/// How far the reader got: every record of blocks `< complete` is in the buffer (or was
+/// dropped behind); `end` once the file is read, with the error that stopped it if any.
+#[derive(Debug, Clone, Default)]
+struct ReadProgress {
+    complete: u64,
+    end: Option<Result<(), String>>,
+}
+
+#[derive(Debug, Default)]
+struct Buffer {
     blocks: BTreeMap<u64, BlockData>,
     calls: HashMap<CallKey, CallOutcome>,
-    codes: HashMap<(Address, u64), Bytes>,
+    codes: HashMap<CodeKey, Bytes>,
+    /// Probe answers by the block whose section held them, for dropping them with it.
+    sections: BTreeMap<u64, Section>,
+    /// Every block's hash (reorg checks ask for any of them), by number − `from`.
+    hashes: Vec<B256>,
+    /// The newest block asked for.
+    wanted: u64,
+    /// Set when the `Fixture` is dropped: the reader stops.
+    closed: bool,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    buffer: Mutex<Buffer>,
+    /// Wakes the reader when a newer block is asked for, or the fixture is dropped.
+    asked: Condvar,
+}
+
+impl Buffer {
+    /// Drops blocks and probe answers of blocks before `low`.
+    fn drop_before(&mut self, low: u64) {
+        while let Some(entry) = self.blocks.first_entry() {
+            if *entry.key() >= low {
+                break;
+            }
+            entry.remove();
+        }
+        while let Some(entry) = self.sections.first_entry() {
+            if *entry.key() >= low {
+                break;
+            }
+            let section = entry.remove();
+            for key in section.calls {
+                self.calls.remove(&key);
+            }
+            for key in section.codes {
+                self.codes.remove(&key);
+            }
+        }
+    }
 }
 
 fn fixture_err(path: &Path, reason: impl Into<String>) -> SourceError {
@@ -57,16 +130,80 @@ fn tracer_name(name: &str) -> &'static str {
     }
 }
 
+type Lines = std::io::Lines<BufReader<GzDecoder<File>>>;
+
+/// The reader thread: decodes records in order into `shared`, publishing progress.
+fn read_records(
+    mut lines: Lines,
+    from: u64,
+    shared: &Shared,
+    progress: &watch::Sender<ReadProgress>,
+) -> Result<(), String> {
+    let mut section: Option<u64> = None;
+    for (n, line) in lines.by_ref().enumerate() {
+        let at = n + 2;
+        let line = line.map_err(|e| format!("line {at}: {e}"))?;
+        let record: Record = serde_json::from_str(&line).map_err(|e| format!("line {at}: {e}"))?;
+        let mut buffer =
+            shared.buffer.lock().map_err(|_| "the recording's buffer was poisoned".to_owned())?;
+        match record {
+            Record::Header { .. } => return Err(format!("line {at}: a second header")),
+            Record::Block { block } => {
+                let expected = from + buffer.hashes.len() as u64;
+                if block.number != expected {
+                    return Err(format!(
+                        "line {at}: block {} where block {expected} was expected",
+                        block.number
+                    ));
+                }
+                // The previous section is whole: its block and probes can be served.
+                progress.send_modify(|p| p.complete = block.number);
+                while !buffer.closed && block.number > buffer.wanted.saturating_add(READ_AHEAD) {
+                    buffer = shared
+                        .asked
+                        .wait(buffer)
+                        .map_err(|_| "the recording's buffer was poisoned".to_owned())?;
+                }
+                if buffer.closed {
+                    return Ok(());
+                }
+                let low = buffer.wanted.saturating_sub(KEPT_BEHIND);
+                buffer.drop_before(low);
+                buffer.hashes.push(block.hash);
+                section = Some(block.number);
+                buffer.sections.insert(block.number, Section::default());
+                buffer.blocks.insert(block.number, *block);
+            }
+            Record::Call { to, input, block, outcome } => {
+                let key = (to, input, block);
+                if let Some(s) = section.and_then(|s| buffer.sections.get_mut(&s)) {
+                    s.calls.push(key.clone());
+                }
+                buffer.calls.insert(key, outcome);
+            }
+            Record::Code { address, block, code } => {
+                if let Some(s) = section.and_then(|s| buffer.sections.get_mut(&s)) {
+                    s.codes.push((address, block));
+                }
+                buffer.codes.insert((address, block), code);
+            }
+        }
+    }
+    let read = from + shared.buffer.lock().map_or(0, |b| b.hashes.len() as u64);
+    progress.send_modify(|p| p.complete = read);
+    Ok(())
+}
+
 impl Fixture {
-    /// Loads a recording.
+    /// Opens a recording and starts reading it in the background.
     pub fn load(path: &Path) -> Result<Self, SourceError> {
         let file = File::open(path).map_err(|e| fixture_err(path, e.to_string()))?;
-        let mut lines = BufReader::new(GzDecoder::new(file)).lines();
+        let mut lines = BufReader::with_capacity(1 << 20, GzDecoder::new(file)).lines();
         let first = lines
             .next()
             .ok_or_else(|| fixture_err(path, "empty file"))?
             .map_err(|e| fixture_err(path, e.to_string()))?;
-        let Ok(Record::Header { format, chain_id, genesis_hash, to, tracer, .. }) =
+        let Ok(Record::Header { format, chain_id, genesis_hash, from, to, tracer }) =
             serde_json::from_str(&first)
         else {
             return Err(fixture_err(path, "not an ots-indexer recording (no header line)"));
@@ -77,45 +214,62 @@ impl Fixture {
                 format!("recording format {format}, this build reads {FIXTURE_FORMAT}"),
             ));
         }
-        let mut fixture = Self {
+        let shared = Arc::new(Shared::default());
+        shared.buffer.lock().map_err(|_| fixture_err(path, "poisoned"))?.wanted = from;
+        let (sender, progress) = watch::channel(ReadProgress { complete: from, end: None });
+        let reader = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("ots-recording".into())
+            .spawn(move || {
+                let result = read_records(lines, from, &reader, &sender);
+                sender.send_modify(|p| p.end = Some(result));
+            })
+            .map_err(|e| fixture_err(path, format!("cannot start its reader: {e}")))?;
+        Ok(Self {
             path: path.display().to_string(),
             chain: ChainIdentity { chain_id, genesis_hash },
+            from,
             to,
             tracer: tracer_name(&tracer),
-            blocks: BTreeMap::new(),
-            calls: HashMap::new(),
-            codes: HashMap::new(),
-        };
-        for (n, line) in lines.enumerate() {
-            let line = line.map_err(|e| fixture_err(path, format!("line {}: {e}", n + 2)))?;
-            match serde_json::from_str(&line)
-                .map_err(|e| fixture_err(path, format!("line {}: {e}", n + 2)))?
-            {
-                Record::Header { .. } => {
-                    return Err(fixture_err(path, format!("line {}: a second header", n + 2)))
-                }
-                Record::Block { block } => {
-                    fixture.blocks.insert(block.number, *block);
-                }
-                Record::Call { to, input, block, outcome } => {
-                    fixture.calls.insert((to, input, block), outcome);
-                }
-                Record::Code { address, block, code } => {
-                    fixture.codes.insert((address, block), code);
-                }
+            shared,
+            progress,
+        })
+    }
+
+    /// Blocks in the recording, as its header says.
+    pub const fn block_count(&self) -> u64 {
+        self.to - self.from + 1
+    }
+
+    /// Waits until every record of `block` is read (or the file ended); the reader's error if
+    /// it stopped on one first.
+    async fn read_through(&self, block: u64) -> Result<(), String> {
+        if let Ok(mut buffer) = self.shared.buffer.lock() {
+            if block > buffer.wanted {
+                buffer.wanted = block;
+                self.shared.asked.notify_all();
             }
         }
-        Ok(fixture)
+        let mut progress = self.progress.clone();
+        let reached = progress.wait_for(|p| p.complete > block || p.end.is_some()).await;
+        match reached.as_deref() {
+            Ok(ReadProgress { end: Some(Err(e)), .. }) => Err(e.clone()),
+            Ok(_) => Ok(()),
+            Err(_) => Err("the recording's reader stopped".to_owned()),
+        }
     }
 
-    /// Blocks in the recording.
-    pub fn block_count(&self) -> usize {
-        self.blocks.len()
+    fn err(&self, reason: String) -> SourceError {
+        SourceError::Fixture { path: self.path.clone(), reason }
     }
+}
 
-    /// Logs in the recording.
-    pub fn log_count(&self) -> usize {
-        self.blocks.values().flat_map(|b| &b.receipts).map(|r| r.logs.len()).sum()
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Ok(mut buffer) = self.shared.buffer.lock() {
+            buffer.closed = true;
+        }
+        self.shared.asked.notify_all();
     }
 }
 
@@ -126,21 +280,27 @@ impl ChainView for Fixture {
         input: Bytes,
         block: u64,
     ) -> BoxFuture<'_, Result<CallOutcome, ChainError>> {
-        let answer = self.calls.get(&(to, input, block)).cloned().ok_or_else(|| ChainError {
-            method: "eth_call",
-            block,
-            message: format!("not in recording {} (captured with other classifiers?)", self.path),
-        });
-        Box::pin(async move { answer })
+        Box::pin(async move {
+            let not_found = |message: String| ChainError { method: "eth_call", block, message };
+            self.read_through(block).await.map_err(not_found)?;
+            let buffer = self.shared.buffer.lock().map_err(|_| not_found("poisoned".into()))?;
+            buffer.calls.get(&(to, input, block)).cloned().ok_or_else(|| {
+                not_found(format!("not in recording {} (captured with other classifiers?)", self.path))
+            })
+        })
     }
 
     fn code_at(&self, address: Address, block: u64) -> BoxFuture<'_, Result<Bytes, ChainError>> {
-        let answer = self.codes.get(&(address, block)).cloned().ok_or_else(|| ChainError {
-            method: "eth_getCode",
-            block,
-            message: format!("not in recording {}", self.path),
-        });
-        Box::pin(async move { answer })
+        Box::pin(async move {
+            let not_found = |message: String| ChainError { method: "eth_getCode", block, message };
+            self.read_through(block).await.map_err(not_found)?;
+            let buffer = self.shared.buffer.lock().map_err(|_| not_found("poisoned".into()))?;
+            buffer
+                .codes
+                .get(&(address, block))
+                .cloned()
+                .ok_or_else(|| not_found(format!("not in recording {}", self.path)))
+        })
     }
 }
 
@@ -154,20 +314,43 @@ impl BlockSource for Fixture {
         Box::pin(async move { Ok(to) })
     }
     fn block(&self, number: u64) -> BoxFuture<'_, Result<BlockData, SourceError>> {
-        let block = self
-            .blocks
-            .get(&number)
-            .cloned()
-            .ok_or(SourceError::Missing { what: "recorded block", block: number });
-        Box::pin(async move { block })
+        Box::pin(async move {
+            if number < self.from || number > self.to {
+                return Err(SourceError::Missing { what: "recorded block", block: number });
+            }
+            self.read_through(number).await.map_err(|e| self.err(e))?;
+            let buffer = self.shared.buffer.lock().map_err(|_| self.err("poisoned".into()))?;
+            if let Some(block) = buffer.blocks.get(&number) {
+                return Ok(block.clone());
+            }
+            if number >= from_hashes(&buffer, self.from) {
+                return Err(SourceError::Missing { what: "recorded block", block: number });
+            }
+            Err(self.err(format!(
+                "block {number} was asked for after the reader had passed it (more than {KEPT_BEHIND} blocks behind block {}); start `sync --source` again",
+                buffer.wanted
+            )))
+        })
     }
     fn block_hash(&self, number: u64) -> BoxFuture<'_, Result<Option<B256>, SourceError>> {
-        let hash = self.blocks.get(&number).map(|b| b.hash);
-        Box::pin(async move { Ok(hash) })
+        Box::pin(async move {
+            if number < self.from || number > self.to {
+                return Ok(None);
+            }
+            self.read_through(number).await.map_err(|e| self.err(e))?;
+            let buffer = self.shared.buffer.lock().map_err(|_| self.err("poisoned".into()))?;
+            Ok(buffer.hashes.get((number - self.from) as usize).copied())
+        })
     }
     fn tracer(&self) -> &'static str {
         self.tracer
     }
+}
+
+/// The first block number past the blocks the reader has read: a block at or past it is not
+/// in the file (it ended early).
+fn from_hashes(buffer: &Buffer, from: u64) -> u64 {
+    from + buffer.hashes.len() as u64
 }
 
 /// Capturing failed; the output file was not created.
@@ -278,4 +461,86 @@ pub fn write_recording(out: &Path, chain: ChainIdentity, blocks: &[BlockData]) -
         writer.block(block)?;
     }
     writer.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy_primitives::keccak256;
+
+    use super::*;
+
+    fn block(n: u64) -> BlockData {
+        BlockData {
+            number: n,
+            hash: keccak256(n.to_be_bytes()),
+            parent_hash: keccak256(n.wrapping_sub(1).to_be_bytes()),
+            timestamp: n,
+            coinbase: Address::ZERO,
+            gas_limit: 30_000_000,
+            transactions: Vec::new(),
+            receipts: Vec::new(),
+            frames: None,
+            withdrawals: Vec::new(),
+        }
+    }
+
+    /// A recording of blocks `0..blocks` with one `eth_call` answer per block (its number).
+    fn recording(dir: &Path, blocks: u64) -> PathBuf {
+        let out = dir.join("chain.jsonl.gz");
+        let chain = ChainIdentity { chain_id: 1, genesis_hash: keccak256(0u64.to_be_bytes()) };
+        let mut w = RecordingWriter::create(&out, chain, (0, blocks - 1), "none", Compression::fast())
+            .expect("create");
+        for n in 0..blocks {
+            w.block(&block(n)).expect("block");
+            let answer = CallOutcome::Returned(Bytes::from(n.to_be_bytes().to_vec()));
+            w.call(Address::repeat_byte(1), Bytes::from_static(b"probe"), n, answer).expect("call");
+        }
+        w.finish().expect("finish");
+        out
+    }
+
+    fn held(fixture: &Fixture) -> (usize, usize) {
+        let buffer = fixture.shared.buffer.lock().expect("lock");
+        (buffer.blocks.len(), buffer.calls.len())
+    }
+
+    #[tokio::test]
+    async fn a_long_recording_replays_in_order_holding_a_bounded_window() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fixture = Fixture::load(&recording(dir.path(), 3000)).expect("load");
+        assert_eq!(fixture.block_count(), 3000);
+        let window = usize::try_from(KEPT_BEHIND + READ_AHEAD + 2).expect("small");
+        for n in 0..3000 {
+            assert_eq!(fixture.block(n).await.expect("block").hash, keccak256(n.to_be_bytes()));
+            let answer = fixture.call_at(Address::repeat_byte(1), Bytes::from_static(b"probe"), n).await;
+            assert_eq!(answer.expect("probe"), CallOutcome::Returned(Bytes::from(n.to_be_bytes().to_vec())));
+            let (blocks, calls) = held(&fixture);
+            assert!(blocks <= window && calls <= window, "block {n}: {blocks} blocks, {calls} answers held");
+        }
+        // Hashes stay for reorg checks; a block long passed is a clear error.
+        assert_eq!(fixture.block_hash(5).await.expect("hash"), Some(keccak256(5u64.to_be_bytes())));
+        let passed = fixture.block(5).await.expect_err("passed");
+        assert!(passed.to_string().contains("after the reader had passed it"), "{passed}");
+        assert!(matches!(fixture.block(3000).await, Err(SourceError::Missing { .. })));
+    }
+
+    #[tokio::test]
+    async fn a_run_resumed_midway_skips_to_its_block() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fixture = Fixture::load(&recording(dir.path(), 2000)).expect("load");
+        assert_eq!(fixture.block(1500).await.expect("block").number, 1500);
+        assert_eq!(fixture.block(1501).await.expect("block").number, 1501);
+    }
+
+    #[tokio::test]
+    async fn a_cut_short_file_gives_its_error_and_not_a_hang() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = recording(dir.path(), 500);
+        let bytes = std::fs::read(&path).expect("read");
+        let cut = dir.path().join("cut.jsonl.gz");
+        std::fs::write(&cut, &bytes[..bytes.len() / 2]).expect("write");
+        let fixture = Fixture::load(&cut).expect("the header is whole");
+        let err = fixture.block(499).await.expect_err("cut short");
+        assert!(matches!(err, SourceError::Fixture { .. } | SourceError::Missing { .. }), "{err}");
+    }
 }
