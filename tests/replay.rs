@@ -42,7 +42,10 @@ async fn replay_gives_the_same_database_as_the_node() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("chain.jsonl.gz");
-    let stats = capture(&node, &[Box::new(Erc20Classifier)], 0, head, &file).await.expect("capture");
+    let stats =
+        capture(&node, &[Box::new(Erc20Classifier)], (0, head), &file, flate2::Compression::default())
+            .await
+            .expect("capture");
     assert_eq!(stats.blocks, head + 1);
     // Two tokens and the junk contract get four probes, the two others three.
     assert_eq!(stats.probes, 4 * 3 + 3 * 2, "{stats:?}");

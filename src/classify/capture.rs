@@ -22,7 +22,7 @@ use crate::{
     index::ClassifiedBlock,
     source::{
         fixture::{CaptureError, RecordingWriter},
-        NodeClient,
+        BlockSource,
     },
 };
 
@@ -31,13 +31,13 @@ type CallKey = (Address, Bytes, u64);
 
 /// Records every answer a classifier got.
 #[derive(Debug)]
-struct RecordingView<'a> {
-    node: &'a NodeClient,
+struct RecordingView<'a, S: ?Sized> {
+    node: &'a S,
     calls: Mutex<BTreeMap<CallKey, CallOutcome>>,
     codes: Mutex<BTreeMap<(Address, u64), Bytes>>,
 }
 
-impl ChainView for RecordingView<'_> {
+impl<S: ChainView + ?Sized> ChainView for RecordingView<'_, S> {
     fn call_at(
         &self,
         to: Address,
@@ -75,19 +75,18 @@ pub struct CaptureStats {
     pub bytes: u64,
 }
 
-/// Records blocks `from..=to` of `node`, and every probe `classifiers` make on them (second
-/// probes and late metadata reads included, as the indexer will make them), to `out` (written
-/// to a temporary name and renamed when complete).
-pub async fn capture(
-    node: &NodeClient,
+/// Records blocks `from..=to` of `node` (a node, or a generated chain), and every probe
+/// `classifiers` make on them (second probes and late metadata reads included, as the indexer
+/// will make them), to `out` (written to a temporary name and renamed when complete).
+pub async fn capture<S: BlockSource + ?Sized>(
+    node: &S,
     classifiers: &[Box<dyn Classifier>],
-    from: u64,
-    to: u64,
+    (from, to): (u64, u64),
     out: &Path,
+    compression: Compression,
 ) -> Result<CaptureStats, CaptureError> {
     let chain = node.chain_identity().await?;
-    let mut w =
-        RecordingWriter::create(out, chain, (from, to), node.trace_mode().name(), Compression::default())?;
+    let mut w = RecordingWriter::create(out, chain, (from, to), node.tracer(), compression)?;
     let mut stats = CaptureStats { blocks: 0, probes: 0, bytes: 0 };
     // Tokens and failed re-probes seen so far: the indexer, starting from the same block, knows
     // no more than this, so it never asks for a probe this file lacks.

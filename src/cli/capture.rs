@@ -36,7 +36,8 @@ pub async fn capture(args: CaptureArgs) -> anyhow::Result<()> {
         None => node.head().await.context("reading the node's head")?,
     };
     anyhow::ensure!(args.from <= to, "--from {} is after --to {to}", args.from);
-    let stats = record(&node, &args.sync.classifiers()?, args.from, to, &args.out).await?;
+    let compression = flate2::Compression::default();
+    let stats = record(&node, &args.sync.classifiers()?, (args.from, to), &args.out, compression).await?;
     println!(
         "recorded blocks {}..={to} ({} blocks, {} probe answers) to {} ({} bytes)",
         args.from,

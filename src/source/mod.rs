@@ -2,6 +2,7 @@
 
 pub mod fixture;
 mod rpc;
+pub mod synthetic;
 pub mod traces;
 
 use alloy_primitives::B256;

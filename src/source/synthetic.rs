@@ -1,0 +1,608 @@
+//! A generated chain shaped like Ethereum mainnet, deterministic from a seed, for benchmarks at
+//! scale: recorded with `capture` (examples/gen_chain.rs), it replays with `sync --source`.
+//!
+//! The ratios ([`Shape::MAINNET`]) and where they come from are in docs/benchmarks.md. Blocks
+//! must be asked for in order (the generator keeps the senders' nonces and the populations of
+//! addresses and contracts as it goes). Every contract answers the classifiers' probes as its
+//! kind would, the kind being written into its address's first byte, so probing needs no state.
+
+use std::sync::Mutex;
+
+use alloy_primitives::{keccak256, Address, Bytes, B256, U256};
+use ots_classifiers::{
+    selector, BlockData, BoxFuture, CallFrame, CallOutcome, ChainError, ChainView, FrameKind, LogData,
+    ReceiptData, TxData, Withdrawal, ERC1155_ID, ERC165_ID, ERC721_ID, ERC721_METADATA_ID, TRANSFER_TOPIC,
+};
+
+use super::{BlockSource, SourceError};
+use crate::{
+    db::state::ChainIdentity,
+    decode::{TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC},
+};
+
+/// Chain id of generated chains (no public chain uses it).
+pub const SYNTHETIC_CHAIN_ID: u64 = 7_770_001;
+
+/// How often each kind of thing happens; see docs/benchmarks.md for the sources.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shape {
+    /// Transactions a block holds, on average (blocks hold 2/3 to 4/3 of it).
+    pub transactions_per_block: u64,
+    /// Share of transactions that create at least one contract.
+    pub creating: f64,
+    /// Share of those created by a factory inside a transaction (the rest are deployments).
+    pub by_factory: f64,
+    /// Shares of created contracts: EIP-1167 clones, ERC20, ERC721, ERC1155, ERC4626 (the rest
+    /// plain contracts).
+    pub clones: f64,
+    /// See [`Shape::clones`].
+    pub erc20: f64,
+    /// See [`Shape::clones`].
+    pub erc721: f64,
+    /// See [`Shape::clones`].
+    pub erc1155: f64,
+    /// See [`Shape::clones`].
+    pub erc4626: f64,
+    /// Share of transactions with token transfers.
+    pub with_transfers: f64,
+    /// Transfer logs per such transaction, on average.
+    pub logs_per_transfer_tx: f64,
+    /// Shares of transfer logs of ERC721 and ERC1155 tokens (the rest ERC20).
+    pub erc721_logs: f64,
+    /// See [`Shape::erc721_logs`].
+    pub erc1155_logs: f64,
+    /// Share of transactions whose contract passes ETH on in an internal call.
+    pub internal_value: f64,
+    /// Share of transactions that revert.
+    pub reverted: f64,
+    /// Share of transactions that selfdestruct a contract.
+    pub selfdestructs: f64,
+    /// Chance that a transaction's sender is a new address.
+    pub new_sender: f64,
+    /// Chance that a recipient or token holder is a new address.
+    pub new_recipient: f64,
+    /// Withdrawals per block.
+    pub withdrawals_per_block: u64,
+}
+
+impl Shape {
+    /// Mainnet around block 18.08 M.
+    pub const MAINNET: Self = Self {
+        transactions_per_block: 150,
+        creating: 0.0275,
+        by_factory: 0.6,
+        clones: 0.237,
+        erc20: 0.0156,
+        erc721: 0.057,
+        erc1155: 0.003,
+        erc4626: 0.0002,
+        with_transfers: 0.406,
+        logs_per_transfer_tx: 6.2,
+        erc721_logs: 0.13,
+        erc1155_logs: 0.02,
+        internal_value: 0.08,
+        reverted: 0.03,
+        selfdestructs: 0.0005,
+        new_sender: 0.07,
+        new_recipient: 0.05,
+        withdrawals_per_block: 16,
+    };
+}
+
+/// What an address is; contracts carry it in their first byte (`0x80 | kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Kind {
+    Plain = 0,
+    Factory = 1,
+    Erc20 = 2,
+    Erc721 = 3,
+    Erc1155 = 4,
+    Clone = 5,
+    Vault = 6,
+    Router = 7,
+}
+
+const KINDS: usize = 8;
+
+impl Kind {
+    const fn of(address: &Address) -> Option<Self> {
+        let b = address.0 .0[0];
+        if b & 0x80 == 0 {
+            return None;
+        }
+        Some(match b & 0x7f {
+            1 => Self::Factory,
+            2 => Self::Erc20,
+            3 => Self::Erc721,
+            4 => Self::Erc1155,
+            5 => Self::Clone,
+            6 => Self::Vault,
+            7 => Self::Router,
+            _ => Self::Plain,
+        })
+    }
+}
+
+/// SplitMix64: small, fast, and the same everywhere.
+#[derive(Debug, Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        self.unit() < p
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+
+    /// A rank in `0..n`, Zipf-like (log-uniform: rank r has weight ~1/r), rank 0 the most drawn.
+    fn zipf(&mut self, n: u64) -> u64 {
+        if n <= 1 {
+            return 0;
+        }
+        let r = (self.unit() * (n as f64).ln()).exp() as u64;
+        r.saturating_sub(1).min(n - 1)
+    }
+
+    /// 1 + a geometric count with mean `mean − 1`, at most 100.
+    fn count(&mut self, mean: f64) -> u64 {
+        let p = 1.0 / mean.max(1.0);
+        let mut n = 1;
+        while n < 100 && !self.chance(p) {
+            n += 1;
+        }
+        n
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    rng: Rng,
+    next_block: u64,
+    parent: B256,
+    transactions_left: u64,
+    /// Nonce of each sender, by index (senders are EOAs `0..nonces.len()`).
+    nonces: Vec<u32>,
+    /// EOAs that only ever received.
+    receivers: u64,
+    /// Contracts of each kind so far.
+    contracts: [u64; KINDS],
+    withdrawal_index: u64,
+}
+
+/// The generated chain (see the module's doc).
+#[derive(Debug)]
+pub struct SyntheticChain {
+    seed: u64,
+    shape: Shape,
+    last_block: u64,
+    state: Mutex<State>,
+}
+
+fn word(a: &Address) -> B256 {
+    a.into_word()
+}
+
+fn u256_word(v: u64) -> [u8; 32] {
+    U256::from(v).to_be_bytes::<32>()
+}
+
+fn abi_string(s: &str) -> Bytes {
+    let mut out = u256_word(32).to_vec();
+    out.extend_from_slice(&u256_word(s.len() as u64));
+    let mut data = s.as_bytes().to_vec();
+    data.resize(s.len().div_ceil(32) * 32, 0);
+    out.extend_from_slice(&data);
+    out.into()
+}
+
+impl SyntheticChain {
+    /// A chain of at least `transactions` transactions (the last block is whole) shaped as
+    /// `shape`, the same for the same `seed`.
+    pub fn new(seed: u64, transactions: u64, shape: Shape) -> Self {
+        let per_block = shape.transactions_per_block.max(1);
+        // Block 0 is the genesis (no transactions); block 1 deploys the factories and routers.
+        let last_block = transactions.div_ceil(per_block) + 1;
+        let state = State {
+            rng: Rng(seed ^ 0x6f74_732d_696e_6478),
+            next_block: 0,
+            parent: B256::ZERO,
+            transactions_left: transactions,
+            nonces: Vec::new(),
+            receivers: 0,
+            contracts: [0; KINDS],
+            withdrawal_index: 0,
+        };
+        Self { seed, shape, last_block, state: Mutex::new(state) }
+    }
+
+    /// The last block's number.
+    pub const fn last_block(&self) -> u64 {
+        self.last_block
+    }
+
+    fn address(&self, tag: u8, index: u64) -> Address {
+        let mut a = Address::from_slice(
+            &keccak256([self.seed.to_be_bytes(), [tag; 8], index.to_be_bytes()].concat())[12..],
+        );
+        a.0 .0[0] = tag;
+        a
+    }
+
+    fn contract(&self, kind: Kind, index: u64) -> Address {
+        self.address(0x80 | kind as u8, index)
+    }
+
+    /// Externally owned account `index` (senders and receivers share one numbering: senders
+    /// are even, receivers odd).
+    fn eoa(&self, index: u64) -> Address {
+        self.address((index % 0x7f) as u8, index)
+    }
+
+    fn generate(&self, s: &mut State, number: u64) -> BlockData {
+        let hash = keccak256([self.seed.to_be_bytes(), number.to_be_bytes()].concat());
+        let mut b = BlockData {
+            number,
+            hash,
+            parent_hash: s.parent,
+            timestamp: 1_438_269_973 + number * 12,
+            coinbase: self.eoa(2 * s.rng.zipf(50) + 1),
+            gas_limit: 30_000_000,
+            transactions: Vec::new(),
+            receipts: Vec::new(),
+            frames: Some(Vec::new()),
+            withdrawals: Vec::new(),
+        };
+        s.parent = hash;
+        if number == 1 {
+            // The contracts every later block calls: factories, routers, and the first tokens
+            // of each kind (so that even a short chain moves every kind of token).
+            for (kind, count) in [
+                (Kind::Factory, 8),
+                (Kind::Router, 8),
+                (Kind::Erc20, 4),
+                (Kind::Erc721, 2),
+                (Kind::Erc1155, 1),
+            ] {
+                for _ in 0..count {
+                    let to = self.contract(kind, s.contracts[kind as usize]);
+                    s.contracts[kind as usize] += 1;
+                    self.push_deployment(s, &mut b, to);
+                }
+            }
+        } else if number > 1 {
+            let per = self.shape.transactions_per_block;
+            let n = (per * 2 / 3 + s.rng.below(per * 2 / 3 + 1)).min(s.transactions_left).max(1);
+            for _ in 0..n {
+                self.push_transaction(s, &mut b);
+            }
+            for _ in 0..self.shape.withdrawals_per_block {
+                b.withdrawals.push(Withdrawal {
+                    index: s.withdrawal_index,
+                    validator_index: s.rng.zipf(1_000_000),
+                    address: self.eoa(2 * s.rng.zipf(100_000) + 1),
+                    amount_gwei: 10_000_000 + s.rng.below(10_000_000),
+                });
+                s.withdrawal_index += 1;
+            }
+        }
+        s.transactions_left = s.transactions_left.saturating_sub(b.transactions.len() as u64);
+        b
+    }
+
+    fn sender(&self, s: &mut State) -> (Address, u64) {
+        let i = if s.nonces.is_empty() || s.rng.chance(self.shape.new_sender) {
+            s.nonces.push(0);
+            s.nonces.len() - 1
+        } else {
+            s.rng.zipf(s.nonces.len() as u64) as usize
+        };
+        let nonce = s.nonces[i];
+        s.nonces[i] += 1;
+        (self.eoa(2 * i as u64), u64::from(nonce))
+    }
+
+    /// Someone receiving: a new address, or one seen before (senders and receivers alike).
+    fn recipient(&self, s: &mut State) -> Address {
+        if s.receivers == 0 || s.rng.chance(self.shape.new_recipient) {
+            s.receivers += 1;
+            return self.eoa(2 * (s.receivers - 1) + 1);
+        }
+        if s.rng.chance(0.5) && !s.nonces.is_empty() {
+            self.eoa(2 * s.rng.zipf(s.nonces.len() as u64))
+        } else {
+            self.eoa(2 * s.rng.zipf(s.receivers) + 1)
+        }
+    }
+
+    fn pick(&self, s: &mut State, kind: Kind) -> Option<Address> {
+        let n = s.contracts[kind as usize];
+        (n > 0).then(|| self.contract(kind, s.rng.zipf(n)))
+    }
+
+    fn tx_hash(&self, number: u64, index: usize) -> B256 {
+        keccak256(
+            [self.seed.to_be_bytes(), number.to_be_bytes(), (index as u64).to_be_bytes(), [0x7a; 8]].concat(),
+        )
+    }
+
+    fn push_deployment(&self, s: &mut State, b: &mut BlockData, contract: Address) {
+        let (from, nonce) = self.sender(s);
+        let index = b.transactions.len();
+        b.transactions.push(TxData { hash: self.tx_hash(b.number, index), from, to: None, nonce });
+        let frames = b.frames.get_or_insert_with(Vec::new);
+        frames.push(frame(index, 0, FrameKind::Create, from, contract, U256::ZERO));
+        b.receipts.push(ReceiptData { success: true, contract_address: Some(contract), logs: Vec::new() });
+    }
+
+    fn new_contract_kind(&self, s: &mut State) -> Kind {
+        let sh = &self.shape;
+        let u = s.rng.unit();
+        let mut edge = sh.clones;
+        for (share, kind) in [
+            (0.0, Kind::Clone),
+            (sh.erc20, Kind::Erc20),
+            (sh.erc721, Kind::Erc721),
+            (sh.erc1155, Kind::Erc1155),
+            (sh.erc4626, Kind::Vault),
+        ] {
+            edge += share;
+            if u < edge {
+                return kind;
+            }
+        }
+        Kind::Plain
+    }
+
+    fn push_transaction(&self, s: &mut State, b: &mut BlockData) {
+        let index = b.transactions.len();
+        let (from, nonce) = self.sender(s);
+        let hash = self.tx_hash(b.number, index);
+        let sh = self.shape;
+        let mut frames: Vec<CallFrame> = Vec::new();
+        let mut logs: Vec<LogData> = Vec::new();
+        let mut contract_address = None;
+        let to: Option<Address>;
+        let u = s.rng.unit();
+        if u < sh.creating {
+            let kind = self.new_contract_kind(s);
+            let created = self.contract(kind, s.contracts[kind as usize]);
+            s.contracts[kind as usize] += 1;
+            let factory = self.pick(s, Kind::Factory);
+            match factory {
+                Some(factory) if kind == Kind::Clone || s.rng.chance(sh.by_factory) => {
+                    to = Some(factory);
+                    frames.push(frame(index, 0, FrameKind::Call, from, factory, U256::ZERO));
+                    let create = if s.rng.chance(0.5) { FrameKind::Create } else { FrameKind::Create2 };
+                    frames.push(frame(index, 1, create, factory, created, U256::ZERO));
+                }
+                _ => {
+                    to = None;
+                    contract_address = Some(created);
+                    frames.push(frame(index, 0, FrameKind::Create, from, created, U256::ZERO));
+                }
+            }
+            if matches!(kind, Kind::Erc20 | Kind::Vault) {
+                // The initial supply, minted to the deployer.
+                logs.push(transfer(created, Address::ZERO, from, u256_word(1_000_000_000)));
+            }
+        } else if u < sh.creating + sh.with_transfers {
+            let router = if s.rng.chance(0.5) { self.pick(s, Kind::Router) } else { None };
+            // Half go through a router with several transfers, half move one token directly.
+            let n = if router.is_some() { s.rng.count(sh.logs_per_transfer_tx * 2.0 - 1.0) } else { 1 };
+            let caller = router.unwrap_or(from);
+            let mut first_token = None;
+            for _ in 0..n {
+                let v = s.rng.unit();
+                let log = if v < sh.erc721_logs {
+                    let Some(token) = self.pick(s, Kind::Erc721) else { continue };
+                    let id = B256::from(u256_word(s.rng.zipf(10_000)));
+                    let (a, c) = (self.recipient(s), self.recipient(s));
+                    LogData {
+                        address: token,
+                        topics: vec![TRANSFER_TOPIC, word(&a), word(&c), id],
+                        data: Bytes::new(),
+                    }
+                } else if v < sh.erc721_logs + sh.erc1155_logs {
+                    let Some(token) = self.pick(s, Kind::Erc1155) else { continue };
+                    let (a, c) = (self.recipient(s), self.recipient(s));
+                    erc1155_log(&mut s.rng, token, caller, a, c)
+                } else {
+                    let Some(token) = self.pick(s, Kind::Erc20) else { continue };
+                    let a = if s.rng.chance(0.5) { from } else { self.recipient(s) };
+                    let c = self.recipient(s);
+                    transfer(token, a, c, u256_word(1 + s.rng.below(1_000_000)))
+                };
+                if first_token.is_none() {
+                    first_token = Some(log.address);
+                }
+                if router.is_some() {
+                    frames.push(frame(index, 1, FrameKind::Call, caller, log.address, U256::ZERO));
+                }
+                logs.push(log);
+            }
+            to = router.or(first_token).or_else(|| Some(self.recipient(s)));
+            frames.insert(0, frame(index, 0, FrameKind::Call, from, to.unwrap_or_default(), U256::ZERO));
+        } else if u < sh.creating + sh.with_transfers + sh.internal_value {
+            let contract = self.pick(s, Kind::Router).unwrap_or_default();
+            let value = U256::from(1 + s.rng.below(1 << 40));
+            let payee = self.recipient(s);
+            to = Some(contract);
+            frames.push(frame(index, 0, FrameKind::Call, from, contract, value));
+            frames.push(frame(index, 1, FrameKind::Call, contract, payee, value));
+        } else if u < sh.creating + sh.with_transfers + sh.internal_value + sh.selfdestructs {
+            let contract = self.pick(s, Kind::Plain).unwrap_or_else(|| self.contract(Kind::Plain, 0));
+            let heir = self.recipient(s);
+            to = Some(contract);
+            frames.push(frame(index, 0, FrameKind::Call, from, contract, U256::ZERO));
+            frames.push(frame(index, 1, FrameKind::SelfDestruct, contract, heir, U256::ZERO));
+        } else {
+            let payee = self.recipient(s);
+            to = Some(payee);
+            frames.push(frame(index, 0, FrameKind::Call, from, payee, U256::from(1 + s.rng.below(1 << 50))));
+        }
+        let success = !s.rng.chance(sh.reverted);
+        if !success {
+            logs.clear();
+            contract_address = None;
+            for f in &mut frames {
+                f.success = false;
+            }
+        }
+        b.transactions.push(TxData { hash, from, to, nonce });
+        b.receipts.push(ReceiptData { success, contract_address, logs });
+        b.frames.get_or_insert_with(Vec::new).extend(frames);
+    }
+
+    /// What `address` answers to `input`, as its kind would.
+    fn answer(&self, address: &Address, input: &[u8]) -> CallOutcome {
+        let Some(kind) = Kind::of(address) else { return CallOutcome::Returned(Bytes::new()) };
+        let sel = input.get(..4).unwrap_or_default();
+        let is = |sig: &str| sel == selector(sig);
+        let label = format!("{:02x}{:02x}", address.0 .0[1], address.0 .0[2]);
+        let yes = |b: bool| CallOutcome::Returned(Bytes::from(u256_word(u64::from(b)).to_vec()));
+        match kind {
+            Kind::Erc20 | Kind::Vault if is("decimals()") => {
+                CallOutcome::Returned(Bytes::from(u256_word(18).to_vec()))
+            }
+            Kind::Erc20 | Kind::Vault | Kind::Erc721 if is("name()") => {
+                CallOutcome::Returned(abi_string(&format!("Token {label}")))
+            }
+            Kind::Erc20 | Kind::Vault | Kind::Erc721 if is("symbol()") => {
+                CallOutcome::Returned(abi_string(&format!("T{label}")))
+            }
+            Kind::Vault if is("asset()") => {
+                CallOutcome::Returned(Bytes::from(word(&self.contract(Kind::Erc20, 0)).to_vec()))
+            }
+            Kind::Vault if is("totalAssets()") => {
+                CallOutcome::Returned(Bytes::from(u256_word(1_000_000).to_vec()))
+            }
+            Kind::Erc721 | Kind::Erc1155 if is("supportsInterface(bytes4)") => {
+                let id = input.get(4..8).unwrap_or_default();
+                let supported: &[[u8; 4]] = if kind == Kind::Erc721 {
+                    &[ERC165_ID, ERC721_ID, ERC721_METADATA_ID]
+                } else {
+                    &[ERC165_ID, ERC1155_ID]
+                };
+                yes(supported.iter().any(|s| s.as_slice() == id))
+            }
+            _ => CallOutcome::Reverted,
+        }
+    }
+}
+
+fn frame(tx: usize, depth: u32, kind: FrameKind, from: Address, to: Address, value: U256) -> CallFrame {
+    CallFrame { tx_index: tx as u64, depth, kind, from, to, value, success: true }
+}
+
+fn transfer(token: Address, from: Address, to: Address, amount: [u8; 32]) -> LogData {
+    LogData {
+        address: token,
+        topics: vec![TRANSFER_TOPIC, word(&from), word(&to)],
+        data: Bytes::from(amount.to_vec()),
+    }
+}
+
+fn erc1155_log(rng: &mut Rng, token: Address, operator: Address, from: Address, to: Address) -> LogData {
+    let topics = |t: B256| vec![t, word(&operator), word(&from), word(&to)];
+    if rng.chance(0.7) {
+        let mut data = u256_word(rng.zipf(1000)).to_vec();
+        data.extend_from_slice(&u256_word(1 + rng.below(100)));
+        return LogData { address: token, topics: topics(TRANSFER_SINGLE_TOPIC), data: data.into() };
+    }
+    let n = 1 + rng.below(5);
+    let mut data = u256_word(64).to_vec();
+    data.extend_from_slice(&u256_word(64 + 32 * (n + 1)));
+    for values in [false, true] {
+        data.extend_from_slice(&u256_word(n));
+        for _ in 0..n {
+            data.extend_from_slice(&u256_word(if values { 1 + rng.below(100) } else { rng.zipf(1000) }));
+        }
+    }
+    LogData { address: token, topics: topics(TRANSFER_BATCH_TOPIC), data: data.into() }
+}
+
+/// EIP-1167 code delegating to `target`.
+fn clone_code(target: &Address) -> Bytes {
+    let mut code = vec![0x36, 0x3d, 0x3d, 0x37, 0x3d, 0x3d, 0x3d, 0x36, 0x3d, 0x73];
+    code.extend_from_slice(target.as_slice());
+    code.extend_from_slice(&[
+        0x5a, 0xf4, 0x3d, 0x82, 0x80, 0x3e, 0x90, 0x3d, 0x91, 0x60, 0x2b, 0x57, 0xfd, 0x5b, 0xf3,
+    ]);
+    code.into()
+}
+
+impl ChainView for SyntheticChain {
+    fn call_at(
+        &self,
+        to: Address,
+        input: Bytes,
+        _block: u64,
+    ) -> BoxFuture<'_, Result<CallOutcome, ChainError>> {
+        let answer = self.answer(&to, &input);
+        Box::pin(async move { Ok(answer) })
+    }
+
+    fn code_at(&self, address: Address, _block: u64) -> BoxFuture<'_, Result<Bytes, ChainError>> {
+        let code = match Kind::of(&address) {
+            None => Bytes::new(),
+            Some(Kind::Clone) => clone_code(&self.contract(Kind::Plain, 0)),
+            Some(_) => Bytes::from_static(&[0x60, 0x80, 0x60, 0x40, 0x52, 0x00]),
+        };
+        Box::pin(async move { Ok(code) })
+    }
+}
+
+impl BlockSource for SyntheticChain {
+    fn chain_identity(&self) -> BoxFuture<'_, Result<ChainIdentity, SourceError>> {
+        let genesis_hash = keccak256([self.seed.to_be_bytes(), 0u64.to_be_bytes()].concat());
+        Box::pin(async move { Ok(ChainIdentity { chain_id: SYNTHETIC_CHAIN_ID, genesis_hash }) })
+    }
+    fn head(&self) -> BoxFuture<'_, Result<u64, SourceError>> {
+        let last = self.last_block;
+        Box::pin(async move { Ok(last) })
+    }
+    fn block(&self, number: u64) -> BoxFuture<'_, Result<BlockData, SourceError>> {
+        let block = (|| {
+            let mut s = self
+                .state
+                .lock()
+                .map_err(|_| SourceError::Missing { what: "generated block", block: number })?;
+            if number != s.next_block || number > self.last_block {
+                return Err(SourceError::Missing {
+                    what: "generated block (asked out of order)",
+                    block: number,
+                });
+            }
+            s.next_block += 1;
+            Ok(self.generate(&mut s, number))
+        })();
+        Box::pin(async move { block })
+    }
+    fn block_hash(&self, number: u64) -> BoxFuture<'_, Result<Option<B256>, SourceError>> {
+        let hash = (number <= self.last_block)
+            .then(|| keccak256([self.seed.to_be_bytes(), number.to_be_bytes()].concat()));
+        Box::pin(async move { Ok(hash) })
+    }
+    fn tracer(&self) -> &'static str {
+        "trace_block"
+    }
+}
