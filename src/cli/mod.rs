@@ -216,6 +216,12 @@ pub(crate) async fn start_indexer(
         state::check_usable(&state::read_state(&txn)?)?;
     }
     if let Some(path) = &sync_args.source {
+        let most = crate::source::fixture::MAX_REPLAY_BATCH_BLOCKS;
+        anyhow::ensure!(
+            sync_args.batch_blocks <= most,
+            "--batch-blocks {} is over {most}, the most a replay of a recording keeps at once",
+            sync_args.batch_blocks
+        );
         let fixture = crate::source::fixture::Fixture::load(path)?;
         let indexer = Indexer::open(db, fixture, sync_args.classifiers()?, sync_args.config()).await?;
         return Ok(Some(with_reporting(indexer, sync_args).await?));

@@ -1,14 +1,16 @@
 //! Recorded chains: `capture` writes a node's blocks (with receipts and call frames) and the
 //! answers to every probe the classifiers made, and [`Fixture`] replays them with no node.
 //!
-//! File: gzip-compressed JSON lines. The first line is the header; then, per block, the block
-//! and the `eth_call`/`eth_getCode` answers its classification needed, sorted. [`Fixture`]
+//! File: gzip-compressed. The first line is the JSON header; then, per block, the block and the
+//! `eth_call`/`eth_getCode` answers its classification needed, sorted: each a 4-byte
+//! little-endian length and the entry in bincode (format 2; format 1, read still, had a JSON line
+//! per record). [`Fixture`]
 //! reads it as it is indexed, so its length is bounded by disk, not memory.
 
 use std::{
     collections::{BTreeMap, HashMap},
     fs::File,
-    io::{BufRead, BufReader, BufWriter, Write},
+    io::{BufRead, BufReader, BufWriter, Read, Write},
     path::{Path, PathBuf},
     sync::{Arc, Condvar, Mutex},
 };
@@ -22,8 +24,13 @@ use tokio::sync::watch;
 use super::{BlockSource, SourceError};
 use crate::db::state::ChainIdentity;
 
-/// Version of the recording format.
-pub const FIXTURE_FORMAT: u32 = 1;
+/// Version of the recording format written: 2, a JSON header line and then length-prefixed
+/// binary entries (bincode). Format 1 (every record a JSON line) is still read.
+pub const FIXTURE_FORMAT: u32 = 2;
+/// The JSON-lines format, read but no longer written.
+const JSON_LINES_FORMAT: u32 = 1;
+/// Largest binary entry accepted (a block of a few hundred thousand logs).
+const MAX_ENTRY_BYTES: u32 = 1 << 30;
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -34,8 +41,68 @@ enum Record {
     Code { address: Address, block: u64, code: Bytes },
 }
 
+/// One record after the header, as format 2 stores it.
+#[derive(Debug, Serialize, Deserialize)]
+enum Entry {
+    Block(Box<BlockData>),
+    Call { to: Address, input: Bytes, block: u64, outcome: CallOutcome },
+    Code { address: Address, block: u64, code: Bytes },
+}
+
 type CallKey = (Address, Bytes, u64);
 type CodeKey = (Address, u64);
+
+type Decoder = BufReader<GzDecoder<File>>;
+
+/// The records after the header, in either format.
+enum Entries {
+    JsonLines { lines: std::io::Lines<Decoder>, at: usize },
+    Binary { reader: Decoder, at: u64 },
+}
+
+impl Entries {
+    fn next_entry(&mut self) -> Option<Result<Entry, String>> {
+        match self {
+            Self::JsonLines { lines, at } => {
+                let line = lines.next()?;
+                *at += 1;
+                let at = *at;
+                let parsed = line.map_err(|e| format!("line {at}: {e}")).and_then(|line| {
+                    serde_json::from_str::<Record>(&line).map_err(|e| format!("line {at}: {e}"))
+                });
+                Some(parsed.and_then(|record| match record {
+                    Record::Header { .. } => Err(format!("line {at}: a second header")),
+                    Record::Block { block } => Ok(Entry::Block(block)),
+                    Record::Call { to, input, block, outcome } => {
+                        Ok(Entry::Call { to, input, block, outcome })
+                    }
+                    Record::Code { address, block, code } => Ok(Entry::Code { address, block, code }),
+                }))
+            }
+            Self::Binary { reader, at } => {
+                let mut len = [0u8; 4];
+                match reader.read(&mut len[..1]) {
+                    Ok(0) => return None,
+                    Ok(_) => {}
+                    Err(e) => return Some(Err(format!("entry {at}: {e}"))),
+                }
+                *at += 1;
+                let at = *at;
+                let entry =
+                    reader.read_exact(&mut len[1..]).map_err(|e| format!("entry {at}: {e}")).and_then(|()| {
+                        let n = u32::from_le_bytes(len);
+                        if n > MAX_ENTRY_BYTES {
+                            return Err(format!("entry {at}: {n} bytes long, past the limit"));
+                        }
+                        let mut bytes = vec![0u8; n as usize];
+                        reader.read_exact(&mut bytes).map_err(|e| format!("entry {at}: {e}"))?;
+                        bincode::deserialize(&bytes).map_err(|e| format!("entry {at}: {e}"))
+                    });
+                Some(entry)
+            }
+        }
+    }
+}
 
 /// The probe answers one block's section of the file held.
 #[derive(Debug, Default)]
@@ -44,8 +111,12 @@ struct Section {
     codes: Vec<CodeKey>,
 }
 
-/// Blocks kept behind the newest one asked for (a retried fetch finds its block again).
-const KEPT_BEHIND: u64 = 256;
+/// Blocks (and their probe answers) kept behind the newest one asked for: the sync loop probes
+/// again across its whole batch (at most `--batch-blocks`, 1,000 by default) after fetching it,
+/// and a batch retried from its start asks for its blocks again.
+const KEPT_BEHIND: u64 = 1024;
+/// Largest `--batch-blocks` a replay takes (a batch must fit in what is kept behind).
+pub const MAX_REPLAY_BATCH_BLOCKS: u64 = KEPT_BEHIND;
 /// Blocks read ahead of the newest one asked for.
 const READ_AHEAD: u64 = 256;
 
@@ -130,31 +201,23 @@ fn tracer_name(name: &str) -> &'static str {
     }
 }
 
-type Lines = std::io::Lines<BufReader<GzDecoder<File>>>;
-
 /// The reader thread: decodes records in order into `shared`, publishing progress.
 fn read_records(
-    mut lines: Lines,
+    mut entries: Entries,
     from: u64,
     shared: &Shared,
     progress: &watch::Sender<ReadProgress>,
 ) -> Result<(), String> {
     let mut section: Option<u64> = None;
-    for (n, line) in lines.by_ref().enumerate() {
-        let at = n + 2;
-        let line = line.map_err(|e| format!("line {at}: {e}"))?;
-        let record: Record = serde_json::from_str(&line).map_err(|e| format!("line {at}: {e}"))?;
+    while let Some(entry) = entries.next_entry() {
+        let entry = entry?;
         let mut buffer =
             shared.buffer.lock().map_err(|_| "the recording's buffer was poisoned".to_owned())?;
-        match record {
-            Record::Header { .. } => return Err(format!("line {at}: a second header")),
-            Record::Block { block } => {
+        match entry {
+            Entry::Block(block) => {
                 let expected = from + buffer.hashes.len() as u64;
                 if block.number != expected {
-                    return Err(format!(
-                        "line {at}: block {} where block {expected} was expected",
-                        block.number
-                    ));
+                    return Err(format!("block {} where block {expected} was expected", block.number));
                 }
                 // The previous section is whole: its block and probes can be served.
                 progress.send_modify(|p| p.complete = block.number);
@@ -174,14 +237,14 @@ fn read_records(
                 buffer.sections.insert(block.number, Section::default());
                 buffer.blocks.insert(block.number, *block);
             }
-            Record::Call { to, input, block, outcome } => {
+            Entry::Call { to, input, block, outcome } => {
                 let key = (to, input, block);
                 if let Some(s) = section.and_then(|s| buffer.sections.get_mut(&s)) {
                     s.calls.push(key.clone());
                 }
                 buffer.calls.insert(key, outcome);
             }
-            Record::Code { address, block, code } => {
+            Entry::Code { address, block, code } => {
                 if let Some(s) = section.and_then(|s| buffer.sections.get_mut(&s)) {
                     s.codes.push((address, block));
                 }
@@ -198,22 +261,29 @@ impl Fixture {
     /// Opens a recording and starts reading it in the background.
     pub fn load(path: &Path) -> Result<Self, SourceError> {
         let file = File::open(path).map_err(|e| fixture_err(path, e.to_string()))?;
-        let mut lines = BufReader::with_capacity(1 << 20, GzDecoder::new(file)).lines();
-        let first = lines
-            .next()
-            .ok_or_else(|| fixture_err(path, "empty file"))?
-            .map_err(|e| fixture_err(path, e.to_string()))?;
+        let mut reader = BufReader::with_capacity(1 << 20, GzDecoder::new(file));
+        let mut first = String::new();
+        reader.read_line(&mut first).map_err(|e| fixture_err(path, e.to_string()))?;
+        if first.is_empty() {
+            return Err(fixture_err(path, "empty file"));
+        }
         let Ok(Record::Header { format, chain_id, genesis_hash, from, to, tracer }) =
             serde_json::from_str(&first)
         else {
             return Err(fixture_err(path, "not an ots-indexer recording (no header line)"));
         };
-        if format != FIXTURE_FORMAT {
-            return Err(fixture_err(
-                path,
-                format!("recording format {format}, this build reads {FIXTURE_FORMAT}"),
-            ));
-        }
+        let entries = match format {
+            FIXTURE_FORMAT => Entries::Binary { reader, at: 0 },
+            JSON_LINES_FORMAT => Entries::JsonLines { lines: reader.lines(), at: 1 },
+            _ => {
+                return Err(fixture_err(
+                    path,
+                    format!(
+                    "recording format {format}, this build reads {JSON_LINES_FORMAT} and {FIXTURE_FORMAT}"
+                ),
+                ))
+            }
+        };
         let shared = Arc::new(Shared::default());
         shared.buffer.lock().map_err(|_| fixture_err(path, "poisoned"))?.wanted = from;
         let (sender, progress) = watch::channel(ReadProgress { complete: from, end: None });
@@ -221,7 +291,7 @@ impl Fixture {
         std::thread::Builder::new()
             .name("ots-recording".into())
             .spawn(move || {
-                let result = read_records(lines, from, &reader, &sender);
+                let result = read_records(entries, from, &reader, &sender);
                 sender.send_modify(|p| p.end = Some(result));
             })
             .map_err(|e| fixture_err(path, format!("cannot start its reader: {e}")))?;
@@ -327,7 +397,7 @@ impl BlockSource for Fixture {
                 return Err(SourceError::Missing { what: "recorded block", block: number });
             }
             Err(self.err(format!(
-                "block {number} was asked for after the reader had passed it (more than {KEPT_BEHIND} blocks behind block {}); start `sync --source` again",
+                "block {number} was asked for after the reader had passed it (more than {KEPT_BEHIND} blocks behind block {}): use a --batch-blocks below {KEPT_BEHIND}, and start `sync --source` again",
                 buffer.wanted
             )))
         })
@@ -397,7 +467,7 @@ impl RecordingWriter {
             File::create(&tmp).map_err(|source| CaptureError::Io { path: out.to_path_buf(), source })?;
         let mut writer =
             Self { out: out.to_path_buf(), tmp, w: GzEncoder::new(BufWriter::new(file), compression) };
-        writer.write(&Record::Header {
+        writer.write_header(&Record::Header {
             format: FIXTURE_FORMAT,
             chain_id: chain.chain_id,
             genesis_hash: chain.genesis_hash,
@@ -408,16 +478,27 @@ impl RecordingWriter {
         Ok(writer)
     }
 
-    fn write(&mut self, record: &Record) -> Result<(), CaptureError> {
+    fn write_header(&mut self, header: &Record) -> Result<(), CaptureError> {
         let out = self.out.clone();
         let io = |source| CaptureError::Io { path: out.clone(), source };
-        serde_json::to_writer(&mut self.w, record).map_err(|e| io(e.into()))?;
+        serde_json::to_writer(&mut self.w, header).map_err(|e| io(e.into()))?;
         self.w.write_all(b"\n").map_err(io)
+    }
+
+    fn write(&mut self, entry: &Entry) -> Result<(), CaptureError> {
+        let out = self.out.clone();
+        let io = |source| CaptureError::Io { path: out.clone(), source };
+        let bytes = bincode::serialize(entry).map_err(|e| io(std::io::Error::other(e)))?;
+        let len = u32::try_from(bytes.len()).ok().filter(|&n| n <= MAX_ENTRY_BYTES).ok_or_else(|| {
+            io(std::io::Error::other(format!("an entry of {} bytes is past the limit", bytes.len())))
+        })?;
+        self.w.write_all(&len.to_le_bytes()).map_err(io)?;
+        self.w.write_all(&bytes).map_err(io)
     }
 
     /// Adds a block.
     pub fn block(&mut self, block: &BlockData) -> Result<(), CaptureError> {
-        self.write(&Record::Block { block: Box::new(block.clone()) })
+        self.write(&Entry::Block(Box::new(block.clone())))
     }
 
     /// Adds the answer of `eth_call` to `to` with `input` at `block`.
@@ -428,12 +509,12 @@ impl RecordingWriter {
         block: u64,
         outcome: CallOutcome,
     ) -> Result<(), CaptureError> {
-        self.write(&Record::Call { to, input, block, outcome })
+        self.write(&Entry::Call { to, input, block, outcome })
     }
 
     /// Adds the code of `address` at `block`.
     pub fn code(&mut self, address: Address, block: u64, code: Bytes) -> Result<(), CaptureError> {
-        self.write(&Record::Code { address, block, code })
+        self.write(&Entry::Code { address, block, code })
     }
 
     /// Completes the file and puts it in place; returns its size in bytes.
@@ -522,6 +603,44 @@ mod tests {
         let passed = fixture.block(5).await.expect_err("passed");
         assert!(passed.to_string().contains("after the reader had passed it"), "{passed}");
         assert!(matches!(fixture.block(3000).await, Err(SourceError::Missing { .. })));
+    }
+
+    #[tokio::test]
+    async fn a_format_1_recording_of_json_lines_still_replays() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("old.jsonl.gz");
+        let mut w = GzEncoder::new(File::create(&path).expect("create"), Compression::fast());
+        let header = Record::Header {
+            format: JSON_LINES_FORMAT,
+            chain_id: 1,
+            genesis_hash: keccak256(0u64.to_be_bytes()),
+            from: 0,
+            to: 2,
+            tracer: "trace_block".into(),
+        };
+        let mut records = vec![header];
+        for n in 0..3 {
+            records.push(Record::Block { block: Box::new(block(n)) });
+            let outcome = CallOutcome::Reverted;
+            records.push(Record::Call {
+                to: Address::repeat_byte(2),
+                input: Bytes::from_static(b"x"),
+                block: n,
+                outcome,
+            });
+        }
+        for record in &records {
+            serde_json::to_writer(&mut w, record).expect("json");
+            w.write_all(b"\n").expect("newline");
+        }
+        w.finish().expect("finish");
+        let fixture = Fixture::load(&path).expect("load");
+        assert_eq!(fixture.tracer(), "trace_block");
+        for n in 0..3 {
+            assert_eq!(fixture.block(n).await.expect("block").number, n);
+            let answer = fixture.call_at(Address::repeat_byte(2), Bytes::from_static(b"x"), n).await;
+            assert_eq!(answer.expect("probe"), CallOutcome::Reverted);
+        }
     }
 
     #[tokio::test]
