@@ -15,6 +15,15 @@ pub fn minimal_proxy_target(code: &[u8]) -> Option<Address> {
         .then(|| Address::from_slice(&code[10..30]))
 }
 
+/// The 45-byte EIP-1167 runtime code of a minimal proxy delegating to `target`.
+pub fn minimal_proxy_code(target: Address) -> Vec<u8> {
+    let mut code = Vec::with_capacity(45);
+    code.extend_from_slice(&PREFIX);
+    code.extend_from_slice(target.as_slice());
+    code.extend_from_slice(&SUFFIX);
+    code
+}
+
 /// Classifies new contracts whose runtime code is an EIP-1167 minimal proxy, recording the
 /// implementation.
 #[derive(Debug, Clone, Copy, Default)]
@@ -49,21 +58,14 @@ impl ContractClassifier for Erc1167Classifier {
 mod tests {
     use super::*;
 
-    fn clone_code(target: Address) -> Vec<u8> {
-        let mut code = PREFIX.to_vec();
-        code.extend_from_slice(target.as_slice());
-        code.extend_from_slice(&SUFFIX);
-        code
-    }
-
     #[test]
     fn exact_code_only() {
         let target = Address::repeat_byte(0x42);
-        assert_eq!(minimal_proxy_target(&clone_code(target)), Some(target));
-        let mut longer = clone_code(target);
+        assert_eq!(minimal_proxy_target(&minimal_proxy_code(target)), Some(target));
+        let mut longer = minimal_proxy_code(target);
         longer.push(0);
         assert_eq!(minimal_proxy_target(&longer), None);
-        let mut other = clone_code(target);
+        let mut other = minimal_proxy_code(target);
         other[0] = 0x00;
         assert_eq!(minimal_proxy_target(&other), None);
         // An EIP-7702 delegation designator is 23 bytes: never a minimal proxy.

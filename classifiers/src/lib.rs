@@ -33,7 +33,7 @@ pub use block::{BlockData, CallFrame, FrameKind, LogData, ReceiptData, TxData, W
 pub use chain_view::{BoxFuture, CallOutcome, ChainError, ChainView};
 pub use classifier::{check_dependencies, Candidates, Classifier, ClassifyInput, DependencyError};
 pub use erc1155::{Erc1155Classifier, ERC1155_ID};
-pub use erc1167::{minimal_proxy_target, Erc1167Classifier};
+pub use erc1167::{minimal_proxy_code, minimal_proxy_target, Erc1167Classifier};
 pub use erc165::{Erc165Classifier, ERC165_ID};
 pub use erc20::{Erc20Classifier, Erc20Metadata};
 pub use erc4626::Erc4626Classifier;

@@ -69,11 +69,13 @@ impl SummaryCache {
     }
 }
 
-fn hex(n: u64) -> String {
+/// `n` as a hex quantity.
+pub(super) fn hex(n: u64) -> String {
     format!("{n:#x}")
 }
 
-fn hex_field(v: &Value, field: &str) -> Option<u64> {
+/// The hex quantity `field` of `v`.
+pub(super) fn hex_field(v: &Value, field: &str) -> Option<u64> {
     let s = v.get(field)?.as_str()?;
     u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
 }
@@ -182,31 +184,28 @@ impl Materializer {
         standings: &[IndexedBlock],
         tip: Option<u64>,
     ) -> Result<(BTreeMap<String, BlockSummary>, Vec<TransactionWithReceipt>), ErrorObjectOwned> {
-        let mut found: Vec<Option<Arc<CachedTx>>> =
-            ids.iter().zip(standings).map(|(&id, &standing)| self.txs.get(id, standing)).collect();
+        let mut found = self.txs.lookup(ids, standings);
         let mut known = HashMap::new();
         for (id, tx) in ids.iter().zip(&found) {
             if let Some(timestamp) = tx.as_ref().and_then(|tx| tx.timestamp) {
                 known.insert(id.block(), timestamp);
             }
         }
-        let wanted: Vec<(usize, TxId)> =
-            ids.iter().enumerate().filter(|(i, _)| found[*i].is_none()).map(|(i, &id)| (i, id)).collect();
+        let wanted: Vec<TxId> =
+            ids.iter().zip(&found).filter(|(_, f)| f.is_none()).map(|(&id, _)| id).collect();
         let blocks = distinct(ids.iter().map(|id| id.block()));
         let missing: Vec<u64> =
             self.missing(&blocks).into_iter().filter(|b| !known.contains_key(b)).collect();
         let mut calls: Vec<_> = wanted
             .iter()
-            .map(|(_, id)| {
-                ("eth_getTransactionByBlockNumberAndIndex", json!([hex(id.block()), hex(id.index())]))
-            })
+            .map(|id| ("eth_getTransactionByBlockNumberAndIndex", json!([hex(id.block()), hex(id.index())])))
             .collect();
         calls.extend(missing.iter().map(|&n| header_call(n)));
         let mut answers = if calls.is_empty() { Vec::new() } else { self.batch(&calls).await? };
         let headers = answers.split_off(wanted.len());
         let summaries = self.summaries_from(&blocks, &missing, &headers, tip, known)?;
         let mut hashes = Vec::with_capacity(wanted.len());
-        for ((_, id), tx) in wanted.iter().zip(&answers) {
+        for (id, tx) in wanted.iter().zip(&answers) {
             let hash = tx.get("hash").filter(|h| h.is_string()).cloned().ok_or_else(|| {
                 server_error(format!(
                     "the node has no transaction {} in block {}: is it serving the indexed chain?",
@@ -219,14 +218,16 @@ impl Materializer {
         let receipt_calls: Vec<_> =
             hashes.iter().map(|h| ("eth_getTransactionReceipt", json!([h]))).collect();
         let receipts = if receipt_calls.is_empty() { Vec::new() } else { self.batch(&receipt_calls).await? };
-        for ((((i, id), tx), hash), receipt) in wanted.into_iter().zip(answers).zip(&hashes).zip(receipts) {
+        let mut fetched = Vec::with_capacity(wanted.len());
+        for ((id, tx), (hash, receipt)) in wanted.iter().zip(answers).zip(hashes.iter().zip(receipts)) {
             if receipt.is_null() {
                 return Err(server_error(format!("the node has no receipt for {hash}")));
             }
             let timestamp = summaries.get(&hex(id.block())).map(|s| s.timestamp);
-            let entry = CachedTx { tx, receipt, timestamp };
-            self.txs.put(id, standings[i], entry.clone());
-            found[i] = Some(Arc::new(entry));
+            fetched.push(CachedTx { tx, receipt, timestamp });
+        }
+        if !self.txs.fill(&mut found, ids, standings, fetched) {
+            return Err(server_error("the node answered fewer transactions than asked"));
         }
         let results = found
             .into_iter()

@@ -7,8 +7,6 @@
 //! results are newest first, a page ends on a whole block (so it may hold more than asked), and
 //! `firstPage`/`lastPage` say whether newer/older transactions exist.
 
-use std::sync::Arc;
-
 use alloy::rpc::types::trace::otterscan::ContractCreator;
 use alloy_primitives::{Address, B256};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
@@ -16,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::{
     errors::{db_error, invalid_params, node_error, server_error},
+    materialize::{hex, hex_field},
     ots_shapes::{search_page, ReceiptLogs, Receipts},
     tx_cache::{standings, CachedTx, IndexedBlock},
     RpcContext,
@@ -75,14 +74,6 @@ enum Direction {
 /// Parts a page's node requests are cut into, fetched at once.
 const PARALLEL_PARTS: usize = 4;
 
-fn hex_u64(n: u64) -> String {
-    format!("{n:#x}")
-}
-
-fn hex_field(v: &Value, field: &str) -> Option<u64> {
-    u64::from_str_radix(v.get(field)?.as_str()?.strip_prefix("0x")?, 16).ok()
-}
-
 impl OtsSearch {
     /// Serves from `ctx`.
     pub const fn new(ctx: RpcContext) -> Self {
@@ -99,7 +90,7 @@ impl OtsSearch {
         let tx: Value = self
             .ctx
             .node
-            .raw("eth_getTransactionByBlockNumberAndIndex", json!([hex_u64(id.block()), hex_u64(id.index())]))
+            .raw("eth_getTransactionByBlockNumberAndIndex", json!([hex(id.block()), hex(id.index())]))
             .await
             .map_err(|e| node_error(&e))?;
         match tx.get("hash") {
@@ -118,8 +109,8 @@ impl OtsSearch {
     /// on several threads answers them side by side and one part's receipts are asked for while
     /// another's transactions are still coming.
     async fn materialize(&self, ids: &[TxId], blocks: &[IndexedBlock]) -> RpcResult<(Vec<Value>, Receipts)> {
-        let mut found: Vec<Option<Arc<CachedTx>>> =
-            ids.iter().zip(blocks).map(|(&id, &block)| self.ctx.tx_cache.get(id, block)).collect();
+        let cache = &self.ctx.tx_cache;
+        let mut found = cache.lookup(ids, blocks);
         let missing: Vec<TxId> =
             ids.iter().zip(&found).filter(|(_, f)| f.is_none()).map(|(&id, _)| id).collect();
         if !missing.is_empty() {
@@ -127,15 +118,8 @@ impl OtsSearch {
             let parts =
                 futures::future::try_join_all(missing.chunks(size).map(|part| self.materialize_part(part)))
                     .await?;
-            let mut fetched = parts.into_iter().flatten();
-            for ((&id, &block), slot) in ids.iter().zip(blocks).zip(&mut found) {
-                if slot.is_none() {
-                    let tx = fetched
-                        .next()
-                        .ok_or_else(|| server_error("the node answered fewer transactions than asked"))?;
-                    self.ctx.tx_cache.put(id, block, tx.clone());
-                    *slot = Some(Arc::new(tx));
-                }
+            if !cache.fill(&mut found, ids, blocks, parts.into_iter().flatten()) {
+                return Err(server_error("the node answered fewer transactions than asked"));
             }
         }
         let mut txs = Vec::with_capacity(ids.len());
@@ -155,12 +139,12 @@ impl OtsSearch {
         let groups: Vec<&[TxId]> = ids.chunk_by(|a, b| a.block() == b.block()).collect();
         let mut calls: Vec<(&'static str, Value)> = Vec::with_capacity(ids.len() + groups.len());
         for group in &groups {
-            let block = hex_u64(group[0].block());
+            let block = hex(group[0].block());
             calls.push(("eth_getBlockByNumber", json!([block, false])));
             calls.extend(
-                group.iter().map(|id| {
-                    ("eth_getTransactionByBlockNumberAndIndex", json!([block, hex_u64(id.index())]))
-                }),
+                group
+                    .iter()
+                    .map(|id| ("eth_getTransactionByBlockNumberAndIndex", json!([block, hex(id.index())]))),
             );
         }
         let answers = self.ctx.node.batch(&calls).await.map_err(|e| node_error(&e))?;

@@ -122,10 +122,37 @@ impl TxCache {
         valid.then(|| Arc::clone(&entry.tx))
     }
 
+    /// Each id's entry where the cache holds it for the block the index holds (`standings`, one
+    /// per id); `None` where the node must be asked.
+    pub fn lookup(&self, ids: &[TxId], standings: &[IndexedBlock]) -> Vec<Option<Arc<CachedTx>>> {
+        ids.iter().zip(standings).map(|(&id, &standing)| self.get(id, standing)).collect()
+    }
+
+    /// Fills the gaps [`Self::lookup`] left in `found` with `fetched`, in order, keeping each
+    /// in the cache; `false` if `fetched` ran short.
+    pub fn fill(
+        &self,
+        found: &mut [Option<Arc<CachedTx>>],
+        ids: &[TxId],
+        standings: &[IndexedBlock],
+        fetched: impl IntoIterator<Item = CachedTx>,
+    ) -> bool {
+        let mut fetched = fetched.into_iter();
+        for ((slot, &id), &standing) in found.iter_mut().zip(ids).zip(standings) {
+            if slot.is_none() {
+                let Some(tx) = fetched.next() else { return false };
+                let tx = Arc::new(tx);
+                self.put(id, standing, Arc::clone(&tx));
+                *slot = Some(tx);
+            }
+        }
+        true
+    }
+
     /// Keeps what the node gave for `id`, whose block stood as `block` when the page was read.
     /// A transaction whose block hash is not the indexed one is not kept, nor one without a
     /// receipt.
-    pub fn put(&self, id: TxId, block: IndexedBlock, tx: CachedTx) {
+    pub fn put(&self, id: TxId, block: IndexedBlock, tx: Arc<CachedTx>) {
         if !tx.receipt.is_object() {
             return;
         }
@@ -145,7 +172,7 @@ impl TxCache {
             return;
         }
         let Ok(mut entries) = self.entries.lock() else { return };
-        let entry = Entry { tx: Arc::new(tx), recent_hash, bytes };
+        let entry = Entry { tx, recent_hash, bytes };
         match entries.by_id.insert(id.0, entry) {
             Some(old) => entries.bytes -= old.bytes,
             None => entries.order.push_back(id.0),
@@ -177,12 +204,12 @@ mod tests {
 
     use super::*;
 
-    fn tx(hash: B256, input_len: usize) -> CachedTx {
-        CachedTx {
+    fn tx(hash: B256, input_len: usize) -> Arc<CachedTx> {
+        Arc::new(CachedTx {
             tx: json!({"blockHash": hash, "input": format!("0x{}", "ab".repeat(input_len))}),
             receipt: json!({"status": "0x1"}),
             timestamp: Some(1),
-        }
+        })
     }
 
     #[test]

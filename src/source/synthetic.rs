@@ -10,8 +10,9 @@ use std::sync::Mutex;
 
 use alloy_primitives::{keccak256, Address, Bytes, B256, U256};
 use ots_classifiers::{
-    selector, BlockData, BoxFuture, CallFrame, CallOutcome, ChainError, ChainView, FrameKind, LogData,
-    ReceiptData, TxData, Withdrawal, ERC1155_ID, ERC165_ID, ERC721_ID, ERC721_METADATA_ID, TRANSFER_TOPIC,
+    minimal_proxy_code, selector, BlockData, BoxFuture, CallFrame, CallOutcome, ChainError, ChainView,
+    FrameKind, LogData, ReceiptData, TxData, Withdrawal, ERC1155_ID, ERC165_ID, ERC721_ID,
+    ERC721_METADATA_ID, TRANSFER_TOPIC,
 };
 
 use super::{BlockSource, SourceError};
@@ -540,16 +541,6 @@ fn erc1155_log(rng: &mut Rng, token: Address, operator: Address, from: Address, 
     LogData { address: token, topics: topics(TRANSFER_BATCH_TOPIC), data: data.into() }
 }
 
-/// EIP-1167 code delegating to `target`.
-fn clone_code(target: &Address) -> Bytes {
-    let mut code = vec![0x36, 0x3d, 0x3d, 0x37, 0x3d, 0x3d, 0x3d, 0x36, 0x3d, 0x73];
-    code.extend_from_slice(target.as_slice());
-    code.extend_from_slice(&[
-        0x5a, 0xf4, 0x3d, 0x82, 0x80, 0x3e, 0x90, 0x3d, 0x91, 0x60, 0x2b, 0x57, 0xfd, 0x5b, 0xf3,
-    ]);
-    code.into()
-}
-
 impl ChainView for SyntheticChain {
     fn call_at(
         &self,
@@ -564,7 +555,7 @@ impl ChainView for SyntheticChain {
     fn code_at(&self, address: Address, _block: u64) -> BoxFuture<'_, Result<Bytes, ChainError>> {
         let code = match Kind::of(&address) {
             None => Bytes::new(),
-            Some(Kind::Clone) => clone_code(&self.contract(Kind::Plain, 0)),
+            Some(Kind::Clone) => minimal_proxy_code(self.contract(Kind::Plain, 0)).into(),
             Some(_) => Bytes::from_static(&[0x60, 0x80, 0x60, 0x40, 0x52, 0x00]),
         };
         Box::pin(async move { Ok(code) })
