@@ -5,7 +5,10 @@ use std::sync::{Arc, Mutex};
 use alloy_primitives::B256;
 use serde::Serialize;
 
-use crate::db::{state, Db, DbError};
+use crate::{
+    db::{state, Db, DbError},
+    index::BatchStats,
+};
 
 /// The sync loop's latest figures, shared with the API of the same process.
 #[derive(Debug, Clone, Default)]
@@ -31,6 +34,8 @@ pub struct Progress {
     pub write_seconds_total: f64,
     /// Seconds of the latest batch write.
     pub write_seconds_last: f64,
+    /// What the batches committed since start-up wrote, added up.
+    pub written: BatchStats,
     /// Node failures, by the kinds of [`ERROR_KINDS`].
     pub errors: [u64; 4],
 }

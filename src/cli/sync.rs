@@ -30,6 +30,8 @@ pub struct SyncCmdArgs {
 pub async fn sync(args: SyncCmdArgs) -> anyhow::Result<()> {
     let stop = stop_channel();
     let Some(indexer) = start_indexer(&args.node, &args.db, &args.sync, &stop).await? else { return Ok(()) };
+    let started = std::time::Instant::now();
+    let progress = indexer.progress();
     let result = if args.exit_at_head {
         let head = indexer.head().await.context("reading the head")?;
         let mut stop = stop.clone();
@@ -42,6 +44,22 @@ pub async fn sync(args: SyncCmdArgs) -> anyhow::Result<()> {
     };
     indexer.close().await.context("marking the database closed")?;
     result.context("indexing stopped")?;
+    // What this run did, in one line: the figures a benchmark or an operator wants.
+    let p = progress.get();
+    let w = p.written;
+    info!(
+        target: "ots::cli",
+        indexed_block = p.indexed,
+        blocks = w.blocks,
+        transactions = w.transactions,
+        transfer_logs = w.transfer_logs,
+        transfer_ids = w.transfer_ids,
+        appearances = w.appearances,
+        batches = p.batches,
+        seconds = started.elapsed().as_secs_f64(),
+        write_seconds = p.write_seconds_total,
+        "run summary"
+    );
     info!(target: "ots::cli", "stopped cleanly");
     Ok(())
 }

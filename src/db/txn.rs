@@ -120,16 +120,20 @@ impl<K: TransactionKind> Txn<K> {
 
     /// Every entry of `table` as raw bytes, in order (dups one by one).
     pub fn raw_entries(&self, table: TableId) -> DbResult<Vec<(Vec<u8>, Vec<u8>)>> {
-        let mut cursor = self
-            .tx
-            .cursor(self.tables[table.index()])
-            .map_err(|e| table_err("open cursor", table.name(), &[], e))?;
         let mut out = Vec::new();
+        self.for_each_raw(table, |k, v| out.push((k.to_vec(), v.to_vec())))?;
+        Ok(out)
+    }
+
+    /// Calls `f` with every entry of `table` as raw bytes, in order (dups one by one), without
+    /// holding the table in memory.
+    pub fn for_each_raw(&self, table: TableId, mut f: impl FnMut(&[u8], &[u8])) -> DbResult<()> {
+        let mut cursor = self.raw_cursor(table)?;
         let mut next = cursor.first::<Cow<'_, [u8]>, Cow<'_, [u8]>>();
         loop {
             match next.map_err(|e| read_err("scan", table.name(), &[], e))? {
-                Some((k, v)) => out.push((k.into_owned(), v.into_owned())),
-                None => return Ok(out),
+                Some((k, v)) => f(&k, &v),
+                None => return Ok(()),
             }
             next = cursor.next();
         }

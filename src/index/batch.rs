@@ -117,6 +117,8 @@ pub struct WrittenBatch {
 pub struct BatchStats {
     /// Blocks written.
     pub blocks: u64,
+    /// Transactions in them.
+    pub transactions: u64,
     /// Contracts found.
     pub contracts: u64,
     /// Classifier matches.
@@ -130,11 +132,23 @@ pub struct BatchStats {
 }
 
 impl BatchStats {
-    fn add_block(&mut self, contracts: u64, matches: u64, transfer_logs: u64) {
+    fn add_block(&mut self, transactions: u64, contracts: u64, matches: u64, transfer_logs: u64) {
         self.blocks += 1;
+        self.transactions += transactions;
         self.contracts += contracts;
         self.matches += matches;
         self.transfer_logs += transfer_logs;
+    }
+
+    /// Adds another batch's figures to these.
+    pub fn add(&mut self, other: &Self) {
+        self.blocks += other.blocks;
+        self.transactions += other.transactions;
+        self.contracts += other.contracts;
+        self.matches += other.matches;
+        self.transfer_logs += other.transfer_logs;
+        self.transfer_ids += other.transfer_ids;
+        self.appearances += other.appearances;
     }
 }
 
@@ -217,7 +231,7 @@ pub fn write_batch(
         if options.activity {
             out.blocks.push(IndexedBlock::new(block, contracts, logs.len() as u64, touches));
         }
-        out.stats.add_block(contracts, matched, logs.len() as u64);
+        out.stats.add_block(block.transactions.len() as u64, contracts, matched, logs.len() as u64);
     }
     // Balances resolve on the second core while this thread writes holdings, the journal and
     // the address indexes from the state the transaction started from.

@@ -1,5 +1,6 @@
 //! The integrity checker: every invariant of the format (docs/format.md), family by family.
 
+use alloy_primitives::{Keccak256, B256};
 use signet_libmdbx::tx::TransactionKind;
 
 pub use super::integrity::CheckReport;
@@ -47,15 +48,35 @@ pub fn check_holdings_tables<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbE
 /// One raw entry of [`dump`]: table name, key bytes, value bytes.
 pub type DumpEntry = (&'static str, Vec<u8>, Vec<u8>);
 
+/// The tables [`dump`] and [`dump_hash`] cover: all but our own state and journal tables (the
+/// journal depends on where batches and reorgs fell).
+fn dumped_tables() -> impl Iterator<Item = TableId> {
+    TableId::ALL.iter().copied().filter(|t| !matches!(t, TableId::OtsIndexerState | TableId::OtsUndoJournal))
+}
+
 /// Every entry of every ots2 table, as raw bytes: two indexes of the same chain are equal
-/// exactly when their dumps are. Our own state and journal tables are left out (the journal
-/// depends on where batches and reorgs fell).
+/// exactly when their dumps are.
 pub fn dump<K: TransactionKind>(txn: &Txn<K>) -> Result<Vec<DumpEntry>, DbError> {
     let mut out = Vec::new();
-    for table in
-        TableId::ALL.iter().filter(|t| !matches!(t, TableId::OtsIndexerState | TableId::OtsUndoJournal))
-    {
-        out.extend(txn.raw_entries(*table)?.into_iter().map(|(k, v)| (table.name(), k, v)));
+    for table in dumped_tables() {
+        out.extend(txn.raw_entries(table)?.into_iter().map(|(k, v)| (table.name(), k, v)));
     }
     Ok(out)
+}
+
+/// Keccak-256 of [`dump`] (each table's name, then each entry as key length ‖ key ‖ value
+/// length ‖ value, lengths 4-byte BE), streamed: equal for two databases exactly when their
+/// dumps are equal, short of a hash collision, however large they are.
+pub fn dump_hash<K: TransactionKind>(txn: &Txn<K>) -> Result<B256, DbError> {
+    let mut hasher = Keccak256::new();
+    for table in dumped_tables() {
+        hasher.update(table.name().as_bytes());
+        txn.for_each_raw(table, |k, v| {
+            hasher.update((k.len() as u32).to_be_bytes());
+            hasher.update(k);
+            hasher.update((v.len() as u32).to_be_bytes());
+            hasher.update(v);
+        })?;
+    }
+    Ok(hasher.finalize())
 }

@@ -15,6 +15,7 @@ pub mod ots_search;
 mod ots_shapes;
 pub mod ots_tx;
 mod oversized;
+mod page_timing;
 pub mod proxy;
 mod server;
 pub mod state_diff;

@@ -13,6 +13,7 @@ use super::{
     materialize::{
         total_assets, BlockSummary, Materializer, RewardSummary, TransactionWithReceipt, WithdrawalRow,
     },
+    page_timing::PageTimer,
     transfer_detail::transfers_in,
     tx_cache::standings,
     RpcContext,
@@ -369,6 +370,11 @@ impl Ots2 {
         count: u64,
     ) -> RpcResult<Page<TransactionWithReceipt>> {
         self.check_address_page(count)?;
+        let mut timer = PageTimer::start(match kind {
+            TokenKind::Erc20 => "ots2_getERC20TransferList",
+            TokenKind::Erc721 => "ots2_getERC721TransferList",
+            TokenKind::Erc1155 => "ots2_getERC1155TransferList",
+        });
         let list = IdList::of_transfers(kind);
         let ((ids, standings), tip) = self.read_at_tip(|t| {
             let ids: Vec<TxId> =
@@ -376,6 +382,7 @@ impl Ots2 {
             let standings = standings(t, &ids)?;
             Ok((ids, standings))
         })?;
+        timer.index_done(ids.len());
         let (blocks_summary, mut results) = self.pages.transactions(&ids, &standings, tip).await?;
         self.read(|t| {
             let mut kinds: HashMap<Address, TokenKinds> = HashMap::new();

@@ -16,6 +16,7 @@ use super::{
     errors::{db_error, invalid_params, node_error, server_error},
     materialize::{hex, hex_field},
     ots_shapes::{search_page, ReceiptLogs, Receipts},
+    page_timing::PageTimer,
     tx_cache::{standings, CachedTx, IndexedBlock},
     RpcContext,
 };
@@ -195,6 +196,10 @@ impl OtsSearch {
             return Err(invalid_params("page size must be at least 1"));
         }
         let want = page_size as usize;
+        let mut timer = PageTimer::start(match direction {
+            Direction::Before => "ots_searchTransactionsBefore",
+            Direction::After => "ots_searchTransactionsAfter",
+        });
         let (page, ids, blocks) = self.read(move |txn| {
             let page = match direction {
                 Direction::Before => {
@@ -212,6 +217,7 @@ impl OtsSearch {
             let blocks = standings(txn, &ids)?;
             Ok((page, ids, blocks))
         })?;
+        timer.index_done(ids.len());
         let (txs, receipts) = self.materialize(&ids, &blocks).await?;
         let (first_page, last_page) = match direction {
             Direction::Before => (block == 0, !page.more),

@@ -60,8 +60,11 @@ pub struct Shape {
     pub selfdestructs: f64,
     /// Chance that a transaction's sender is a new address.
     pub new_sender: f64,
-    /// Chance that a recipient or token holder is a new address.
+    /// Chance that a recipient is a new address.
     pub new_recipient: f64,
+    /// Chance that a token transfer's sender or receiver is new to that token (a new (holder,
+    /// token) pair); otherwise one of the token's earlier holders, Zipf-ranked by arrival.
+    pub new_holding: f64,
     /// Withdrawals per block.
     pub withdrawals_per_block: u64,
 }
@@ -86,6 +89,7 @@ impl Shape {
         selfdestructs: 0.0005,
         new_sender: 0.07,
         new_recipient: 0.05,
+        new_holding: 0.033,
         withdrawals_per_block: 16,
     };
 }
@@ -186,6 +190,8 @@ struct State {
     receivers: u64,
     /// Contracts of each kind so far.
     contracts: [u64; KINDS],
+    /// Holders of each token (EOA numbers), by kind then token number, in order of arrival.
+    holders: [Vec<Vec<u64>>; KINDS],
     withdrawal_index: u64,
 }
 
@@ -230,6 +236,7 @@ impl SyntheticChain {
             nonces: Vec::new(),
             receivers: 0,
             contracts: [0; KINDS],
+            holders: Default::default(),
             withdrawal_index: 0,
         };
         Self { seed, shape, last_block, state: Mutex::new(state) }
@@ -310,6 +317,12 @@ impl SyntheticChain {
     }
 
     fn sender(&self, s: &mut State) -> (Address, u64) {
+        let (a, nonce, _) = self.sender_numbered(s);
+        (a, nonce)
+    }
+
+    /// A sender, its nonce and its EOA number.
+    fn sender_numbered(&self, s: &mut State) -> (Address, u64, u64) {
         let i = if s.nonces.is_empty() || s.rng.chance(self.shape.new_sender) {
             s.nonces.push(0);
             s.nonces.len() - 1
@@ -318,25 +331,61 @@ impl SyntheticChain {
         };
         let nonce = s.nonces[i];
         s.nonces[i] += 1;
-        (self.eoa(2 * i as u64), u64::from(nonce))
+        (self.eoa(2 * i as u64), u64::from(nonce), 2 * i as u64)
     }
 
     /// Someone receiving: a new address, or one seen before (senders and receivers alike).
     fn recipient(&self, s: &mut State) -> Address {
+        let i = self.recipient_number(s);
+        self.eoa(i)
+    }
+
+    fn recipient_number(&self, s: &mut State) -> u64 {
         if s.receivers == 0 || s.rng.chance(self.shape.new_recipient) {
             s.receivers += 1;
-            return self.eoa(2 * (s.receivers - 1) + 1);
+            return 2 * (s.receivers - 1) + 1;
         }
         if s.rng.chance(0.5) && !s.nonces.is_empty() {
-            self.eoa(2 * s.rng.zipf(s.nonces.len() as u64))
+            2 * s.rng.zipf(s.nonces.len() as u64)
         } else {
-            self.eoa(2 * s.rng.zipf(s.receivers) + 1)
+            2 * s.rng.zipf(s.receivers) + 1
         }
     }
 
-    fn pick(&self, s: &mut State, kind: Kind) -> Option<Address> {
+    /// A sender or receiver of `token`: mostly one of its earlier holders (so that, as on
+    /// mainnet, (holder, token) pairs are far fewer than transfers), sometimes someone new to it.
+    fn holder(&self, s: &mut State, kind: Kind, token: u64) -> Address {
+        let known = s.holders[kind as usize].get(token as usize).map_or(0, Vec::len) as u64;
+        let i = if known == 0 || s.rng.chance(self.shape.new_holding) {
+            let i = self.recipient_number(s);
+            self.add_holder(s, kind, token, i);
+            i
+        } else {
+            let rank = s.rng.zipf(known) as usize;
+            s.holders[kind as usize][token as usize][rank]
+        };
+        self.eoa(i)
+    }
+
+    fn add_holder(&self, s: &mut State, kind: Kind, token: u64, eoa: u64) {
+        let tokens = &mut s.holders[kind as usize];
+        if tokens.len() <= token as usize {
+            tokens.resize_with(token as usize + 1, Vec::new);
+        }
+        tokens[token as usize].push(eoa);
+    }
+
+    /// A contract of `kind`, Zipf-ranked by age, with its number.
+    fn pick_numbered(&self, s: &mut State, kind: Kind) -> Option<(Address, u64)> {
         let n = s.contracts[kind as usize];
-        (n > 0).then(|| self.contract(kind, s.rng.zipf(n)))
+        (n > 0).then(|| {
+            let i = s.rng.zipf(n);
+            (self.contract(kind, i), i)
+        })
+    }
+
+    fn pick(&self, s: &mut State, kind: Kind) -> Option<Address> {
+        self.pick_numbered(s, kind).map(|(a, _)| a)
     }
 
     fn tx_hash(&self, number: u64, index: usize) -> B256 {
@@ -375,7 +424,7 @@ impl SyntheticChain {
 
     fn push_transaction(&self, s: &mut State, b: &mut BlockData) {
         let index = b.transactions.len();
-        let (from, nonce) = self.sender(s);
+        let (from, nonce, from_number) = self.sender_numbered(s);
         let hash = self.tx_hash(b.number, index);
         let sh = self.shape;
         let mut frames: Vec<CallFrame> = Vec::new();
@@ -385,7 +434,8 @@ impl SyntheticChain {
         let u = s.rng.unit();
         if u < sh.creating {
             let kind = self.new_contract_kind(s);
-            let created = self.contract(kind, s.contracts[kind as usize]);
+            let number = s.contracts[kind as usize];
+            let created = self.contract(kind, number);
             s.contracts[kind as usize] += 1;
             let factory = self.pick(s, Kind::Factory);
             match factory {
@@ -403,6 +453,7 @@ impl SyntheticChain {
             }
             if matches!(kind, Kind::Erc20 | Kind::Vault) {
                 // The initial supply, minted to the deployer.
+                self.add_holder(s, kind, number, from_number);
                 logs.push(transfer(created, Address::ZERO, from, u256_word(1_000_000_000)));
             }
         } else if u < sh.creating + sh.with_transfers {
@@ -414,22 +465,21 @@ impl SyntheticChain {
             for _ in 0..n {
                 let v = s.rng.unit();
                 let log = if v < sh.erc721_logs {
-                    let Some(token) = self.pick(s, Kind::Erc721) else { continue };
+                    let Some((token, t)) = self.pick_numbered(s, Kind::Erc721) else { continue };
                     let id = B256::from(u256_word(s.rng.zipf(10_000)));
-                    let (a, c) = (self.recipient(s), self.recipient(s));
+                    let (a, c) = (self.holder(s, Kind::Erc721, t), self.holder(s, Kind::Erc721, t));
                     LogData {
                         address: token,
                         topics: vec![TRANSFER_TOPIC, word(&a), word(&c), id],
                         data: Bytes::new(),
                     }
                 } else if v < sh.erc721_logs + sh.erc1155_logs {
-                    let Some(token) = self.pick(s, Kind::Erc1155) else { continue };
-                    let (a, c) = (self.recipient(s), self.recipient(s));
+                    let Some((token, t)) = self.pick_numbered(s, Kind::Erc1155) else { continue };
+                    let (a, c) = (self.holder(s, Kind::Erc1155, t), self.holder(s, Kind::Erc1155, t));
                     erc1155_log(&mut s.rng, token, caller, a, c)
                 } else {
-                    let Some(token) = self.pick(s, Kind::Erc20) else { continue };
-                    let a = if s.rng.chance(0.5) { from } else { self.recipient(s) };
-                    let c = self.recipient(s);
+                    let Some((token, t)) = self.pick_numbered(s, Kind::Erc20) else { continue };
+                    let (a, c) = (self.holder(s, Kind::Erc20, t), self.holder(s, Kind::Erc20, t));
                     transfer(token, a, c, u256_word(1 + s.rng.below(1_000_000)))
                 };
                 if first_token.is_none() {

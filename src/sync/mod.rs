@@ -303,6 +303,7 @@ impl Indexer {
             p.batches += 1;
             p.write_seconds_total += secs;
             p.write_seconds_last = secs;
+            p.written.add(&written.stats);
         });
         Ok(Some(written.stats))
     }

@@ -1,0 +1,489 @@
+//! Mainnet-scale benchmark (issue "mainnet scale"): on a generated mainnet-shaped recording, in
+//! one run,
+//! * end-to-end indexing from the recording (`ots-indexer sync --exit-at-head --source`, the real
+//!   binary), with RSS sampled at 10 %, 50 % and 100 % of the chain;
+//! * the writer alone (the time the sync spent in its batch writes) beside two yardsticks: a
+//!   plain sorted MDBX insert of as many ids, and a plain sorted insert of exactly the entries the
+//!   database holds, table by table (the compacting copy, its writes timed apart from its reads);
+//! * bytes per transfer log and per appearance for every table, as written and compacted;
+//! * query latency over HTTP at 1 and 32 clients against `ots-indexer serve` on that database,
+//!   for the methods that need no node, and the index's own part of list and search pages (the
+//!   server's `ots::rpc::timing` events: there is no node behind a recording, so the rest fails);
+//! * unwinding 64 blocks at the tip, then `check`.
+//!
+//! Its last line is one JSON object with every figure. `scripts/bench-scale.sh` builds the
+//! recording and runs it.
+//!
+//! Usage: bench_scale RECORDING WORKDIR OTS_INDEXER_BINARY [BATCH_BLOCKS] [BATCH_MAX_LOGS]
+//! (defaults 4096 and 4,000,000: the large batches a long catch-up wants, see
+//! docs/benchmarks.md)
+
+#[path = "common/http_load.rs"]
+mod http_load;
+
+use std::{
+    collections::HashMap,
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        mpsc, Arc, Mutex,
+    },
+    time::{Duration, Instant},
+};
+
+use alloy_primitives::Address;
+use anyhow::{bail, Context};
+use http_load::{load, percentile};
+use ots_indexer::db::{
+    codec::{BlockNumber, Count},
+    compact::compact_into,
+    tables::{
+        OtsERC20Holdings, OtsERC20TransferCounter, OtsTokenHolderCounts, OtsWithdrawalIdx2Block, TableId,
+    },
+    AccessMode, Db,
+};
+use serde_json::{json, Map, Value};
+
+/// Tables of the appearance family: what `bytes_per_appearance` counts.
+const APPEARANCE_TABLES: [TableId; 4] =
+    [TableId::OtsAppearances, TableId::OtsSentTxs, TableId::OtsNonceAnchors, TableId::OtsContractCreators];
+
+/// One field `name=value` of a text log line.
+fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let at = line.find(&format!(" {name}="))? + name.len() + 2;
+    line[at..].split_whitespace().next()
+}
+
+fn num(line: &str, name: &str) -> anyhow::Result<f64> {
+    field(line, name)
+        .and_then(|v| v.parse().ok())
+        .with_context(|| format!("no {name}= in the log line {line:?}"))
+}
+
+/// Resident memory of a process, MiB: (VmRSS, RssAnon, RssFile, VmHWM).
+fn rss_of(pid: u32) -> Option<[f64; 4]> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let get = |f: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(f))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(f64::NAN, |kb| kb / 1024.0)
+    };
+    Some([get("VmRSS:"), get("RssAnon:"), get("RssFile:"), get("VmHWM:")])
+}
+
+/// The child's stdout and stderr, line by line, on one channel.
+fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    if let Some(out) = child.stdout.take() {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            BufReader::new(out).lines().map_while(Result::ok).for_each(|l| drop(tx.send(l)))
+        });
+    }
+    if let Some(err) = child.stderr.take() {
+        std::thread::spawn(move || {
+            BufReader::new(err).lines().map_while(Result::ok).for_each(|l| drop(tx.send(l)))
+        });
+    }
+    rx
+}
+
+struct SyncRun {
+    summary: String,
+    seconds: f64,
+    /// (share of the chain, [VmRSS, RssAnon, RssFile, VmHWM]) at 10 %, 50 %, 100 %.
+    samples: Vec<(f64, [f64; 4])>,
+    /// Highest [VmRSS, RssAnon, RssFile, VmHWM] polled (every 50 ms) over the run.
+    peak: [f64; 4],
+}
+
+/// Indexes the recording with the real binary, sampling its memory as it goes.
+fn sync(bin: &Path, recording: &Path, datadir: &Path, batch: (u64, u64)) -> anyhow::Result<SyncRun> {
+    let started = Instant::now();
+    let mut child = Command::new(bin)
+        .args(["sync", "--exit-at-head", "--log", "ots::sync=debug,info"])
+        .args(["--batch-blocks", &batch.0.to_string(), "--batch-max-logs", &batch.1.to_string()])
+        .arg("--source")
+        .arg(recording)
+        .arg("--datadir")
+        .arg(datadir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting ots-indexer sync")?;
+    let pid = child.id();
+    // Polled: the kernel's high-water mark (VmHWM) counts pages of the file read through the
+    // map as well as the heap; the heap's own peak (RssAnon) is only seen by polling.
+    let peak = Arc::new(Mutex::new([0.0f64; 4]));
+    let done = Arc::new(AtomicBool::new(false));
+    let poller = {
+        let (peak, done) = (peak.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                if let (Some(r), Ok(mut p)) = (rss_of(pid), peak.lock()) {
+                    for (p, r) in p.iter_mut().zip(r) {
+                        *p = p.max(r);
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let lines = lines_of(&mut child);
+    let mut samples = Vec::new();
+    let mut marks = vec![0.1, 0.5, 1.0];
+    let mut summary = String::new();
+    let mut last_lines = Vec::new();
+    for line in lines {
+        if line.contains("indexed batch") {
+            let (to, target) = (num(&line, "to")?, num(&line, "target_block")?);
+            let share = to / target.max(1.0);
+            if marks.first().is_some_and(|m| share >= *m) {
+                marks.remove(0);
+                if let Some(r) = rss_of(pid) {
+                    eprintln!(
+                        "  at {:.0} % (block {to}): RSS {:.0} MiB (anonymous {:.0}, mapped file {:.0}), peak {:.0} MiB",
+                        share * 100.0,
+                        r[0],
+                        r[1],
+                        r[2],
+                        r[3]
+                    );
+                    samples.push((share, r));
+                }
+            }
+        } else if line.contains("run summary") {
+            summary = line;
+        } else if line.contains("ERROR") || line.contains("Error") {
+            last_lines.push(line);
+        }
+    }
+    let status = child.wait()?;
+    done.store(true, Ordering::Relaxed);
+    let _ = poller.join();
+    if !status.success() || summary.is_empty() {
+        bail!("ots-indexer sync failed ({status}): {}", last_lines.join("\n"));
+    }
+    let peak = peak.lock().map_or([f64::NAN; 4], |p| *p);
+    Ok(SyncRun { summary, seconds: started.elapsed().as_secs_f64(), samples, peak })
+}
+
+/// Seconds for a plain sorted insert of `n` 8-byte keys and values, committed every million.
+fn plain_insert(n: u64) -> anyhow::Result<f64> {
+    let dir = tempfile::tempdir()?;
+    let db = Db::open(dir.path(), AccessMode::ReadWrite)?;
+    let started = Instant::now();
+    let mut i = 0;
+    while i < n {
+        let txn = db.begin_write()?;
+        for k in i..(i + 1_000_000).min(n) {
+            txn.put::<OtsWithdrawalIdx2Block>(&Count(k), &BlockNumber(k))?;
+        }
+        txn.commit()?;
+        i += 1_000_000;
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// Addresses to query: the busiest ERC20 transfer address, the token with most holders, the
+/// holder with most ERC20 holdings.
+fn busiest(db: &Db) -> anyhow::Result<(Address, Address, Address)> {
+    let txn = db.begin_read()?;
+    let most_dups = |counts: &mut HashMap<Address, u64>| {
+        counts.iter().max_by_key(|(a, n)| (**n, **a)).map(|(a, _)| *a).unwrap_or_default()
+    };
+    let mut counts = HashMap::new();
+    let mut c = txn.walking_cursor::<OtsERC20TransferCounter>()?;
+    let mut next = c.first()?;
+    while let Some((a, _)) = next {
+        *counts.entry(a).or_insert(0u64) += c.dup_count()? as u64;
+        next = c.next_key()?;
+    }
+    let busy = most_dups(&mut counts);
+    let mut tokens = HashMap::new();
+    let mut c = txn.walking_cursor::<OtsTokenHolderCounts>()?;
+    let mut next = c.first()?;
+    while let Some((a, Count(n))) = next {
+        tokens.insert(a, n);
+        next = c.next_entry()?;
+    }
+    let token = most_dups(&mut tokens);
+    let mut holders = HashMap::new();
+    let mut c = txn.walking_cursor::<OtsERC20Holdings>()?;
+    let mut next = c.first()?;
+    while let Some((a, _)) = next {
+        // The zero address "holds" every token minted or burnt: not a holder a user asks about.
+        if a != Address::ZERO {
+            holders.insert(a, c.dup_count()? as u64);
+        }
+        next = c.next_key()?;
+    }
+    Ok((busy, token, most_dups(&mut holders)))
+}
+
+fn request(method: &str, params: &Value) -> String {
+    json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string()
+}
+
+fn wait_for_port(addr: &str) -> anyhow::Result<()> {
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(addr).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("the server did not open {addr}")
+}
+
+/// Query figures: per (method, clients) req/s, p50 and p99; and the index's part of list and
+/// search pages from the server's timing events.
+fn queries(bin: &Path, datadir: &Path, db: &Db, seconds: f64) -> anyhow::Result<(Vec<Value>, Value)> {
+    let (busy, token, holder) = busiest(db)?;
+    eprintln!(
+        "  busiest transfer address {busy}, token with most holders {token}, holder of most tokens {holder}"
+    );
+    let addr = "127.0.0.1:18961";
+    let mut server = Command::new(bin)
+        // No node: a recording has none, and these methods need none.
+        .args([
+            "serve",
+            "--rpc-url",
+            "http://127.0.0.1:9",
+            "--http-addr",
+            addr,
+            "--log",
+            "ots::rpc::timing=debug,warn",
+        ])
+        .arg("--datadir")
+        .arg(datadir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting ots-indexer serve")?;
+    let timing_lines = lines_of(&mut server);
+    let result = (|| -> anyhow::Result<(Vec<Value>, Value)> {
+        wait_for_port(addr)?;
+        let cases = [
+            ("ots2_getERC20TransferCount", json!([busy])),
+            ("ots2_getTokenHolderCount", json!([token])),
+            ("ots2_getTokenHolders", json!([token, 0, 25])),
+            ("ots2_getERC20Holdings", json!([holder])),
+            ("ots2_getAddressAttributes", json!([token])),
+            ("ots2_getAllContractsCount", json!([])),
+            ("ots2_getERC20Count", json!([])),
+        ];
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+        let mut rows = Vec::new();
+        for (method, params) in &cases {
+            for clients in [1usize, 32] {
+                let f = runtime.block_on(load(addr, &request(method, params), clients, seconds))?;
+                let row = json!({
+                    "method": method, "clients": clients,
+                    "req_per_s": (f.requests as f64 / f.seconds).round(),
+                    "p50_ms": percentile(&f.latencies_us, 0.5),
+                    "p99_ms": percentile(&f.latencies_us, 0.99),
+                    "errors": f.errors,
+                });
+                eprintln!("  {row}");
+                rows.push(row);
+            }
+        }
+        // List and search pages: the node's part fails (there is none); the index's part is timed.
+        let pages = [
+            ("ots2_getERC20TransferList", json!([busy, 0, 25])),
+            ("ots_searchTransactionsBefore", json!([busy, 0, 25])),
+            ("ots_searchTransactionsAfter", json!([busy, 0, 25])),
+        ];
+        let mut index_part = Map::new();
+        for (method, params) in &pages {
+            let body = request(method, params);
+            let _ = runtime.block_on(load(addr, &body, 1, seconds.min(1.0)))?;
+        }
+        // The events trail the answers a little.
+        std::thread::sleep(Duration::from_millis(300));
+        let mut by_method: HashMap<String, Vec<u32>> = HashMap::new();
+        while let Ok(line) = timing_lines.try_recv() {
+            if let (Some(m), Ok(us)) = (field(&line, "method"), num(&line, "index_us")) {
+                by_method.entry(m.trim_matches('"').to_owned()).or_default().push(us as u32);
+            }
+        }
+        for (method, _) in &pages {
+            let mut us = by_method.remove(*method).unwrap_or_default();
+            us.sort_unstable();
+            let v = json!({"pages": us.len(), "index_p50_ms": percentile(&us, 0.5), "index_p99_ms": percentile(&us, 0.99)});
+            eprintln!("  {method} (25 per page), index part: {v}");
+            index_part.insert((*method).to_owned(), v);
+        }
+        Ok((rows, Value::Object(index_part)))
+    })();
+    let _ = server.kill();
+    let _ = server.wait();
+    result
+}
+
+fn run(bin: &Path, args: &[&str], datadir: &Path) -> anyhow::Result<(f64, String)> {
+    let started = Instant::now();
+    let out = Command::new(bin).args(args).arg("--datadir").arg(datadir).output()?;
+    let secs = started.elapsed().as_secs_f64();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    if !out.status.success() {
+        bail!("ots-indexer {} failed: {text}", args.join(" "));
+    }
+    Ok((secs, text))
+}
+
+fn round(v: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    (v * f).round() / f
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let (Some(recording), Some(work), Some(bin)) = (args.get(1), args.get(2), args.get(3)) else {
+        eprintln!("usage: bench_scale RECORDING WORKDIR OTS_INDEXER_BINARY [BATCH_BLOCKS] [BATCH_MAX_LOGS]");
+        std::process::exit(2);
+    };
+    let batch_blocks: u64 = args.get(4).map_or(Ok(4096), |a| a.parse())?;
+    let batch_max_logs: u64 = args.get(5).map_or(Ok(4_000_000), |a| a.parse())?;
+    let (recording, work, bin) = (PathBuf::from(recording), PathBuf::from(work), PathBuf::from(bin));
+    let datadir = work.join("db");
+    let compacted_dir = work.join("db-compacted");
+    for d in [&datadir, &compacted_dir] {
+        if d.exists() {
+            std::fs::remove_dir_all(d)?;
+        }
+    }
+
+    eprintln!(
+        "end to end: ots-indexer sync --exit-at-head --batch-blocks {batch_blocks} --batch-max-logs {batch_max_logs} --source {}",
+        recording.display()
+    );
+    let s = sync(&bin, &recording, &datadir, (batch_blocks, batch_max_logs))?;
+    let blocks = num(&s.summary, "blocks")?;
+    let transactions = num(&s.summary, "transactions")?;
+    let logs = num(&s.summary, "transfer_logs")?;
+    let ids = num(&s.summary, "transfer_ids")?;
+    let appearances = num(&s.summary, "appearances")?;
+    let write_seconds = num(&s.summary, "write_seconds")?;
+    let last_block = num(&s.summary, "indexed_block")? as u64;
+    eprintln!(
+        "  {blocks} blocks, {transactions} transactions, {logs} transfer logs, {appearances} appearances in {:.1} s: {:.0} blocks/s, {:.0} tx/s, {:.0} logs/s; peak RSS {:.0} MiB (polled peaks: heap {:.0} MiB, database pages read through the map {:.0} MiB)",
+        s.seconds,
+        blocks / s.seconds,
+        transactions / s.seconds,
+        logs / s.seconds,
+        s.peak[3],
+        s.peak[1],
+        s.peak[2]
+    );
+
+    let db = Db::open(&datadir, AccessMode::ReadOnly)?;
+    let written = db.begin_read()?.table_stats()?;
+    let written_total: u64 = written.iter().map(|t| t.bytes).sum();
+
+    eprintln!("writer alone: {write_seconds:.1} s in batch writes; yardsticks:");
+    let plain_ids = (ids + appearances) as u64;
+    let plain = plain_insert(plain_ids)?;
+    eprintln!("  plain sorted insert of {plain_ids} ids: {plain:.1} s");
+    let copies = compact_into(&db, &compacted_dir)?;
+    let same_entries: f64 = copies.iter().map(|c| c.insert_seconds).sum();
+    let entries: u64 = copies.iter().map(|c| c.entries).sum();
+    eprintln!("  plain sorted insert of the {entries} entries the database holds, table by table: {same_entries:.1} s");
+    let compacted_total: u64 = copies.iter().map(|c| c.bytes_after).sum();
+    std::fs::remove_dir_all(&compacted_dir)?;
+
+    let mut tables = Map::new();
+    eprintln!(
+        "  {:<26} {:>11} {:>12} {:>9} {:>9} {:>9}",
+        "table", "entries", "bytes", "B/log", "B/appear.", "compacted"
+    );
+    for c in copies.iter().filter(|c| c.bytes_before > 0) {
+        let per_log = c.bytes_before as f64 / logs.max(1.0);
+        let per_app = c.bytes_before as f64 / appearances.max(1.0);
+        let per_log_c = c.bytes_after as f64 / logs.max(1.0);
+        eprintln!(
+            "  {:<26} {:>11} {:>12} {:>9.2} {:>9.2} {:>9.2}",
+            c.table.name(),
+            c.entries,
+            c.bytes_before,
+            per_log,
+            per_app,
+            per_log_c
+        );
+        tables.insert(
+            c.table.name().to_owned(),
+            json!({"entries": c.entries, "bytes": c.bytes_before, "bytes_compacted": c.bytes_after,
+                   "bytes_per_transfer_log": round(per_log, 3), "bytes_per_appearance": round(per_app, 3),
+                   "insert_seconds": round(c.insert_seconds, 3)}),
+        );
+    }
+    let family = |stats: &dyn Fn(&TableId) -> u64| APPEARANCE_TABLES.iter().map(stats).sum::<u64>();
+    let appearance_bytes = family(&|t| written.iter().find(|s| s.table == *t).map_or(0, |s| s.bytes));
+    let budget = 50.0 * logs + 5.0 * appearances;
+
+    eprintln!("queries over HTTP ({}):", datadir.display());
+    let (query_rows, index_part) = queries(&bin, &datadir, &db, 2.0)?;
+    drop(db);
+    let count_p99_32 = query_rows
+        .iter()
+        .find(|r| r["method"] == "ots2_getERC20TransferCount" && r["clients"] == 32)
+        .and_then(|r| r["p99_ms"].as_f64())
+        .unwrap_or(f64::NAN);
+
+    let to = last_block.saturating_sub(64);
+    let (unwind, _) = run(&bin, &["unwind", "--log", "warn", "--to", &to.to_string()], &datadir)?;
+    eprintln!("unwind 64 blocks ({last_block} → {to}): {:.0} ms (the whole command)", unwind * 1000.0);
+    let (check_secs, check) = run(&bin, &["check", "--log", "warn"], &datadir)?;
+    let check = check.lines().last().unwrap_or_default().to_owned();
+    eprintln!("check after the unwind ({check_secs:.1} s): {check}");
+
+    let rss = |i: usize| s.samples.get(i).map_or(f64::NAN, |(_, r)| round(r[0], 0));
+    let anon = |i: usize| s.samples.get(i).map_or(f64::NAN, |(_, r)| round(r[1], 0));
+    let figures = json!({
+        "recording": recording.display().to_string(),
+        "batch_blocks": batch_blocks,
+        "batch_max_logs": batch_max_logs,
+        "blocks": blocks,
+        "transactions": transactions,
+        "transfer_logs": logs,
+        "transfer_ids": ids,
+        "appearances": appearances,
+        "end_to_end_seconds": round(s.seconds, 2),
+        "end_to_end_blocks_per_s": round(blocks / s.seconds, 0),
+        "end_to_end_transactions_per_s": round(transactions / s.seconds, 0),
+        "end_to_end_logs_per_s": round(logs / s.seconds, 0),
+        "writer_seconds": round(write_seconds, 2),
+        "writer_logs_per_s": round(logs / write_seconds, 0),
+        "mdbx_insert_ids": plain_ids,
+        "mdbx_insert_seconds": round(plain, 2),
+        "writer_vs_mdbx_insert": round(plain / write_seconds, 3),
+        "same_entries_insert_entries": entries,
+        "same_entries_insert_seconds": round(same_entries, 2),
+        "writer_vs_same_entries_insert": round(same_entries / write_seconds, 3),
+        "bytes_total": written_total,
+        "bytes_total_compacted": compacted_total,
+        "bytes_per_transfer_log": round(written_total as f64 / logs, 2),
+        "bytes_per_transfer_log_compacted": round(compacted_total as f64 / logs, 2),
+        "bytes_per_transfer_log_without_appearances": round((written_total - appearance_bytes) as f64 / logs, 2),
+        "bytes_per_appearance": round(appearance_bytes as f64 / appearances, 2),
+        "size_budget_bytes": budget.round(),
+        "size_within_budget": (written_total as f64) <= budget,
+        "peak_rss_mib": round(s.peak[3], 0),
+        "peak_rss_anon_mib": round(s.peak[1], 0),
+        "peak_rss_file_mib": round(s.peak[2], 0),
+        "rss_mib_at_10_50_100_percent": [rss(0), rss(1), rss(2)],
+        "rss_anon_mib_at_10_50_100_percent": [anon(0), anon(1), anon(2)],
+        "unwind_64_ms": round(unwind * 1000.0, 1),
+        "count_p99_ms_32_clients": count_p99_32,
+        "queries": query_rows,
+        "page_index_part": index_part,
+        "check": check,
+        "tables": tables,
+    });
+    println!("{figures}");
+    Ok(())
+}

@@ -1,0 +1,110 @@
+//! A keep-alive HTTP/1.1 JSON-RPC load client for the benchmarks: a few lines over raw TCP so
+//! that it costs the shared cores as little as possible. Loopback only, bounded in time.
+
+use std::time::{Duration, Instant};
+
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
+
+fn http_request(host: &str, body: &str) -> Vec<u8> {
+    format!(
+        "POST / HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Reads one response; returns whether it was a JSON-RPC result (not an error).
+async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+    buf.clear();
+    let mut chunk = [0u8; 16384];
+    let (head_end, length) = loop {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "server closed"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:").and_then(|v| v.trim().parse::<usize>().ok()))
+                .unwrap_or(0);
+            break (end + 4, length);
+        }
+    };
+    while buf.len() < head_end + length {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "server closed"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let body = &buf[head_end..head_end + length];
+    Ok(body.windows(8).any(|w| w == b"\"result\""))
+}
+
+/// What one measurement saw.
+pub(crate) struct Figures {
+    pub(crate) requests: usize,
+    pub(crate) errors: usize,
+    pub(crate) seconds: f64,
+    pub(crate) latencies_us: Vec<u32>,
+}
+
+async fn client(addr: String, request: Vec<u8>, until: Instant) -> std::io::Result<(Vec<u32>, usize)> {
+    let mut stream = TcpStream::connect(&addr).await?;
+    stream.set_nodelay(true)?;
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    while Instant::now() < until {
+        let started = Instant::now();
+        stream.write_all(&request).await?;
+        if !read_response(&mut stream, &mut buf).await? {
+            errors += 1;
+        }
+        latencies.push(u32::try_from(started.elapsed().as_micros()).unwrap_or(u32::MAX));
+    }
+    Ok((latencies, errors))
+}
+
+/// `clients` connections send `body` over and over for `seconds` (after a short warm-up).
+pub(crate) async fn load(addr: &str, body: &str, clients: usize, seconds: f64) -> std::io::Result<Figures> {
+    let request = http_request(addr, body);
+    // Warm up (connections, caches) before measuring.
+    let warm = Instant::now() + Duration::from_millis(300);
+    client(addr.to_owned(), request.clone(), warm).await?;
+    let started = Instant::now();
+    let until = started + Duration::from_secs_f64(seconds);
+    let tasks: Vec<_> =
+        (0..clients).map(|_| tokio::spawn(client(addr.to_owned(), request.clone(), until))).collect();
+    let mut latencies_us = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (l, e) = t.await.map_err(std::io::Error::other)??;
+        latencies_us.extend(l);
+        errors += e;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    latencies_us.sort_unstable();
+    Ok(Figures { requests: latencies_us.len(), errors, seconds, latencies_us })
+}
+
+/// The `p` quantile of sorted microseconds, in milliseconds.
+pub(crate) fn percentile(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    f64::from(sorted[i]) / 1000.0
+}
+
+/// The median of `v`.
+#[allow(dead_code, reason = "bench_api takes medians over rounds; bench_scale does one round")]
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
