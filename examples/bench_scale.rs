@@ -421,8 +421,8 @@ fn main() -> anyhow::Result<()> {
                    "insert_seconds": round(c.insert_seconds, 3)}),
         );
     }
-    let family = |stats: &dyn Fn(&TableId) -> u64| APPEARANCE_TABLES.iter().map(stats).sum::<u64>();
-    let appearance_bytes = family(&|t| written.iter().find(|s| s.table == *t).map_or(0, |s| s.bytes));
+    let appearance_bytes: u64 =
+        written.iter().filter(|s| APPEARANCE_TABLES.contains(&s.table)).map(|s| s.bytes).sum();
     let budget = 50.0 * logs + 5.0 * appearances;
 
     eprintln!("queries over HTTP ({}):", datadir.display());

@@ -136,10 +136,16 @@ async fn run_indexes_follows_and_stops_cleanly() {
     assert!(status["blocksPerSecond"].as_f64().is_some_and(|r| r > 0.0), "{status}");
     assert!(cli(&["status"]).contains("OtsERC20TransferCounter"));
     assert!(cli(&["check"]).starts_with("ok: "));
+    let hash = |out: String| {
+        out.lines().find_map(|l| l.strip_prefix("tables hash 0x").map(str::to_owned)).expect("a hash line")
+    };
+    let whole = hash(cli(&["check", "--hash"]));
+    assert_eq!(whole.len(), 64, "{whole}");
     assert!(cli(&["unwind", "--to", &(head - 2).to_string()]).contains(&format!("block is now {}", head - 2)));
     let status: serde_json::Value = serde_json::from_str(&cli(&["status", "--json"])).expect("json");
     assert_eq!(status["indexedBlock"].as_u64(), Some(head - 2));
     assert!(cli(&["check"]).starts_with("ok: "));
+    assert_ne!(hash(cli(&["check", "--hash"])), whole, "two blocks fewer, other tables");
     let out = Command::new(BIN)
         .args(["unwind", "--to", "0", "--datadir"])
         .arg(dir.path())
@@ -258,6 +264,10 @@ async fn a_config_file_sets_flags_and_flags_override_it() {
         .output()
         .expect("sync");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Caught up, `sync --exit-at-head` says what the run did in one line.
+    let logs = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let summary = logs.lines().find(|l| l.contains("run summary")).expect("a run summary line");
+    assert!(summary.contains(" transactions=") && summary.contains(" write_seconds="), "{summary}");
     let db = Db::open(&datadir, AccessMode::ReadOnly).expect("the config's datadir was used");
     assert!(state::read_state(&db.begin_read().expect("read")).expect("state").checkpoint.is_some());
 
