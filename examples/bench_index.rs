@@ -11,6 +11,9 @@
 //! `scripts/bench-index.sh` runs it in release mode.
 //! Usage: bench_index [LOGS] [ADDRESSES] [LOGS_PER_BLOCK] [BLOCKS_PER_BATCH]
 
+#[path = "common/mdbx_yardstick.rs"]
+mod mdbx_yardstick;
+
 use std::{
     sync::{
         atomic::{AtomicBool, Ordering},
@@ -20,14 +23,10 @@ use std::{
 };
 
 use alloy_primitives::{keccak256, Address, Bytes, B256, U256};
+use mdbx_yardstick::plain_sorted_insert;
 use ots_classifiers::{BlockData, Fact, LogData, ReceiptData, Standard, TxData, TRANSFER_TOPIC};
 use ots_indexer::{
-    db::{
-        codec::{BlockNumber, Count},
-        compact::compact_into,
-        tables::{OtsWithdrawalIdx2Block, TableId},
-        AccessMode, Db,
-    },
+    db::{compact::compact_into, tables::TableId, AccessMode, Db},
     index::{write_batch, BatchOptions, ClassifiedBlock},
 };
 
@@ -284,19 +283,7 @@ fn main() -> anyhow::Result<()> {
     }
 
     // The yardstick: a plain sorted insert of as many entries into MDBX, same machine, same run.
-    let dir = tempfile::tempdir()?;
-    let db = Db::open(dir.path(), AccessMode::ReadWrite)?;
-    let started = Instant::now();
-    let mut i = 0;
-    while i < ids {
-        let txn = db.begin_write()?;
-        for k in i..(i + 1_000_000).min(ids) {
-            txn.put::<OtsWithdrawalIdx2Block>(&Count(k), &BlockNumber(k))?;
-        }
-        txn.commit()?;
-        i += 1_000_000;
-    }
-    let plain = started.elapsed().as_secs_f64();
+    let plain = plain_sorted_insert(ids)?;
     println!(
         "plain sorted MDBX insert: {ids} entries in {plain:.2} s = {:.0} entries/s; the writer indexes ids at {:.2}x that rate",
         ids as f64 / plain,

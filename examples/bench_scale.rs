@@ -20,6 +20,8 @@
 
 #[path = "common/http_load.rs"]
 mod http_load;
+#[path = "common/mdbx_yardstick.rs"]
+mod mdbx_yardstick;
 
 use std::{
     collections::HashMap,
@@ -36,12 +38,11 @@ use std::{
 use alloy_primitives::Address;
 use anyhow::{bail, Context};
 use http_load::{load, percentile};
+use mdbx_yardstick::plain_sorted_insert;
 use ots_indexer::db::{
-    codec::{BlockNumber, Count},
+    codec::Count,
     compact::compact_into,
-    tables::{
-        OtsERC20Holdings, OtsERC20TransferCounter, OtsTokenHolderCounts, OtsWithdrawalIdx2Block, TableId,
-    },
+    tables::{OtsERC20Holdings, OtsERC20TransferCounter, OtsTokenHolderCounts, TableId},
     AccessMode, Db,
 };
 use serde_json::{json, Map, Value};
@@ -170,23 +171,6 @@ fn sync(bin: &Path, recording: &Path, datadir: &Path, batch: (u64, u64)) -> anyh
     }
     let peak = peak.lock().map_or([f64::NAN; 4], |p| *p);
     Ok(SyncRun { summary, seconds: started.elapsed().as_secs_f64(), samples, peak })
-}
-
-/// Seconds for a plain sorted insert of `n` 8-byte keys and values, committed every million.
-fn plain_insert(n: u64) -> anyhow::Result<f64> {
-    let dir = tempfile::tempdir()?;
-    let db = Db::open(dir.path(), AccessMode::ReadWrite)?;
-    let started = Instant::now();
-    let mut i = 0;
-    while i < n {
-        let txn = db.begin_write()?;
-        for k in i..(i + 1_000_000).min(n) {
-            txn.put::<OtsWithdrawalIdx2Block>(&Count(k), &BlockNumber(k))?;
-        }
-        txn.commit()?;
-        i += 1_000_000;
-    }
-    Ok(started.elapsed().as_secs_f64())
 }
 
 /// Addresses to query: the busiest ERC20 transfer address, the token with most holders, the
@@ -387,7 +371,7 @@ fn main() -> anyhow::Result<()> {
 
     eprintln!("writer alone: {write_seconds:.1} s in batch writes; yardsticks:");
     let plain_ids = (ids + appearances) as u64;
-    let plain = plain_insert(plain_ids)?;
+    let plain = plain_sorted_insert(plain_ids)?;
     eprintln!("  plain sorted insert of {plain_ids} ids: {plain:.1} s");
     let copies = compact_into(&db, &compacted_dir)?;
     let same_entries: f64 = copies.iter().map(|c| c.insert_seconds).sum();
