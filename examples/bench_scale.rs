@@ -1,7 +1,9 @@
 //! Mainnet-scale benchmark (issue "mainnet scale"): on a generated mainnet-shaped recording, in
 //! one run,
 //! * end-to-end indexing from the recording (`ots-indexer sync --exit-at-head --source`, the real
-//!   binary), with RSS sampled at 10 %, 50 % and 100 % of the chain;
+//!   binary, default flags), with RSS sampled at 10 %, 50 % and 100 % of the chain, and of its
+//!   first tenth alone into another fresh database: their ratio (`scaling_10x`, 10 for a linear
+//!   catch-up) and the mainnet projection fitted to the two;
 //! * the writer alone (the time the sync spent in its batch writes) beside two yardsticks: a
 //!   plain sorted MDBX insert of as many ids, and a plain sorted insert of exactly the entries the
 //!   database holds, table by table (the compacting copy, its writes timed apart from its reads);
@@ -14,9 +16,11 @@
 //! Its last line is one JSON object with every figure. `scripts/bench-scale.sh` builds the
 //! recording and runs it.
 //!
-//! Usage: bench_scale RECORDING WORKDIR OTS_INDEXER_BINARY [BATCH_BLOCKS] [BATCH_MAX_LOGS]
-//! (defaults 4096 and 4,000,000: the large batches a long catch-up wants, see
-//! docs/benchmarks.md)
+//! Usage: bench_scale RECORDING WORKDIR OTS_INDEXER_BINARY [SYNC_FLAG ...] (flags passed to
+//! `sync` as they are; none by default: the benchmark measures what a user gets)
+
+// The figures' one `json!` object is long.
+#![recursion_limit = "256"]
 
 #[path = "common/http_load.rs"]
 mod http_load;
@@ -46,6 +50,10 @@ use ots_indexer::db::{
     AccessMode, Db,
 };
 use serde_json::{json, Map, Value};
+
+/// Mainnet's transactions at 2026-11, millions (docs/benchmarks.md, "Projection for full
+/// mainnet").
+const MAINNET_MTX: f64 = 3_700.0;
 
 /// Tables of the appearance family: what `bytes_per_appearance` counts.
 const APPEARANCE_TABLES: [TableId; 4] =
@@ -102,12 +110,33 @@ struct SyncRun {
     peak: [f64; 4],
 }
 
-/// Indexes the recording with the real binary, sampling its memory as it goes.
-fn sync(bin: &Path, recording: &Path, datadir: &Path, batch: (u64, u64)) -> anyhow::Result<SyncRun> {
+/// The last block of a recording, from its header line.
+fn last_block_of(recording: &Path) -> anyhow::Result<u64> {
+    let file = std::fs::File::open(recording)?;
+    let mut header = String::new();
+    BufReader::new(flate2::read::GzDecoder::new(file)).read_line(&mut header)?;
+    let header: Value = serde_json::from_str(&header).context("the recording's header line")?;
+    header["to"].as_u64().context("no `to` in the recording's header")
+}
+
+/// Indexes the recording with the real binary (up to `until`, else whole), sampling its memory
+/// as it goes.
+fn sync(
+    bin: &Path,
+    recording: &Path,
+    datadir: &Path,
+    until: Option<u64>,
+    flags: &[String],
+) -> anyhow::Result<SyncRun> {
     let started = Instant::now();
+    let stop = match until {
+        Some(block) => vec!["--exit-at-block".to_owned(), block.to_string()],
+        None => vec!["--exit-at-head".to_owned()],
+    };
     let mut child = Command::new(bin)
-        .args(["sync", "--exit-at-head", "--log", "ots::sync=debug,info"])
-        .args(["--batch-blocks", &batch.0.to_string(), "--batch-max-logs", &batch.1.to_string()])
+        .args(["sync", "--log", "ots::sync=debug,info"])
+        .args(stop)
+        .args(flags)
         .arg("--source")
         .arg(recording)
         .arg("--datadir")
@@ -331,22 +360,34 @@ fn main() -> anyhow::Result<()> {
         eprintln!("usage: bench_scale RECORDING WORKDIR OTS_INDEXER_BINARY [BATCH_BLOCKS] [BATCH_MAX_LOGS]");
         std::process::exit(2);
     };
-    let batch_blocks: u64 = args.get(4).map_or(Ok(4096), |a| a.parse())?;
-    let batch_max_logs: u64 = args.get(5).map_or(Ok(4_000_000), |a| a.parse())?;
+    let flags: Vec<String> = args[4..].to_vec();
     let (recording, work, bin) = (PathBuf::from(recording), PathBuf::from(work), PathBuf::from(bin));
     let datadir = work.join("db");
+    let tenth_dir = work.join("db-tenth");
     let compacted_dir = work.join("db-compacted");
-    for d in [&datadir, &compacted_dir] {
+    for d in [&datadir, &tenth_dir, &compacted_dir] {
         if d.exists() {
             std::fs::remove_dir_all(d)?;
         }
     }
 
+    let tenth_block = last_block_of(&recording)? / 10;
     eprintln!(
-        "end to end: ots-indexer sync --exit-at-head --batch-blocks {batch_blocks} --batch-max-logs {batch_max_logs} --source {}",
+        "first tenth: ots-indexer sync --exit-at-block {tenth_block} {} --source {}",
+        flags.join(" "),
         recording.display()
     );
-    let s = sync(&bin, &recording, &datadir, (batch_blocks, batch_max_logs))?;
+    let tenth = sync(&bin, &recording, &tenth_dir, Some(tenth_block), &flags)?;
+    std::fs::remove_dir_all(&tenth_dir)?;
+    let tenth_transactions = num(&tenth.summary, "transactions")?;
+    eprintln!("  {tenth_transactions} transactions in {:.1} s", tenth.seconds);
+
+    eprintln!(
+        "end to end: ots-indexer sync --exit-at-head {} --source {}",
+        flags.join(" "),
+        recording.display()
+    );
+    let s = sync(&bin, &recording, &datadir, None, &flags)?;
     let blocks = num(&s.summary, "blocks")?;
     let transactions = num(&s.summary, "transactions")?;
     let logs = num(&s.summary, "transfer_logs")?;
@@ -354,6 +395,16 @@ fn main() -> anyhow::Result<()> {
     let appearances = num(&s.summary, "appearances")?;
     let write_seconds = num(&s.summary, "write_seconds")?;
     let last_block = num(&s.summary, "indexed_block")? as u64;
+    let run_files_peak = num(&s.summary, "run_bytes_peak")?;
+    let scaling = s.seconds / tenth.seconds;
+    // T(n) = a·n + b·n² through both runs (n in millions of transactions), b at least 0.
+    let (n1, t1, n2, t2) = (tenth_transactions / 1e6, tenth.seconds, transactions / 1e6, s.seconds);
+    let b = ((t2 / n2 - t1 / n1) / (n2 - n1)).max(0.0);
+    let a = t2 / n2 - b * n2;
+    let projection_hours = (a * MAINNET_MTX + b * MAINNET_MTX * MAINNET_MTX) / 3600.0;
+    eprintln!(
+        "  whole over first tenth: {scaling:.2}x; T(n) = {a:.3}·n + {b:.5}·n² s (n in M transactions): mainnet ({MAINNET_MTX} M) in {projection_hours:.1} h"
+    );
     eprintln!(
         "  {blocks} blocks, {transactions} transactions, {logs} transfer logs, {appearances} appearances in {:.1} s: {:.0} blocks/s, {:.0} tx/s, {:.0} logs/s; peak RSS {:.0} MiB (polled peaks: heap {:.0} MiB, database pages read through the map {:.0} MiB)",
         s.seconds,
@@ -429,14 +480,21 @@ fn main() -> anyhow::Result<()> {
     let anon = |i: usize| s.samples.get(i).map_or(f64::NAN, |(_, r)| round(r[1], 0));
     let figures = json!({
         "recording": recording.display().to_string(),
-        "batch_blocks": batch_blocks,
-        "batch_max_logs": batch_max_logs,
+        "sync_flags": flags,
         "blocks": blocks,
         "transactions": transactions,
         "transfer_logs": logs,
         "transfer_ids": ids,
         "appearances": appearances,
         "end_to_end_seconds": round(s.seconds, 2),
+        "first_tenth_transactions": tenth_transactions,
+        "first_tenth_seconds": round(tenth.seconds, 2),
+        "scaling_10x": round(scaling, 2),
+        "fit_a_seconds_per_mtx": round(a, 4),
+        "fit_b_seconds_per_mtx2": round(b, 6),
+        "mainnet_projection_hours": round(projection_hours, 1),
+        "peak_heap_mib": round(s.peak[1], 0),
+        "run_files_peak_bytes": run_files_peak,
         "end_to_end_blocks_per_s": round(blocks / s.seconds, 0),
         "end_to_end_transactions_per_s": round(transactions / s.seconds, 0),
         "end_to_end_logs_per_s": round(logs / s.seconds, 0),

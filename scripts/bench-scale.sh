@@ -10,10 +10,11 @@
 # Usage: scripts/bench-scale.sh [SIZE]
 # Environment: BENCH_DIR (default ${TMPDIR:-/tmp}/ots-bench-scale) holds the recording, which is
 # kept and reused by the next run of the same SIZE and SEED, and the database, which is not;
-# SEED (default 1); BATCH_BLOCKS and BATCH_MAX_LOGS (defaults 4096 and 4000000: large batches,
-# what a long catch-up wants; `run`'s defaults are 1000 and 500000). Needs at the default size:
-# about 7 GB of disk for the recording and 5 GB for the database and its compacted copy, 4 GiB of
-# memory, and about 12 minutes on 2 cores (3.5 of them generating the recording).
+# SEED (default 1); SYNC_FLAGS (default none: `sync` runs with its defaults, what a user gets;
+# e.g. "--write-path incremental" to measure the other path). Needs at the default size: about
+# 7 GB of disk for the recording, 5 GB for the database and its compacted copy, the bulk stages'
+# run files, 4 GiB of memory, and about 15 minutes on 2 cores (3.5 of them generating the
+# recording).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE=${1:-21000000}
@@ -30,7 +31,7 @@ if [ ! -s "$RECORDING" ]; then
 else
   echo "reusing $RECORDING" >&2
 fi
-cleanup() { rm -rf "$DIR/db" "$DIR/db-compacted"; }
+cleanup() { rm -rf "$DIR/db" "$DIR/db-tenth" "$DIR/db-compacted"; }
 trap cleanup EXIT
-./target/release/examples/bench_scale "$RECORDING" "$DIR" ./target/release/ots-indexer \
-  "${BATCH_BLOCKS:-4096}" "${BATCH_MAX_LOGS:-4000000}"
+# shellcheck disable=SC2086 # SYNC_FLAGS is a list of flags
+./target/release/examples/bench_scale "$RECORDING" "$DIR" ./target/release/ots-indexer ${SYNC_FLAGS:-}

@@ -13,6 +13,7 @@ pub mod classify;
 pub mod cli;
 pub mod db;
 pub mod decode;
+pub mod etl;
 pub mod events;
 pub mod index;
 pub mod metrics;

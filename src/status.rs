@@ -28,8 +28,12 @@ pub struct Progress {
     pub indexed: u64,
     /// Where call frames come from.
     pub tracer: &'static str,
-    /// Batches committed.
+    /// Batches committed (a bulk stage counts one).
     pub batches: u64,
+    /// Bulk stages committed.
+    pub stages: u64,
+    /// The most bytes a stage's run files held at once, over the stages committed.
+    pub run_bytes_peak: u64,
     /// Seconds spent in batch writes (the MDBX transaction), in total.
     pub write_seconds_total: f64,
     /// Seconds of the latest batch write.
@@ -38,6 +42,40 @@ pub struct Progress {
     pub written: BatchStats,
     /// Node failures, by the kinds of [`ERROR_KINDS`].
     pub errors: [u64; 4],
+    /// The bulk stage, while one runs.
+    pub stage: StageProgress,
+}
+
+/// Which write path the sync loop is on (docs/architecture.md, "Two write paths").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum StagePhase {
+    /// Batch by batch, each its own transaction (near the head, or not started).
+    #[default]
+    Incremental,
+    /// A bulk stage gathers blocks and spills their rows to run files.
+    Collecting,
+    /// A bulk stage merges its runs into the tables and commits.
+    Merging,
+    /// Seen from another process: run files are there, so a stage gathers or merges (or one
+    /// was killed, and its files wait for the next start to remove them).
+    Running,
+}
+
+/// A bulk stage's figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StageProgress {
+    /// What the loop is doing.
+    pub phase: StagePhase,
+    /// The stage's first block.
+    pub from: Option<u64>,
+    /// The newest block the stage has gathered (not yet committed).
+    pub gathered_to: Option<u64>,
+    /// The last block the stage will gather, at most.
+    pub until: Option<u64>,
+    /// Bytes its run files hold now.
+    pub run_bytes: u64,
 }
 
 impl SharedProgress {
@@ -94,6 +132,11 @@ pub struct IndexerStatus {
     pub file_bytes: u64,
     /// Bytes of that file's pages that hold data (the rest is free pages and growth room).
     pub used_bytes: u64,
+    /// The bulk stage of this process's sync loop (its phase, blocks and run files); another
+    /// process's stage shows only its run files' bytes, with the phase `running`. Absent when no
+    /// stage runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage: Option<StageProgress>,
     /// Every table.
     pub tables: Vec<TableStatus>,
 }
@@ -122,6 +165,18 @@ pub fn read_status(db: &Db, head: Option<u64>, progress: Option<Progress>) -> Re
         lag: head.map(|h| h.saturating_sub(indexed.unwrap_or(0))),
         blocks_per_second: progress.map(|p| p.blocks_per_second).or(s.sync_rate),
         tracer: progress.map(|p| p.tracer),
+        stage: match progress {
+            Some(p) if p.stage.phase != StagePhase::Incremental => Some(p.stage),
+            Some(_) => None,
+            // Run files with no sync loop here: another process's stage (or a dead one's, emptied
+            // when the next begins).
+            None => match crate::etl::RunDir::bytes_in(&crate::index::stage::run_dir(db)) {
+                0 => None,
+                run_bytes => {
+                    Some(StageProgress { phase: StagePhase::Running, run_bytes, ..Default::default() })
+                }
+            },
+        },
         file_bytes: db.file_size(),
         used_bytes: db.used_bytes(),
         tables,

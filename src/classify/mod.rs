@@ -7,6 +7,7 @@
 //! `ots-classifiers` crate; this module sits between them, the node and the index.
 
 pub mod capture;
+pub mod known;
 pub mod late_metadata;
 pub mod refresh;
 pub mod reprobe;

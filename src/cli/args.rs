@@ -9,7 +9,7 @@ use ots_classifiers::{Classifier, Registry};
 use crate::{
     rpc,
     source::{NodeClient, TraceChoice},
-    sync::{SyncConfig, DEFAULT_REORG_WINDOW},
+    sync::{StageLimits, SyncConfig, WritePath, DEFAULT_REORG_WINDOW},
 };
 
 /// The node.
@@ -125,6 +125,49 @@ pub struct SyncArgs {
     /// Newest blocks kept undoable: the deepest chain reorganisation that can be followed.
     #[arg(long, env = "OTS_REORG_WINDOW", default_value_t = DEFAULT_REORG_WINDOW, value_parser = clap::value_parser!(u64).range(1..))]
     pub reorg_window: u64,
+
+    /// How blocks older than the reorg window are written: `bulk` gathers them in stages whose
+    /// rows go to sorted run files under the datadir and are merged into the tables in one
+    /// ordered pass per stage (a long catch-up stays linear); `incremental` writes batch by batch;
+    /// `auto` takes `bulk` while at least 10,000 such blocks are left. Both give the same tables.
+    #[arg(long, env = "OTS_WRITE_PATH", value_enum, default_value_t = WritePathArg::Auto)]
+    pub write_path: WritePathArg,
+
+    /// MiB of rows a bulk stage buffers in memory before it spills the largest buffers to run
+    /// files (the stage's main memory cost).
+    #[arg(long, env = "OTS_STAGE_BUFFER_MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub stage_buffer_mib: u64,
+
+    /// A bulk stage merges and commits once its run files hold this many MiB (disk it needs
+    /// under the datadir, besides the database).
+    #[arg(long, env = "OTS_STAGE_MAX_RUN_MIB", default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..))]
+    pub stage_max_run_mib: u64,
+
+    /// A bulk stage merges and commits once it has gathered blocks for this many seconds: the
+    /// most work a crash can lose (a stop request commits at once).
+    #[arg(long, env = "OTS_STAGE_MAX_SECS", default_value_t = 1200, value_parser = clap::value_parser!(u64).range(1..))]
+    pub stage_max_secs: u64,
+}
+
+/// `--write-path`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WritePathArg {
+    /// Bulk stages while far behind the head, then batch by batch.
+    Auto,
+    /// Bulk stages for every block older than the reorg window.
+    Bulk,
+    /// Batch by batch only.
+    Incremental,
+}
+
+impl From<WritePathArg> for WritePath {
+    fn from(arg: WritePathArg) -> Self {
+        match arg {
+            WritePathArg::Auto => Self::Auto,
+            WritePathArg::Bulk => Self::Bulk,
+            WritePathArg::Incremental => Self::Incremental,
+        }
+    }
 }
 
 impl SyncArgs {
@@ -137,6 +180,12 @@ impl SyncArgs {
             reorg_window: self.reorg_window,
             batch_max_logs: usize::try_from(self.batch_max_logs).unwrap_or(usize::MAX),
             batch_max_time: Duration::from_millis(self.batch_max_ms),
+            write_path: self.write_path.into(),
+            stage: StageLimits {
+                buffer_bytes: usize::try_from(self.stage_buffer_mib << 20).unwrap_or(usize::MAX),
+                max_run_bytes: self.stage_max_run_mib.saturating_mul(1 << 20),
+                max_time: Duration::from_secs(self.stage_max_secs),
+            },
         }
     }
 

@@ -223,7 +223,8 @@ pub(crate) async fn start_indexer(
             sync_args.batch_blocks
         );
         let fixture = crate::source::fixture::Fixture::load(path)?;
-        let indexer = Indexer::open(db, fixture, sync_args.classifiers()?, sync_args.config()).await?;
+        let mut indexer = Indexer::open(db, fixture, sync_args.classifiers()?, sync_args.config()).await?;
+        indexer.stop_on(stop.clone());
         return Ok(Some(with_reporting(indexer, sync_args).await?));
     }
     let timeout = Duration::from_secs(node_args.rpc_timeout_secs);
@@ -239,7 +240,10 @@ pub(crate) async fn start_indexer(
         }
         .await;
         match opened {
-            Ok(i) => return Ok(Some(with_reporting(i, sync_args).await?)),
+            Ok(mut i) => {
+                i.stop_on(stop.clone());
+                return Ok(Some(with_reporting(i, sync_args).await?));
+            }
             Err(e) if e.is_transient() => {
                 warn!(target: "ots::cli", error = %e, url = %node_args.rpc_url, "cannot reach the node; retrying in 2 s");
                 let mut stop = stop.clone();

@@ -6,7 +6,7 @@ use std::{
     time::Duration,
 };
 
-use crate::status::SharedProgress;
+use crate::status::{SharedProgress, StagePhase};
 
 static BAR_ACTIVE: AtomicBool = AtomicBool::new(false);
 
@@ -30,7 +30,25 @@ pub fn spawn_if_terminal(progress: SharedProgress) {
             let p = progress.get();
             let left = p.head.saturating_sub(p.indexed);
             let pct = if p.head == 0 { 100.0 } else { p.indexed as f64 * 100.0 / p.head as f64 };
-            let line = if left == 0 {
+            let stage = p.stage;
+            let line = if stage.phase == StagePhase::Merging {
+                format!(
+                    "bulk stage {}..{}: merging {} MiB of run files into the tables",
+                    stage.from.unwrap_or(0),
+                    stage.gathered_to.unwrap_or(0),
+                    stage.run_bytes >> 20
+                )
+            } else if stage.phase == StagePhase::Collecting {
+                let at = stage.gathered_to.unwrap_or(p.indexed);
+                format!(
+                    "block {at}/{} ({:.1}%)  bulk stage from {} (committed: {}), {} MiB in run files",
+                    p.head,
+                    if p.head == 0 { 100.0 } else { at as f64 * 100.0 / p.head as f64 },
+                    stage.from.unwrap_or(0),
+                    p.indexed,
+                    stage.run_bytes >> 20
+                )
+            } else if left == 0 {
                 format!("block {} (following the head)", p.indexed)
             } else {
                 format!(

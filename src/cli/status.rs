@@ -64,6 +64,9 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         s.blocks_per_second.map_or_else(|| "-".to_owned(), |r| format!("{r:.0} blocks/s (last batch)"))
     );
     println!("file size     {} ({} in use)", human_bytes(s.file_bytes), human_bytes(s.used_bytes));
+    if let Some(stage) = &s.stage {
+        println!("bulk stage    {} run files", human_bytes(stage.run_bytes));
+    }
     println!();
     println!("{:<28} {:>14} {:>12}", "table", "entries", "size");
     for t in &s.tables {

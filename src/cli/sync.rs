@@ -24,6 +24,11 @@ pub struct SyncCmdArgs {
     /// Stop once the node's head at start-up is indexed, instead of following it.
     #[arg(long)]
     pub exit_at_head: bool,
+
+    /// Stop once this block is indexed (the node's head at start-up, if that is lower), as if
+    /// it were the head: blocks older than the reorg window before it may go in bulk stages.
+    #[arg(long, value_name = "BLOCK", conflicts_with = "exit_at_head")]
+    pub exit_at_block: Option<u64>,
 }
 
 /// Syncs until stopped (or, with `--exit-at-head`, until caught up).
@@ -32,13 +37,12 @@ pub async fn sync(args: SyncCmdArgs) -> anyhow::Result<()> {
     let Some(indexer) = start_indexer(&args.node, &args.db, &args.sync, &stop).await? else { return Ok(()) };
     let started = std::time::Instant::now();
     let progress = indexer.progress();
-    let result = if args.exit_at_head {
+    let result = if args.exit_at_head || args.exit_at_block.is_some() {
         let head = indexer.head().await.context("reading the head")?;
-        let mut stop = stop.clone();
-        tokio::select! {
-            r = indexer.sync_to(head) => r,
-            _ = stop.changed() => Ok(()),
-        }
+        let head = args.exit_at_block.map_or(head, |block| block.min(head));
+        // The loop looks at the stop request between batches, and a bulk stage commits what it
+        // gathered.
+        indexer.sync_to(head).await
     } else {
         indexer.follow(stop).await
     };
@@ -56,6 +60,8 @@ pub async fn sync(args: SyncCmdArgs) -> anyhow::Result<()> {
         transfer_ids = w.transfer_ids,
         appearances = w.appearances,
         batches = p.batches,
+        stages = p.stages,
+        run_bytes_peak = p.run_bytes_peak,
         seconds = started.elapsed().as_secs_f64(),
         write_seconds = p.write_seconds_total,
         "run summary"

@@ -176,6 +176,11 @@ impl Db {
         release_mapped(self.data_file.as_ref());
     }
 
+    /// The database directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Bytes of the database file (it grows in steps of [`GROWTH_STEP`]; the memory map's upper
     /// bound, [`MAX_DB_SIZE`], is only reserved address space).
     pub fn file_size(&self) -> u64 {

@@ -92,6 +92,9 @@ pub enum DbError {
         /// What is wrong.
         reason: String,
     },
+    /// A bulk stage's run files failed; nothing of the stage was committed.
+    #[error("{0} (nothing of the stage was committed; free disk space under the datadir and restart)")]
+    Runs(#[from] crate::etl::EtlError),
 }
 
 /// Advice for MDBX errors a user can act on.

@@ -15,9 +15,9 @@ use tracing::debug;
 use super::{
     activity::IndexedBlock,
     address_index::IdLists,
-    appearances::Appearances,
+    appearances::{Appearances, CollectError},
     attributes::attributes,
-    balances::Balances,
+    balances::{Balances, BulkBalances},
     contract_info,
     holdings::Holdings,
     journal,
@@ -30,10 +30,11 @@ use crate::{
     db::{
         residency::trim_heap,
         state::{self, Checkpoint},
-        Db, DbError, WriteTxn,
+        Db, DbError, DbResult, WriteTxn,
     },
-    decode::{token_logs, TokenKinds},
-    txid::TxIdOverflow,
+    decode::{token_logs, TokenKinds, TokenLog},
+    etl::spill_over,
+    txid::{TxId, TxIdOverflow},
 };
 
 /// A batch with at least this many transfer logs gives its freed heap back to the kernel when it
@@ -152,6 +153,15 @@ impl BatchStats {
     }
 }
 
+impl From<CollectError> for WriteError {
+    fn from(e: CollectError) -> Self {
+        match e {
+            CollectError::TxId(overflow) => Self::TxId(overflow),
+            CollectError::Db(db) => Self::Db(db),
+        }
+    }
+}
+
 impl From<LabelError> for WriteError {
     fn from(e: LabelError) -> Self {
         match e {
@@ -190,8 +200,85 @@ fn continues(tip: Option<Checkpoint>, block: &BlockData) -> Result<Checkpoint, W
     Ok(Checkpoint { number: block.number, hash: block.hash })
 }
 
+/// What the address-keyed families gather from blocks before they write: in memory for one
+/// batch of the incremental path, spilling into sorted runs over a bulk stage.
+#[derive(Debug, Default)]
+pub(super) struct Rows<B> {
+    pub(super) lists: IdLists,
+    pub(super) held: Holdings,
+    pub(super) seen: Appearances,
+    pub(super) balances: B,
+}
+
+impl Rows<BulkBalances> {
+    /// Spills the largest buffers until the rows held in memory fit in `budget` bytes.
+    pub(super) fn spill_over(&mut self, budget: usize) -> DbResult<()> {
+        let Self { lists, held, seen, balances } = self;
+        let buffers = lists.buffers().chain(held.buffers()).chain(seen.buffers()).chain([balances.buffer()]);
+        Ok(spill_over(buffers.collect(), budget)?)
+    }
+}
+
+/// Where a block's balance moves go.
+pub(super) trait CollectBalances {
+    /// Collects the moves of `block`'s token logs.
+    fn collect_moves(&mut self, block: u64, logs: &[(TxId, TokenLog<'_>)]) -> DbResult<()>;
+}
+
+impl CollectBalances for Balances {
+    fn collect_moves(&mut self, block: u64, logs: &[(TxId, TokenLog<'_>)]) -> DbResult<()> {
+        self.collect(block, logs);
+        Ok(())
+    }
+}
+
+impl CollectBalances for BulkBalances {
+    fn collect_moves(&mut self, block: u64, logs: &[(TxId, TokenLog<'_>)]) -> DbResult<()> {
+        self.collect(block, logs)
+    }
+}
+
+/// Writes the block-keyed families of `blocks` (consecutive, continuing `tip`, which follows
+/// them) and gathers the address-keyed families' rows: the part of a batch both write paths
+/// share.
+pub(super) fn write_blocks<B: CollectBalances>(
+    txn: &WriteTxn,
+    blocks: &[ClassifiedBlock],
+    tip: &mut Option<Checkpoint>,
+    rows: &mut Rows<B>,
+    undo: &mut UndoLog,
+    options: BatchOptions,
+    out: &mut WrittenBatch,
+) -> Result<(), WriteError> {
+    let mut kinds = Kinds::default();
+    for ClassifiedBlock { block, facts, probe_misses } in blocks {
+        *tip = Some(continues(*tip, block)?);
+        undo.begin_block(block.number, block.hash);
+        let (contracts, matched) = matches::write_block(txn, block, facts, &mut kinds.0)?;
+        contract_info::write_block(txn, block.number, facts, undo)?;
+        labels::write_block(txn, block.number, facts, undo)?;
+        probes::write_block(txn, block.number, probe_misses, undo)?;
+        let logs = token_logs(block, |token| kinds.of(txn, token))?;
+        rows.balances.collect_moves(block.number, &logs)?;
+        let touches = logs.iter().flat_map(|(tx, log)| Touch::of(*tx, log));
+        for touch in touches.clone() {
+            rows.lists.touch(&touch, undo)?;
+            rows.held.touch(&touch)?;
+        }
+        rows.lists.collect_block(txn, block, undo)?;
+        if options.appearances {
+            rows.seen.collect_block(block, undo)?;
+        }
+        if options.activity {
+            out.blocks.push(IndexedBlock::new(block, contracts, logs.len() as u64, touches));
+        }
+        out.stats.add_block(block.transactions.len() as u64, contracts, matched, logs.len() as u64);
+    }
+    Ok(())
+}
+
 /// Writes `blocks` (consecutive, continuing the index) and moves the checkpoint to the last one,
-/// all in one transaction.
+/// all in one transaction: the incremental write path.
 pub fn write_batch(
     db: &Db,
     blocks: &[ClassifiedBlock],
@@ -204,35 +291,10 @@ pub fn write_batch(
     let txn = db.begin_write()?;
     let mut tip = state::read_state(&txn)?.checkpoint;
     let mut out = WrittenBatch::default();
-    let mut kinds = Kinds::default();
     let mut undo = UndoLog::keeping_from(keep_from);
-    let mut lists = IdLists::default();
-    let mut held = Holdings::default();
-    let mut balances = Balances::default();
-    let mut seen = Appearances::default();
-    for ClassifiedBlock { block, facts, probe_misses } in blocks {
-        tip = Some(continues(tip, block)?);
-        undo.begin_block(block.number, block.hash);
-        let (contracts, matched) = matches::write_block(&txn, block, facts, &mut kinds.0)?;
-        contract_info::write_block(&txn, block.number, facts, &mut undo)?;
-        labels::write_block(&txn, block.number, facts, &mut undo)?;
-        probes::write_block(&txn, block.number, probe_misses, &mut undo)?;
-        let logs = token_logs(block, |token| kinds.of(&txn, token))?;
-        balances.collect(block.number, &logs);
-        let touches = logs.iter().flat_map(|(tx, log)| Touch::of(*tx, log));
-        for touch in touches.clone() {
-            lists.touch(&touch, &mut undo);
-            held.touch(&touch);
-        }
-        lists.collect_block(&txn, block, &mut undo)?;
-        if options.appearances {
-            seen.collect_block(block, &mut undo)?;
-        }
-        if options.activity {
-            out.blocks.push(IndexedBlock::new(block, contracts, logs.len() as u64, touches));
-        }
-        out.stats.add_block(block.transactions.len() as u64, contracts, matched, logs.len() as u64);
-    }
+    let mut rows = Rows::<Balances>::default();
+    write_blocks(&txn, blocks, &mut tip, &mut rows, &mut undo, options, &mut out)?;
+    let Rows { lists, held, seen, balances } = rows;
     // Balances resolve on the second core while this thread writes holdings, the journal and
     // the address indexes from the state the transaction started from.
     (out.stats.transfer_ids, out.stats.appearances) =

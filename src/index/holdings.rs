@@ -4,6 +4,8 @@
 //!
 //! A token kind's table is named once, in [`view_holdings`].
 
+use std::sync::Arc;
+
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
 
@@ -15,6 +17,7 @@ use crate::{
         DbResult, Txn, WriteTxn,
     },
     decode::TokenKind,
+    etl::{Buffer, RunDir, Sorter},
     txid::TxId,
 };
 
@@ -42,30 +45,41 @@ pub fn view_holdings<V: HoldingsViewer>(kind: TokenKind, viewer: &mut V) -> V::O
     }
 }
 
-/// The (holder, token, transaction) triples of a batch, per token kind.
+/// The (holder, token, transaction) triples of a batch (or a bulk stage), per token kind.
 #[derive(Debug, Default)]
 pub struct Holdings {
-    seen: [Vec<(Address, Address, TxId)>; 3],
+    seen: [Sorter<(Address, Address, TxId)>; 3],
 }
 
 impl Holdings {
-    /// Collects a transfer's touch: its address held (or holds) the token.
-    pub fn touch(&mut self, touch: &Touch) {
-        self.seen[touch.kind as usize].push((touch.address, touch.token, touch.tx));
+    /// Holdings whose rows spill into sorted runs under `runs`, each kind buffering `budget`
+    /// bytes.
+    pub fn spilling(runs: &Arc<RunDir>, budget: usize) -> Self {
+        Self { seen: std::array::from_fn(|_| Sorter::spilling(runs.clone(), budget)) }
     }
 
-    /// Adds a dup for every pair without one, with its first transaction of the batch; each
+    /// Every kind's buffer.
+    pub fn buffers(&mut self) -> impl Iterator<Item = &mut dyn Buffer> {
+        self.seen.iter_mut().map(|s| s as &mut dyn Buffer)
+    }
+
+    /// Collects a transfer's touch: its address held (or holds) the token.
+    pub fn touch(&mut self, touch: &Touch) -> DbResult<()> {
+        Ok(self.seen[touch.kind as usize].push((touch.address, touch.token, touch.tx))?)
+    }
+
+    /// Adds a dup for every pair without one, with its first transaction of the rows; each
     /// added pair is journalled with the block of that transaction.
     pub fn write(self, txn: &WriteTxn, undo: &mut UndoLog) -> DbResult<()> {
         for (kind, seen) in KINDS.into_iter().zip(self.seen) {
-            view_holdings(kind, &mut Write { seen, txn, undo: &mut *undo })?;
+            view_holdings(kind, &mut Write { seen: Some(seen), txn, undo: &mut *undo })?;
         }
         Ok(())
     }
 }
 
 struct Write<'a> {
-    seen: Vec<(Address, Address, TxId)>,
+    seen: Option<Sorter<(Address, Address, TxId)>>,
     txn: &'a WriteTxn,
     undo: &'a mut UndoLog,
 }
@@ -73,10 +87,11 @@ struct Write<'a> {
 impl HoldingsViewer for Write<'_> {
     type Output = DbResult<()>;
     fn view<H: HoldingsTable>(&mut self, kind: IndexKind) -> Self::Output {
-        self.seen.sort_unstable();
+        let Some(seen) = self.seen.take() else { return Ok(()) };
+        let mut pairs = seen.into_sorted()?.groups(|&(holder, token, _)| (holder, token));
         let mut cursor = self.txn.walking_cursor::<H>()?;
-        for run in self.seen.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
-            let (holder, token, first) = run[0];
+        for ((holder, token), rows) in pairs.by_ref() {
+            let first = rows[0].2;
             // A DupFixed table only takes a whole-size value to seek with: token ‖ the smallest id.
             let lowest = Holding { token, first: TxId(0) }.encode_value();
             // Forward sync only ever finds earlier appearances stored.
@@ -86,6 +101,7 @@ impl HoldingsViewer for Write<'_> {
             cursor.put(&holder, &Holding { token, first })?;
             self.undo.touch_at(first, kind, holder);
         }
+        pairs.finish()?;
         Ok(())
     }
 }

@@ -30,9 +30,11 @@ pub mod labels;
 pub mod matches;
 pub mod probes;
 mod rewrite;
+pub mod stage;
 mod stamped;
 pub mod transfers;
 mod undo;
 
 pub use activity::{Activity, ActivityKind, IndexedBlock};
 pub use batch::{write_batch, BatchOptions, BatchStats, ClassifiedBlock, WriteError, WrittenBatch};
+pub use stage::{Stage, StageOptions, StageSummary};

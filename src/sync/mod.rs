@@ -1,5 +1,8 @@
 //! The sync loop: fetch a batch of blocks, classify them, write them in one transaction,
-//! repeat; then follow the head by polling.
+//! repeat; then follow the head by polling. Far behind the head, batches go into bulk stages
+//! instead ([`WritePath`], `stage_writer`).
+
+mod stage_writer;
 
 use std::time::{Duration, Instant};
 
@@ -13,26 +16,31 @@ use ots_classifiers::{
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use std::collections::HashMap;
+
+use alloy_primitives::Address;
+
+use stage_writer::StageWriter;
+
 use crate::{
     classify::{
-        late_metadata::{describe, is_named, tokens_to_describe, Stored},
+        known::{emitters, known, Known},
+        late_metadata::{describe, tokens_to_describe, Stored},
         reprobe::{emitters_to_reprobe, reprobe},
     },
     db::{
-        codec::{AttributeBit, BlockNumber},
+        codec::BlockNumber,
         state::{self, ChainIdentity, Checkpoint, DbState, StateError},
-        tables::{OtsTransferProbes, OtsUndoJournal},
+        tables::OtsUndoJournal,
         Db, DbError,
     },
     events::{EventBus, IndexEvent},
     index::{
-        attributes::attributes,
-        contract_info::contract_info,
         journal::{unwind_to, UnwindError},
-        write_batch, BatchOptions, BatchStats, ClassifiedBlock, WriteError,
+        write_batch, BatchOptions, BatchStats, ClassifiedBlock, StageOptions, WriteError, WrittenBatch,
     },
     source::{BlockSource, SourceError},
-    status::SharedProgress,
+    status::{SharedProgress, StagePhase, StageProgress},
 };
 
 /// How the loop batches and polls.
@@ -50,6 +58,46 @@ pub struct SyncConfig {
     pub batch_max_logs: usize,
     /// A batch ends once fetching it took this long.
     pub batch_max_time: Duration,
+    /// Which write path takes blocks older than the reorg window.
+    pub write_path: WritePath,
+    /// How large a bulk stage grows.
+    pub stage: StageLimits,
+}
+
+/// Which write path indexes blocks older than the reorg window (docs/architecture.md, "Two write
+/// paths"). Blocks inside the window always go batch by batch, with undo rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WritePath {
+    /// Bulk stages while at least [`AUTO_BULK_BLOCKS`] blocks older than the window are left to
+    /// index; batch by batch otherwise.
+    #[default]
+    Auto,
+    /// Every block older than the reorg window goes through bulk stages.
+    Bulk,
+    /// Every block batch by batch.
+    Incremental,
+}
+
+/// `auto` takes the bulk path when at least this many blocks older than the reorg window are
+/// left: fewer are a few incremental batches, not worth a stage.
+pub const AUTO_BULK_BLOCKS: u64 = 10_000;
+
+/// When a bulk stage ends and commits (whichever comes first), besides reaching the blocks the
+/// bulk path may index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageLimits {
+    /// Bytes of rows buffered in memory before the largest buffers spill to run files.
+    pub buffer_bytes: usize,
+    /// The stage ends once its run files hold this many bytes.
+    pub max_run_bytes: u64,
+    /// The stage ends once it has gathered for this long: what a crash can lose.
+    pub max_time: Duration,
+}
+
+impl Default for StageLimits {
+    fn default() -> Self {
+        Self { buffer_bytes: 256 << 20, max_run_bytes: 8 << 30, max_time: Duration::from_secs(20 * 60) }
+    }
 }
 
 impl Default for SyncConfig {
@@ -61,6 +109,8 @@ impl Default for SyncConfig {
             reorg_window: DEFAULT_REORG_WINDOW,
             batch_max_logs: 500_000,
             batch_max_time: Duration::from_secs(10),
+            write_path: WritePath::Auto,
+            stage: StageLimits::default(),
         }
     }
 }
@@ -140,6 +190,17 @@ pub struct Indexer {
     last_batch_log: std::sync::Mutex<Option<Instant>>,
     /// Tokens whose metadata needs no second read in this process (named, or read again).
     settled: std::sync::Mutex<std::collections::HashSet<alloy_primitives::Address>>,
+    /// Turns true when a stop is asked for: a bulk stage then commits what it gathered.
+    stop: Option<watch::Receiver<bool>>,
+}
+
+/// Where the loop reads what the index knows of a batch's addresses.
+#[derive(Clone, Copy)]
+enum Lookups<'a> {
+    /// The committed state.
+    Committed,
+    /// A bulk stage's own transaction.
+    Stage(&'a StageWriter),
 }
 
 impl Indexer {
@@ -157,6 +218,8 @@ impl Indexer {
         let names: Vec<String> = classifiers.iter().map(|c| c.name().to_owned()).collect();
         let db2 = db.clone();
         blocking(move || bind(&db2, chain, &names)).await??;
+        // Run files of a stage that never committed are worthless.
+        crate::etl::RunDir::clean(&crate::index::stage::run_dir(&db)).map_err(DbError::from)?;
         let progress = SharedProgress::default();
         let tracer = source.tracer();
         progress.update(|p| p.tracer = tracer);
@@ -169,10 +232,31 @@ impl Indexer {
             events: EventBus::default(),
             last_batch_log: Default::default(),
             settled: Default::default(),
+            stop: None,
         };
         let indexed = indexer.checkpoint()?.map_or(0, |c| c.number);
         indexer.progress.update(|p| p.indexed = indexed);
         Ok(indexer)
+    }
+
+    /// Makes a bulk stage end and commit early once `stop` turns true (a stage otherwise runs to
+    /// its limits before the loop looks at a stop request again).
+    pub fn stop_on(&mut self, stop: watch::Receiver<bool>) {
+        self.stop = Some(stop);
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.as_ref().is_some_and(|s| *s.borrow())
+    }
+
+    /// `work`'s output, or `None` if a stop is asked for first (`work` is then dropped: what a
+    /// blocking write under it began still finishes, whole or not at all).
+    async fn unless_stopped<T>(&self, work: impl std::future::Future<Output = T>) -> Option<T> {
+        let Some(mut stop) = self.stop.clone() else { return Some(work.await) };
+        tokio::select! {
+            out = work => Some(out),
+            _ = stop.wait_for(|stopping| *stopping) => None,
+        }
     }
 
     /// The database.
@@ -206,19 +290,33 @@ impl Indexer {
         Ok(ClassifiedBlock { block, facts, probe_misses: Vec::new() })
     }
 
+    /// What the index knows of the batch's Transfer emitters.
+    async fn known(
+        &self,
+        blocks: &[ClassifiedBlock],
+        lookups: Lookups<'_>,
+    ) -> Result<HashMap<Address, Known>, SyncError> {
+        let emitters = emitters(blocks);
+        match lookups {
+            Lookups::Committed => {
+                let txn = self.db.begin_read()?;
+                Ok(known(&txn, &emitters)?)
+            }
+            Lookups::Stage(writer) => writer.lookup(emitters).await,
+        }
+    }
+
     /// Reads the metadata of the batch's nameless tokens again at their first transfer.
-    async fn describe_late(&self, blocks: &mut [ClassifiedBlock]) -> Result<(), SyncError> {
+    async fn describe_late(
+        &self,
+        blocks: &mut [ClassifiedBlock],
+        known: &HashMap<Address, Known>,
+    ) -> Result<(), SyncError> {
         let found = {
             // The set only ever gains addresses: what a panicking holder left in it is usable.
             let settled = self.settled.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let txn = self.db.begin_read()?;
-            tokens_to_describe(blocks, &settled, |address| -> Result<Stored, DbError> {
-                let attrs = attributes(&txn, address)?;
-                let token = attrs.has(AttributeBit::Erc20) || attrs.has(AttributeBit::Erc721);
-                let named = token
-                    && contract_info(&txn, address)?
-                        .is_some_and(|i| is_named(i.name.as_deref(), i.symbol.as_deref()));
-                Ok(Stored { token, named })
+            tokens_to_describe(blocks, &settled, |address| -> Result<Stored, SyncError> {
+                Ok(known.get(address).copied().unwrap_or_default().stored())
             })?
         };
         if found.todo.iter().any(|t| !t.is_empty()) {
@@ -231,23 +329,28 @@ impl Indexer {
     }
 
     /// Gives unclassified Transfer emitters of the batch their one re-probe.
-    async fn reprobe(&self, blocks: &mut [ClassifiedBlock]) -> Result<(), SyncError> {
-        let todo = {
-            let txn = self.db.begin_read()?;
-            emitters_to_reprobe(blocks, |address| -> Result<bool, DbError> {
-                let attrs = attributes(&txn, address)?;
-                Ok(attrs.has(AttributeBit::Erc20)
-                    || attrs.has(AttributeBit::Erc721)
-                    || txn.get::<OtsTransferProbes>(address)?.is_some())
-            })?
-        };
+    async fn reprobe(
+        &self,
+        blocks: &mut [ClassifiedBlock],
+        known: &HashMap<Address, Known>,
+    ) -> Result<(), SyncError> {
+        let todo = emitters_to_reprobe(blocks, |address| -> Result<bool, SyncError> {
+            Ok(known.get(address).is_some_and(|k| k.settled_as_emitter()))
+        })?;
         if todo.iter().any(|t| !t.is_empty()) {
             reprobe(&self.classifiers, blocks, &todo, self.source.as_ref()).await?;
         }
         Ok(())
     }
 
-    async fn index_batch(&self, from: u64, to: u64) -> Result<Option<BatchStats>, SyncError> {
+    /// Fetches and classifies blocks `from..=to` (fewer once the batch holds enough logs or
+    /// took long enough), with their second probes and late metadata.
+    async fn fetch_batch(
+        &self,
+        from: u64,
+        to: u64,
+        lookups: Lookups<'_>,
+    ) -> Result<Vec<ClassifiedBlock>, SyncError> {
         let concurrency = self.config.concurrency.max(1);
         let started = Instant::now();
         let mut fetched = stream::iter(from..=to)
@@ -268,8 +371,9 @@ impl Indexer {
             }
         }
         drop(fetched);
-        self.reprobe(&mut blocks).await?;
-        self.describe_late(&mut blocks).await?;
+        let known = self.known(&blocks, lookups).await?;
+        self.reprobe(&mut blocks, &known).await?;
+        self.describe_late(&mut blocks, &known).await?;
         for pair in blocks.windows(2) {
             if pair[1].block.parent_hash != pair[0].block.hash {
                 return Err(SyncError::Moved {
@@ -278,6 +382,141 @@ impl Indexer {
                 });
             }
         }
+        Ok(blocks)
+    }
+
+    /// Indexes blocks `from..=until` (all older than the reorg window) in one bulk stage, which
+    /// ends early at its limits or on a stop request; returns the stage's last block.
+    async fn run_stage(&self, from: u64, until: u64) -> Result<u64, SyncError> {
+        let limits = self.config.stage;
+        let options = StageOptions { buffer_bytes: limits.buffer_bytes, appearances: true };
+        let writer = StageWriter::begin(self.db.clone(), options, self.progress.clone()).await?;
+        let started = Instant::now();
+        self.progress.update(|p| {
+            p.stage = StageProgress {
+                phase: StagePhase::Collecting,
+                from: Some(from),
+                until: Some(until),
+                ..Default::default()
+            }
+        });
+        info!(target: "ots::sync", from, until, "bulk stage started");
+        let result = self.gather_stage(&writer, from, until, started).await;
+        let result = match result {
+            Ok(()) => {
+                let rate = self
+                    .progress
+                    .get()
+                    .stage
+                    .gathered_to
+                    .map(|to| (to + 1 - from) as f64 / started.elapsed().as_secs_f64().max(1e-9));
+                writer.commit(rate).await
+            }
+            Err(e) => Err(e),
+        };
+        self.progress.update(|p| p.stage = StageProgress::default());
+        let summary = result?;
+        let Some(summary) = summary else { return Ok(from.saturating_sub(1)) };
+        let secs = started.elapsed().as_secs_f64().max(1e-9);
+        self.progress.update(|p| {
+            p.batches += 1;
+            p.stages += 1;
+            p.run_bytes_peak = p.run_bytes_peak.max(summary.run_bytes_peak);
+            p.written.add(&summary.stats);
+            p.indexed = summary.to;
+            p.blocks_per_second = (summary.to + 1 - summary.from) as f64 / secs;
+        });
+        info!(
+            target: "ots::sync",
+            from = summary.from,
+            to = summary.to,
+            blocks_per_sec = ((summary.to + 1 - summary.from) as f64 / secs).round(),
+            transfer_logs = summary.stats.transfer_logs,
+            run_bytes_peak = summary.run_bytes_peak,
+            merge_seconds = summary.merge_seconds,
+            "bulk stage committed"
+        );
+        Ok(summary.to)
+    }
+
+    /// Fetches batches into the stage until `until`, its limits, or a stop; one batch is
+    /// written while the next is fetched.
+    async fn gather_stage(
+        &self,
+        writer: &StageWriter,
+        from: u64,
+        until: u64,
+        started: Instant,
+    ) -> Result<(), SyncError> {
+        let limits = self.config.stage;
+        let mut tip = self.checkpoint()?;
+        let mut next = from;
+        let mut pending: Option<(stage_writer::PendingAdd, u64)> = None;
+        let activity = self.events.has_subscribers();
+        let mut last_written = Instant::now();
+        while next <= until {
+            let to = until.min(next + self.config.batch_blocks.max(1) - 1);
+            let Some(blocks) = self.unless_stopped(self.fetch_batch(next, to, Lookups::Stage(writer))).await
+            else {
+                break;
+            };
+            let blocks = blocks?;
+            let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else { break };
+            if tip.is_some_and(|t| t.hash != first.block.parent_hash) {
+                // Far below the head a reorg cannot reach: the node changed its chain under us.
+                return Err(SyncError::Moved {
+                    number: first.block.number,
+                    parent_number: first.block.number - 1,
+                });
+            }
+            tip = Some(Checkpoint { number: last.block.number, hash: last.block.hash });
+            next = last.block.number + 1;
+            if let Some((previous, first)) = pending.take() {
+                self.stage_batch_written(stage_writer::written(previous).await?, first, &mut last_written);
+            }
+            let first = first.block.number;
+            pending = Some((writer.add(blocks, activity).await?, first));
+            let run_bytes = self.progress.get().stage.run_bytes;
+            if run_bytes >= limits.max_run_bytes || started.elapsed() >= limits.max_time || self.stopping() {
+                break;
+            }
+        }
+        if let Some((previous, first)) = pending {
+            self.stage_batch_written(stage_writer::written(previous).await?, first, &mut last_written);
+        }
+        Ok(())
+    }
+
+    /// Reports a batch written into the stage (`from` its first block; `last` when the one
+    /// before was).
+    fn stage_batch_written(&self, written: WrittenBatch, from: u64, last: &mut Instant) {
+        let secs = last.elapsed().as_secs_f64();
+        *last = Instant::now();
+        if !written.blocks.is_empty() {
+            // Gathered, not committed: subscribers hear of a stage's blocks as they are indexed
+            // all the same (a stage far below the head has no live readers to mislead).
+            self.events.publish(IndexEvent::Indexed(written.blocks));
+        }
+        let to = from + written.stats.blocks.max(1) - 1;
+        self.progress.update(|p| p.blocks_per_second = written.stats.blocks as f64 / secs.max(1e-9));
+        self.log_batch(from, to, written.stats, secs);
+    }
+
+    /// The last block the bulk path may index given the node's `head`, if the index is far
+    /// enough behind for a stage.
+    fn bulk_until(&self, next: u64, head: u64) -> Option<u64> {
+        let until = head.checked_sub(self.config.reorg_window)?;
+        let behind = (until + 1).checked_sub(next)?;
+        match self.config.write_path {
+            WritePath::Incremental => None,
+            WritePath::Bulk => (behind > 0).then_some(until),
+            WritePath::Auto => (behind >= AUTO_BULK_BLOCKS).then_some(until),
+        }
+    }
+
+    async fn index_batch(&self, from: u64, to: u64) -> Result<Option<BatchStats>, SyncError> {
+        let started = Instant::now();
+        let blocks = self.fetch_batch(from, to, Lookups::Committed).await?;
         let tip = self.checkpoint()?;
         if let (Some(tip), Some(first)) = (tip, blocks.first()) {
             if first.block.parent_hash != tip.hash {
@@ -349,13 +588,20 @@ impl Indexer {
         Ok(())
     }
 
-    /// Indexes every block up to `target`, batch by batch.
+    /// Indexes every block up to `target` (taken as the node's head), in bulk stages while far
+    /// enough behind it, then batch by batch. Returns early once a stop is asked for.
     pub async fn sync_to(&self, target: u64) -> Result<(), SyncError> {
         let mut next = self.next_block()?;
-        while next <= target {
+        self.progress.update(|p| p.head = p.head.max(target));
+        while next <= target && !self.stopping() {
+            if let Some(until) = self.bulk_until(next, target) {
+                next = self.run_stage(next, until).await? + 1;
+                continue;
+            }
             let to = target.min(next + self.config.batch_blocks.max(1) - 1);
             let started = Instant::now();
-            let Some(stats) = self.index_batch(next, to).await? else {
+            let Some(batch) = self.unless_stopped(self.index_batch(next, to)).await else { break };
+            let Some(stats) = batch? else {
                 next = self.next_block()?;
                 continue;
             };
@@ -366,38 +612,44 @@ impl Indexer {
                 p.head = p.head.max(target);
                 p.indexed = to;
             });
-            // One info line per batch once at the head; while catching up, one every few
-            // seconds at most (each batch still logs at debug).
-            let due = self.last_batch_log.lock().map_or(true, |mut last| {
-                let due = to >= target || last.is_none_or(|t| t.elapsed() >= BATCH_LOG_INTERVAL);
-                if due {
-                    *last = Some(Instant::now());
-                }
-                due
-            });
-            macro_rules! batch_event {
-                ($level:ident) => {
-                    $level!(
-                        target: "ots::sync",
-                        from = next,
-                        to,
-                        target_block = target,
-                        blocks_per_sec = (stats.blocks as f64 / secs).round(),
-                        contracts = stats.contracts,
-                        matches = stats.matches,
-                        transfer_logs = stats.transfer_logs,
-                        "indexed batch"
-                    )
-                };
-            }
-            if due {
-                batch_event!(info);
-            } else {
-                batch_event!(debug);
-            }
+            self.log_batch(next, to, stats, secs);
             next = to + 1;
         }
         Ok(())
+    }
+
+    /// One info line per batch once at the head; while catching up, one every few seconds at
+    /// most (each batch still logs at debug). `secs` is what the batch took (0: unknown).
+    fn log_batch(&self, from: u64, to: u64, stats: BatchStats, secs: f64) {
+        let target = self.progress.get().head;
+        let due = self.last_batch_log.lock().map_or(true, |mut last| {
+            let due = to >= target || last.is_none_or(|t| t.elapsed() >= BATCH_LOG_INTERVAL);
+            if due {
+                *last = Some(Instant::now());
+            }
+            due
+        });
+        let rate = if secs > 0.0 { (stats.blocks as f64 / secs).round() } else { f64::NAN };
+        macro_rules! batch_event {
+            ($level:ident) => {
+                $level!(
+                    target: "ots::sync",
+                    from,
+                    to,
+                    target_block = target,
+                    blocks_per_sec = rate,
+                    contracts = stats.contracts,
+                    matches = stats.matches,
+                    transfer_logs = stats.transfer_logs,
+                    "indexed batch"
+                )
+            };
+        }
+        if due {
+            batch_event!(info);
+        } else {
+            batch_event!(debug);
+        }
     }
 
     /// Follows the node's head until `stop` turns true. Node failures are logged and retried
@@ -460,6 +712,10 @@ impl Indexer {
         self.progress.update(|p| p.head = head);
         let tip = self.checkpoint()?;
         let next = tip.map_or(0, |t| t.number + 1);
+        if let Some(until) = self.bulk_until(next, head) {
+            self.run_stage(next, until).await?;
+            return Ok(true);
+        }
         if next > head {
             // Nothing new: make sure the indexed tip is still on the node's chain (a reorg to a
             // shorter or equally long chain brings no new block to notice it by).

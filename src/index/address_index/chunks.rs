@@ -192,10 +192,10 @@ impl<'tx, I: AddressIndex, C: AddressCounter> IdAppender<'tx, I, C> {
 /// batch that appends to a large share of the addresses this is also cheaper than
 /// [`IdAppender::append`] address by address (see `index::rewrite`). The entries are exactly
 /// those the appender writes; untouched addresses are copied as they were.
-pub fn rewrite_with_appends<'a, I: AddressIndex, C: AddressCounter, K: TransactionKind>(
+pub fn rewrite_with_appends<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
     txn: &WriteTxn,
     before: &Txn<K>,
-    appends: impl IntoIterator<Item = (Address, &'a [u64])>,
+    appends: impl IntoIterator<Item = (Address, impl AsRef<[u64]>)>,
 ) -> DbResult<()> {
     let mut old_index = before.walking_cursor::<I>()?;
     let mut old_counter = before.cursor::<C>()?;
@@ -230,6 +230,7 @@ pub fn rewrite_with_appends<'a, I: AddressIndex, C: AddressCounter, K: Transacti
             next_dup = old_counter.next_entry()?;
         }
         if let Some((_, new_ids)) = appends.next_if(|(a, _)| *a == address) {
+            let new_ids = new_ids.as_ref();
             if !new_ids.is_empty() {
                 let tail = match (dups.first(), dups.last()) {
                     (Some(&first), Some(&last)) => {

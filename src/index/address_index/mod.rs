@@ -8,6 +8,8 @@
 
 pub mod chunks;
 
+use std::sync::Arc;
+
 use alloy_primitives::Address;
 use ots_classifiers::BlockData;
 use signet_libmdbx::tx::TransactionKind;
@@ -30,6 +32,7 @@ use crate::{
         DbResult, ReadTxn, Txn, WriteTxn,
     },
     decode::TokenKind,
+    etl::{Buffer, RunDir, Sorter},
 };
 
 /// One address index.
@@ -101,34 +104,44 @@ pub fn view_id_list<V: IdListViewer>(list: IdList, viewer: &mut V) -> V::Output 
     }
 }
 
-/// The (address, id) pairs of one address index, gathered over a batch and sorted once: a
-/// flat list sorts faster than a map grows.
-#[derive(Debug, Default)]
-struct IdCollector(Vec<(Address, u64)>);
+/// The (address, id) pairs of one address index, gathered over a batch (or a bulk stage) and
+/// sorted once: a flat list sorts faster than a map grows.
+type IdCollector = Sorter<(Address, u64)>;
 
-/// Every address index's new ids of a batch.
+/// Every address index's new ids of a batch or a stage.
 #[derive(Debug, Default)]
 pub struct IdLists {
     lists: [IdCollector; 5],
 }
 
 impl IdLists {
-    fn push(&mut self, list: IdList, address: Address, id: u64, undo: &mut UndoLog) {
-        self.lists[list as usize].0.push((address, id));
+    /// Lists whose rows spill into sorted runs under `runs`, each buffering `budget` bytes.
+    pub fn spilling(runs: &Arc<RunDir>, budget: usize) -> Self {
+        Self { lists: std::array::from_fn(|_| Sorter::spilling(runs.clone(), budget)) }
+    }
+
+    /// Every list's buffer.
+    pub fn buffers(&mut self) -> impl Iterator<Item = &mut dyn Buffer> {
+        self.lists.iter_mut().map(|l| l as &mut dyn Buffer)
+    }
+
+    fn push(&mut self, list: IdList, address: Address, id: u64, undo: &mut UndoLog) -> DbResult<()> {
+        self.lists[list as usize].push((address, id))?;
         undo.touch(list.journal_kind(), address);
+        Ok(())
     }
 
     /// Collects a transfer's touch.
-    pub fn touch(&mut self, touch: &Touch, undo: &mut UndoLog) {
-        self.push(IdList::of_transfers(touch.kind), touch.address, touch.tx.0, undo);
+    pub fn touch(&mut self, touch: &Touch, undo: &mut UndoLog) -> DbResult<()> {
+        self.push(IdList::of_transfers(touch.kind), touch.address, touch.tx.0, undo)
     }
 
     /// Collects `block`'s fee recipient and withdrawals, and writes which block holds its last
     /// withdrawal.
     pub fn collect_block(&mut self, txn: &WriteTxn, block: &BlockData, undo: &mut UndoLog) -> DbResult<()> {
-        self.push(IdList::BlocksRewarded, block.coinbase, block.number, undo);
+        self.push(IdList::BlocksRewarded, block.coinbase, block.number, undo)?;
         for w in &block.withdrawals {
-            self.push(IdList::Withdrawals, w.address, w.index, undo);
+            self.push(IdList::Withdrawals, w.address, w.index, undo)?;
         }
         if let Some(last_withdrawal) = block.withdrawals.iter().map(|w| w.index).max() {
             txn.put::<OtsWithdrawalIdx2Block>(&Count(last_withdrawal), &BlockNumber(block.number))?;
@@ -137,14 +150,14 @@ impl IdLists {
     }
 
     /// Appends every index's ids, addresses in key order; returns how many transfer ids were
-    /// new. With `before` (a snapshot of the state `txn` started from) an index and its counter
-    /// are rewritten whole when the batch appends to a large share of its chunks. Withdrawal
-    /// indexes grow with the chain; a block may list them in any order, which the sort puts
-    /// right.
+    /// new. With `before` (a snapshot of the state `txn` started from, in which no index has
+    /// been written yet) an index and its counter are rewritten whole when the rows append to a
+    /// large share of its chunks. Withdrawal indexes grow with the chain; a block may list them
+    /// in any order, which the sort puts right.
     pub fn write(self, txn: &WriteTxn, before: Option<&ReadTxn>) -> DbResult<u64> {
         let mut transfer_ids = 0;
         for (list, collector) in ID_LISTS.into_iter().zip(self.lists) {
-            let written = view_id_list(list, &mut Write { collector, txn, before })?;
+            let written = view_id_list(list, &mut Write { collector: Some(collector), txn, before })?;
             if TRANSFER_LISTS.contains(&list) {
                 transfer_ids += written;
             }
@@ -154,7 +167,7 @@ impl IdLists {
 }
 
 struct Write<'a> {
-    collector: IdCollector,
+    collector: Option<IdCollector>,
     txn: &'a WriteTxn,
     before: Option<&'a ReadTxn>,
 }
@@ -165,33 +178,28 @@ impl IdListViewer for Write<'_> {
     /// Appends the collected ids; returns how many were new (the index has at least one chunk
     /// per address, so `rewrite_pays` weighs addresses against its entries).
     fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
-        let pairs = &mut self.collector.0;
-        if pairs.is_empty() {
+        let Some(collector) = self.collector.take().filter(|c| !c.is_empty()) else {
             // Nothing to append: not even an empty table is worth clearing.
             return Ok(0);
-        }
-        pairs.sort_unstable();
-        pairs.dedup();
-        let ids: Vec<u64> = pairs.iter().map(|&(_, id)| id).collect();
-        let mut runs: Vec<(Address, &[u64])> = Vec::new();
-        let mut rest = ids.as_slice();
-        for run in pairs.chunk_by(|a, b| a.0 == b.0) {
-            let (head, tail) = rest.split_at(run.len());
-            runs.push((run[0].0, head));
-            rest = tail;
-        }
+        };
+        let sorted = collector.into_sorted()?;
+        let addresses = sorted.keys_at_most(|row| row.0);
+        let mut groups = sorted.groups(|row| row.0);
+        let ids = |(address, rows): (Address, Vec<(Address, u64)>)| {
+            (address, rows.into_iter().map(|(_, id)| id).collect::<Vec<u64>>())
+        };
         match self.before {
-            Some(before) if rewrite_pays(self.txn.stats::<I>()?.entries, runs.len() as u64) => {
-                rewrite_with_appends::<I, C, _>(self.txn, before, runs)?;
+            Some(before) if rewrite_pays(self.txn.stats::<I>()?.entries, addresses) => {
+                rewrite_with_appends::<I, C, _>(self.txn, before, groups.by_ref().map(ids))?;
             }
             _ => {
                 let mut appender = IdAppender::<I, C>::new(self.txn)?;
-                for (address, ids) in runs {
-                    appender.append(&address, ids)?;
+                for (address, ids) in groups.by_ref().map(ids) {
+                    appender.append(&address, &ids)?;
                 }
             }
         }
-        Ok(pairs.len() as u64)
+        Ok(groups.finish()?)
     }
 }
 

@@ -10,6 +10,8 @@
 
 pub mod lists;
 
+use std::sync::Arc;
+
 use alloy_primitives::Address;
 use ots_classifiers::{BlockData, FrameKind};
 use signet_libmdbx::tx::TransactionKind;
@@ -21,18 +23,21 @@ use crate::{
     db::{
         codec::{Creation, IndexKind, NonceAnchor},
         tables::{OtsAppearances, OtsContractCreators, OtsNonceAnchors, OtsSentTxs},
-        DbResult, Txn, WriteTxn,
+        DbError, DbResult, Txn, WriteTxn,
     },
+    etl::{Buffer, RunDir, Sorter},
     txid::{TxId, TxIdOverflow},
 };
 
-/// A batch's appearances, sent transactions and creations, gathered before they are written
-/// address by address.
+/// A batch's (or a bulk stage's) appearances, sent transactions and creations, gathered before
+/// they are written address by address.
 #[derive(Debug, Default)]
 pub struct Appearances {
-    seen: Vec<(Address, u64)>,
-    sent: Vec<(Address, u64, u64)>,
-    created: Vec<(Address, Creation)>,
+    seen: Sorter<(Address, u64)>,
+    /// (sender, TxId, nonce).
+    sent: Sorter<(Address, u64, u64)>,
+    /// (contract, creating TxId, creator).
+    created: Sorter<(Address, TxId, Address)>,
 }
 
 /// What a batch wrote to the family.
@@ -45,71 +50,101 @@ pub struct AppearanceStats {
 }
 
 impl Appearances {
-    fn see(&mut self, address: Address, tx: TxId, undo: &mut UndoLog) {
-        self.seen.push((address, tx.0));
+    /// A family whose rows spill into sorted runs under `runs`, each list buffering `budget`
+    /// bytes.
+    pub fn spilling(runs: &Arc<RunDir>, budget: usize) -> Self {
+        Self {
+            seen: Sorter::spilling(runs.clone(), budget),
+            sent: Sorter::spilling(runs.clone(), budget / 4),
+            created: Sorter::spilling(runs.clone(), budget / 16),
+        }
+    }
+
+    /// Every list's buffer.
+    pub fn buffers(&mut self) -> [&mut dyn Buffer; 3] {
+        [&mut self.seen, &mut self.sent, &mut self.created]
+    }
+
+    fn see(&mut self, address: Address, tx: TxId, undo: &mut UndoLog) -> DbResult<()> {
+        self.seen.push((address, tx.0))?;
         undo.touch(IndexKind::Appearances, address);
+        Ok(())
+    }
+
+    fn create(&mut self, contract: Address, creation: Creation, undo: &mut UndoLog) -> DbResult<()> {
+        self.created.push((contract, creation.tx, creation.creator))?;
+        undo.touch(IndexKind::ContractCreator, contract);
+        Ok(())
     }
 
     /// Collects `block`'s appearances, senders and created contracts.
-    pub fn collect_block(&mut self, block: &BlockData, undo: &mut UndoLog) -> Result<(), TxIdOverflow> {
+    pub fn collect_block(&mut self, block: &BlockData, undo: &mut UndoLog) -> Result<(), CollectError> {
         let mut ids = Vec::with_capacity(block.transactions.len());
         for (i, (tx, receipt)) in block.transactions.iter().zip(&block.receipts).enumerate() {
             let id = TxId::new(block.number, i as u64)?;
             ids.push(id);
-            self.see(tx.from, id, undo);
+            self.see(tx.from, id, undo)?;
             if let Some(to) = tx.to {
-                self.see(to, id, undo);
+                self.see(to, id, undo)?;
             }
             if let Some(created) = receipt.contract_address {
-                self.see(created, id, undo);
+                self.see(created, id, undo)?;
                 if receipt.success && block.frames.is_none() {
-                    self.created.push((created, Creation { tx: id, creator: tx.from }));
-                    undo.touch(IndexKind::ContractCreator, created);
+                    self.create(created, Creation { tx: id, creator: tx.from }, undo)?;
                 }
             }
-            self.sent.push((tx.from, id.0, tx.nonce));
+            self.sent.push((tx.from, id.0, tx.nonce)).map_err(DbError::from)?;
             undo.touch(IndexKind::SentTxs, tx.from);
         }
         for frame in block.frames.iter().flatten() {
             let Some(&id) = ids.get(frame.tx_index as usize) else { continue };
             let creates = matches!(frame.kind, FrameKind::Create | FrameKind::Create2);
-            self.see(frame.from, id, undo);
+            self.see(frame.from, id, undo)?;
             // A create frame that failed before an address was known names none.
             if !(creates && frame.to.is_zero()) {
-                self.see(frame.to, id, undo);
+                self.see(frame.to, id, undo)?;
             }
             if creates && frame.success {
-                self.created.push((frame.to, Creation { tx: id, creator: frame.from }));
-                undo.touch(IndexKind::ContractCreator, frame.to);
+                self.create(frame.to, Creation { tx: id, creator: frame.from }, undo)?;
             }
         }
         Ok(())
     }
 
     /// Writes what was collected, address by address in key order.
-    pub fn write(mut self, txn: &WriteTxn) -> DbResult<AppearanceStats> {
+    pub fn write(self, txn: &WriteTxn) -> DbResult<AppearanceStats> {
         let mut stats = AppearanceStats::default();
-        self.seen.sort_unstable();
-        self.seen.dedup();
-        stats.appearances = self.seen.len() as u64;
-        let ids: Vec<u64> = self.seen.iter().map(|&(_, id)| id).collect();
-        let mut rest = ids.as_slice();
-        for run in self.seen.chunk_by(|a, b| a.0 == b.0) {
-            let (head, tail) = rest.split_at(run.len());
-            lists::append::<OtsAppearances>(txn, &run[0].0, head)?;
-            rest = tail;
+        let mut seen = self.seen.into_sorted()?.groups(|row| row.0);
+        let mut ids = Vec::new();
+        for (address, rows) in seen.by_ref() {
+            ids.clear();
+            ids.extend(rows.iter().map(|&(_, id)| id));
+            lists::append::<OtsAppearances>(txn, &address, &ids)?;
         }
-        self.sent.sort_unstable();
-        for run in self.sent.chunk_by(|a, b| a.0 == b.0) {
-            stats.anchors += write_sent(txn, &run[0].0, run)?;
+        stats.appearances = seen.finish()?;
+        let mut sent = self.sent.into_sorted()?.groups(|row| row.0);
+        for (sender, run) in sent.by_ref() {
+            stats.anchors += write_sent(txn, &sender, &run)?;
         }
-        self.created.sort_unstable();
+        sent.finish()?;
         let mut creators = txn.cursor::<OtsContractCreators>()?;
-        for (address, creation) in &self.created {
-            creators.put(address, creation)?;
+        for row in self.created.into_sorted()? {
+            let (contract, tx, creator) = row?;
+            creators.put(&contract, &Creation { tx, creator })?;
         }
         Ok(stats)
     }
+}
+
+/// Collecting a block's appearances failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    /// A block holds more transactions than a TxId can number.
+    #[error(transparent)]
+    TxId(#[from] TxIdOverflow),
+    /// A run file could not be written.
+    #[error(transparent)]
+    Db(#[from] DbError),
 }
 
 /// The nonce the sender's `position`-th transaction has when no anchor at or after

@@ -231,11 +231,16 @@ impl BalanceBook {
         self.moves.is_empty()
     }
 
+    /// Moves recorded.
+    pub(super) fn len(&self) -> usize {
+        self.moves.len()
+    }
+
     /// Reads every value the moves touch as `txn` sees it (the state the batch starts from)
     /// and replays the moves; undo rows are kept for blocks from `keep_from` on (older blocks
     /// leave the reorg window with this batch).
     pub(super) fn resolve<Kind: TransactionKind>(
-        &self,
+        self,
         txn: &Txn<Kind>,
         keep_from: u64,
     ) -> DbResult<Resolved> {

@@ -10,6 +10,7 @@
 //! `OtsERC1155BalanceUndo` so that an unwind puts it back exactly.
 
 mod book;
+mod bulk;
 mod read;
 
 use alloy_primitives::{Address, U256};
@@ -18,6 +19,7 @@ use tracing::warn;
 
 pub use book::BalanceMove;
 use book::{restore_balances, BalanceBook, Resolved};
+pub use bulk::BulkBalances;
 pub use read::{balance, holder_count, holders_page, multi_balance, multi_balances};
 
 use super::integrity::broken;

@@ -1,0 +1,38 @@
+//! Sorted runs on disk, merged in one ordered pass: how the bulk write path gathers a stage's
+//! rows in bounded memory (docs/architecture.md, "Two write paths").
+//!
+//! A [`Sorter`] takes rows in any order. In memory it only buffers them; spilling, it sorts its
+//! buffer into a run file under a [`RunDir`] each time the buffer is full. [`Sorter::into_sorted`]
+//! gives every row back in order: a sort of the buffer alone, or a heap merge of the runs and
+//! the buffer. A family's merge reads that one ordered stream whichever way the rows went.
+
+mod record;
+mod run;
+mod sorter;
+
+pub use record::{Record, RecordError};
+pub use run::{RunDir, RUN_DIR_NAME};
+pub use sorter::{spill_over, Buffer, Groups, Sorted, Sorter};
+
+use std::path::PathBuf;
+
+/// A run file could not be written or read back.
+#[derive(Debug, thiserror::Error)]
+pub enum EtlError {
+    /// The file system failed (a full disk, a removed directory).
+    #[error("run file {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A run file holds bytes no row encodes to (damaged while the stage ran).
+    #[error("run file {path} holds a malformed row: {source}")]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        source: RecordError,
+    },
+}

@@ -1,0 +1,194 @@
+//! Run files: one sorted buffer each, written under a directory of the database that the
+//! indexer empties whenever it opens one (a stage that did not commit left nothing to keep).
+//!
+//! A run is a sequence of rows, each as `shared ‖ suffix length ‖ suffix`: the number of leading
+//! bytes it shares with the row before it (at most 255), then the rest. Sorted rows share long
+//! prefixes (one address's many ids), so a run is a fraction of its rows' size.
+
+use std::{
+    fs::File,
+    io::{BufReader, BufWriter, Read, Write},
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+};
+
+use super::{EtlError, Record};
+
+/// The directory, inside a database directory, that holds a stage's run files.
+pub const RUN_DIR_NAME: &str = "etl-tmp";
+
+/// Bytes buffered per run file read or written.
+const IO_BUFFER: usize = 64 << 10;
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> EtlError + '_ {
+    move |source| EtlError::Io { path: path.to_path_buf(), source }
+}
+
+/// The directory of one stage's run files, with the bytes they hold.
+#[derive(Debug)]
+pub struct RunDir {
+    path: PathBuf,
+    next: AtomicU64,
+    bytes: AtomicU64,
+    peak: AtomicU64,
+}
+
+impl RunDir {
+    /// Empties (or makes) `path` for a new stage's runs: whatever a stage that never committed
+    /// left there is worthless.
+    pub fn create(path: &Path) -> Result<Arc<Self>, EtlError> {
+        Self::clean(path)?;
+        std::fs::create_dir_all(path).map_err(io_err(path))?;
+        Ok(Arc::new(Self {
+            path: path.to_path_buf(),
+            next: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            peak: AtomicU64::new(0),
+        }))
+    }
+
+    /// Removes `path` and every run file in it, if it exists.
+    pub fn clean(path: &Path) -> Result<(), EtlError> {
+        match std::fs::remove_dir_all(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(path)(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Bytes of the run files in `path`, as another process sees them (0 without any).
+    pub fn bytes_in(path: &Path) -> u64 {
+        let Ok(entries) = std::fs::read_dir(path) else { return 0 };
+        entries.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum()
+    }
+
+    /// Bytes the run files hold now.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The most bytes they held at once.
+    pub fn peak_bytes(&self) -> u64 {
+        self.peak.load(Ordering::Relaxed)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn grew(&self, by: u64) {
+        let now = self.bytes.fetch_add(by, Ordering::Relaxed) + by;
+        self.peak.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Writes `rows` (sorted) as a new run file.
+    pub(super) fn write_run<R: Record>(self: &Arc<Self>, rows: &[R]) -> Result<Run, EtlError> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let path = self.path.join(format!("run-{n:06}.bin"));
+        let file = File::create(&path).map_err(io_err(&path))?;
+        let mut out = BufWriter::with_capacity(IO_BUFFER, file);
+        let (mut previous, mut row) = (Vec::new(), Vec::new());
+        let mut bytes = 0u64;
+        for r in rows {
+            row.clear();
+            r.encode(&mut row);
+            let shared = previous.iter().zip(&row).take(255).take_while(|(a, b)| a == b).count();
+            let suffix = &row[shared..];
+            // Rows are tens of bytes; a longer one is a bug in its encoder, not bad input.
+            let suffix_len = u8::try_from(suffix.len()).map_err(|_| EtlError::Io {
+                path: path.clone(),
+                source: std::io::Error::other("a row longer than 255 bytes"),
+            })?;
+            out.write_all(&[shared as u8, suffix_len]).map_err(io_err(&path))?;
+            out.write_all(suffix).map_err(io_err(&path))?;
+            bytes += 2 + suffix.len() as u64;
+            std::mem::swap(&mut previous, &mut row);
+        }
+        out.flush().map_err(io_err(&path))?;
+        self.grew(bytes);
+        Ok(Run { dir: self.clone(), path, bytes, rows: rows.len() as u64 })
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        // Best effort: a directory left behind is emptied when the next stage begins.
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// One run file; removed once dropped.
+#[derive(Debug)]
+pub(super) struct Run {
+    dir: Arc<RunDir>,
+    path: PathBuf,
+    bytes: u64,
+    rows: u64,
+}
+
+impl Run {
+    /// Rows in the run.
+    pub(super) const fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Reads the run back, row by row.
+    pub(super) fn reader<R: Record>(self) -> Result<RunReader<R>, EtlError> {
+        let file = File::open(&self.path).map_err(io_err(&self.path))?;
+        Ok(RunReader {
+            input: BufReader::with_capacity(IO_BUFFER, file),
+            row: Vec::new(),
+            left: self.rows,
+            run: self,
+            _row: std::marker::PhantomData,
+        })
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if std::fs::remove_file(&self.path).is_ok() {
+            self.dir.bytes.fetch_sub(self.bytes, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The rows of one run, in order.
+#[derive(Debug)]
+pub(super) struct RunReader<R> {
+    input: BufReader<File>,
+    row: Vec<u8>,
+    left: u64,
+    run: Run,
+    _row: std::marker::PhantomData<R>,
+}
+
+impl<R: Record> RunReader<R> {
+    /// The next row, or `None` after the last.
+    pub(super) fn next_row(&mut self) -> Result<Option<R>, EtlError> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        let path = &self.run.path;
+        let mut header = [0u8; 2];
+        self.input.read_exact(&mut header).map_err(io_err(path))?;
+        let [shared, suffix] = header.map(usize::from);
+        if shared > self.row.len() {
+            return Err(EtlError::Malformed {
+                path: path.clone(),
+                source: super::RecordError("a row shares more bytes than the row before it has"),
+            });
+        }
+        self.row.truncate(shared);
+        self.row.resize(shared + suffix, 0);
+        self.input.read_exact(&mut self.row[shared..]).map_err(io_err(path))?;
+        let mut bytes = self.row.as_slice();
+        let row =
+            R::decode(&mut bytes).map_err(|source| EtlError::Malformed { path: path.clone(), source })?;
+        self.left -= 1;
+        Ok(Some(row))
+    }
+}

@@ -1,0 +1,339 @@
+//! The sorter: rows in, rows out in order, spilling sorted runs to disk when its buffer is full.
+
+use std::{cmp::Reverse, collections::BinaryHeap, sync::Arc};
+
+use super::{
+    run::{Run, RunReader},
+    EtlError, Record, RunDir,
+};
+
+/// Rows gathered in any order, given back sorted (equal rows all kept).
+#[derive(Debug)]
+pub struct Sorter<R: Record> {
+    buffer: Vec<R>,
+    /// Rows the buffer holds before it is spilled as a run.
+    capacity: usize,
+    spill: Option<Spill>,
+}
+
+#[derive(Debug)]
+struct Spill {
+    dir: Arc<RunDir>,
+    runs: Vec<Run>,
+}
+
+impl<R: Record> Default for Sorter<R> {
+    fn default() -> Self {
+        Self::in_memory()
+    }
+}
+
+impl<R: Record> Sorter<R> {
+    /// A sorter that keeps every row in memory (a batch of the incremental path).
+    pub const fn in_memory() -> Self {
+        Self { buffer: Vec::new(), capacity: usize::MAX, spill: None }
+    }
+
+    /// A sorter that spills a sorted run into `dir` whenever its buffer holds `budget_bytes` of
+    /// rows (as laid out in memory; at least one row).
+    pub fn spilling(dir: Arc<RunDir>, budget_bytes: usize) -> Self {
+        let capacity = (budget_bytes / std::mem::size_of::<R>().max(1)).max(1);
+        Self { buffer: Vec::new(), capacity, spill: Some(Spill { dir, runs: Vec::new() }) }
+    }
+
+    /// Adds a row.
+    pub fn push(&mut self, row: R) -> Result<(), EtlError> {
+        self.buffer.push(row);
+        if self.buffer.len() >= self.capacity {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Whether no row was added.
+    pub fn is_empty(&self) -> bool {
+        self.buffer.is_empty() && self.spill.as_ref().is_none_or(|s| s.runs.is_empty())
+    }
+
+    /// Rows added so far.
+    pub fn len(&self) -> u64 {
+        self.buffer.len() as u64 + self.spill.as_ref().map_or(0, |s| s.runs.iter().map(Run::rows).sum())
+    }
+
+    /// Bytes the buffer holds in memory (its allocation).
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffer.capacity() * std::mem::size_of::<R>()
+    }
+
+    /// Writes the buffer out as a sorted run and frees it (nothing for an in-memory sorter).
+    pub fn flush(&mut self) -> Result<(), EtlError> {
+        let Some(spill) = &mut self.spill else { return Ok(()) };
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        self.buffer.sort_unstable();
+        spill.runs.push(spill.dir.write_run(&self.buffer)?);
+        // Freed, not cleared: the memory goes to whichever sorter fills up next.
+        self.buffer = Vec::new();
+        Ok(())
+    }
+
+    /// Every row, in order.
+    pub fn into_sorted(mut self) -> Result<Sorted<R>, EtlError> {
+        self.buffer.sort_unstable();
+        let runs = self.spill.map(|s| s.runs).unwrap_or_default();
+        let rows = self.buffer.len() as u64 + runs.iter().map(Run::rows).sum::<u64>();
+        if runs.is_empty() {
+            return Ok(Sorted { inner: Inner::Memory(self.buffer.into_iter()), rows });
+        }
+        let mut readers = Vec::with_capacity(runs.len());
+        for run in runs {
+            readers.push(run.reader()?);
+        }
+        let mut merge = Merge {
+            heap: BinaryHeap::with_capacity(readers.len() + 1),
+            readers,
+            memory: self.buffer.into_iter(),
+        };
+        for source in 0..merge.readers.len() {
+            merge.refill(source)?;
+        }
+        merge.refill(MEMORY)?;
+        Ok(Sorted { inner: Inner::Merge(merge), rows })
+    }
+}
+
+/// Where the merge's rows come from: a run (its index) or the buffer never spilled.
+const MEMORY: usize = usize::MAX;
+
+#[derive(Debug)]
+struct Merge<R: Record> {
+    heap: BinaryHeap<Reverse<(R, usize)>>,
+    readers: Vec<RunReader<R>>,
+    memory: std::vec::IntoIter<R>,
+}
+
+impl<R: Record> Merge<R> {
+    fn refill(&mut self, source: usize) -> Result<(), EtlError> {
+        let next = match source {
+            MEMORY => self.memory.next(),
+            run => self.readers[run].next_row()?,
+        };
+        if let Some(row) = next {
+            self.heap.push(Reverse((row, source)));
+        }
+        Ok(())
+    }
+
+    fn next_row(&mut self) -> Result<Option<R>, EtlError> {
+        let Some(Reverse((row, source))) = self.heap.pop() else { return Ok(None) };
+        self.refill(source)?;
+        Ok(Some(row))
+    }
+}
+
+#[derive(Debug)]
+enum Inner<R: Record> {
+    Memory(std::vec::IntoIter<R>),
+    Merge(Merge<R>),
+}
+
+/// A sorter's rows in order.
+#[derive(Debug)]
+pub struct Sorted<R: Record> {
+    inner: Inner<R>,
+    /// Rows in all.
+    rows: u64,
+}
+
+impl<R: Record> Iterator for Sorted<R> {
+    type Item = Result<R, EtlError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.inner {
+            Inner::Memory(rows) => rows.next().map(Ok),
+            Inner::Merge(merge) => merge.next_row().transpose(),
+        }
+    }
+}
+
+impl<R: Record> Sorted<R> {
+    /// How many distinct keys the rows hold: exact when they never left memory, else the number
+    /// of rows (an upper bound), for choosing how to write them before reading them.
+    pub fn keys_at_most<K: PartialEq>(&self, key: impl Fn(&R) -> K) -> u64 {
+        match &self.inner {
+            Inner::Memory(rows) => rows.as_slice().chunk_by(|a, b| key(a) == key(b)).count() as u64,
+            Inner::Merge(_) => self.rows,
+        }
+    }
+
+    /// The rows grouped by `key`, each group's equal rows once.
+    pub fn groups<K: PartialEq, F: Fn(&R) -> K>(self, key: F) -> Groups<R, K, F> {
+        Groups { sorted: self, key, pending: None, error: None, rows: 0, _key: std::marker::PhantomData }
+    }
+}
+
+/// A sorted stream's groups of rows that share a key (see [`Sorted::groups`]). An error ends
+/// the groups; [`Groups::finish`] gives it back.
+#[derive(Debug)]
+pub struct Groups<R: Record, K, F> {
+    sorted: Sorted<R>,
+    key: F,
+    pending: Option<R>,
+    error: Option<EtlError>,
+    rows: u64,
+    _key: std::marker::PhantomData<K>,
+}
+
+impl<R: Record, K: PartialEq, F: Fn(&R) -> K> Groups<R, K, F> {
+    fn next_row(&mut self) -> Option<R> {
+        if let Some(row) = self.pending.take() {
+            return Some(row);
+        }
+        match self.sorted.next()? {
+            Ok(row) => Some(row),
+            Err(e) => {
+                self.error = Some(e);
+                None
+            }
+        }
+    }
+
+    /// The distinct rows the groups held, or the error that cut them short.
+    pub fn finish(self) -> Result<u64, EtlError> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(self.rows),
+        }
+    }
+}
+
+impl<R: Record, K: PartialEq, F: Fn(&R) -> K> Iterator for Groups<R, K, F> {
+    type Item = (K, Vec<R>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let first = self.next_row()?;
+        let key = (self.key)(&first);
+        let mut group = vec![first];
+        while let Some(row) = self.next_row() {
+            if (self.key)(&row) != key {
+                self.pending = Some(row);
+                break;
+            }
+            if group.last() != Some(&row) {
+                group.push(row);
+            }
+        }
+        self.rows += group.len() as u64;
+        Some((key, group))
+    }
+}
+
+/// A sorter's buffer, whatever its rows: what a stage weighs and spills to stay in its budget.
+pub trait Buffer {
+    /// Bytes the buffer holds in memory.
+    fn buffered_bytes(&self) -> usize;
+    /// Spills it as a sorted run.
+    fn flush(&mut self) -> Result<(), EtlError>;
+}
+
+impl<R: Record> Buffer for Sorter<R> {
+    fn buffered_bytes(&self) -> usize {
+        Sorter::buffered_bytes(self)
+    }
+    fn flush(&mut self) -> Result<(), EtlError> {
+        Sorter::flush(self)
+    }
+}
+
+/// Spills the largest of `buffers` until together they hold at most `budget` bytes.
+pub fn spill_over(mut buffers: Vec<&mut dyn Buffer>, budget: usize) -> Result<(), EtlError> {
+    let mut total: usize = buffers.iter().map(|b| b.buffered_bytes()).sum();
+    buffers.sort_by_key(|b| std::cmp::Reverse(b.buffered_bytes()));
+    for buffer in buffers {
+        if total <= budget {
+            break;
+        }
+        total -= buffer.buffered_bytes();
+        buffer.flush()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy_primitives::Address;
+
+    use super::*;
+
+    fn rows(n: u64) -> Vec<(Address, u64)> {
+        // A fixed scramble: addresses and ids in no order, with repeats.
+        (0..n).map(|i| (Address::with_last_byte((i * 37 % 11) as u8), i * 7919 % 1009)).collect()
+    }
+
+    #[test]
+    fn spilled_rows_come_back_sorted_and_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let runs = RunDir::create(&dir.path().join("etl-tmp")).expect("run dir");
+        let mut sorter = Sorter::spilling(runs.clone(), 100 * std::mem::size_of::<(Address, u64)>());
+        for row in rows(2_500) {
+            sorter.push(row).expect("push");
+        }
+        assert_eq!(sorter.len(), 2_500);
+        assert!(runs.bytes() > 0, "24 runs spilled");
+        // Shared prefixes: a run is smaller than its rows' 28 bytes each.
+        assert!(runs.peak_bytes() < 2_500 * 28);
+        let got: Vec<_> = sorter.into_sorted().expect("merge").collect::<Result<_, _>>().expect("rows");
+        let mut want = rows(2_500);
+        want.sort_unstable();
+        assert_eq!(got, want);
+        assert_eq!(runs.bytes(), 0, "run files are removed once read");
+    }
+
+    #[test]
+    fn in_memory_and_spilling_agree_and_group() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let runs = RunDir::create(dir.path()).expect("run dir");
+        let mut memory = Sorter::in_memory();
+        let mut spilling = Sorter::spilling(runs, 1);
+        for row in rows(300) {
+            memory.push(row).expect("push");
+            spilling.push(row).expect("push");
+        }
+        let groups = |sorter: Sorter<(Address, u64)>| {
+            let mut groups = sorter.into_sorted().expect("sorted").groups(|r| r.0);
+            let out: Vec<(Address, usize)> = groups.by_ref().map(|(a, rows)| (a, rows.len())).collect();
+            let distinct = groups.finish().expect("no error");
+            (out, distinct)
+        };
+        let from_memory = groups(memory);
+        assert_eq!(from_memory.0.len(), 11);
+        assert_eq!(from_memory.1, from_memory.0.iter().map(|g| g.1 as u64).sum::<u64>());
+        assert_eq!(from_memory, groups(spilling));
+    }
+
+    #[test]
+    fn a_damaged_run_is_an_error_not_a_wrong_row() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let runs = RunDir::create(dir.path()).expect("run dir");
+        let mut sorter = Sorter::spilling(runs.clone(), 1);
+        sorter.push((Address::ZERO, 1_u64)).expect("push");
+        sorter.push((Address::ZERO, 2_u64)).expect("push");
+        let file = std::fs::read_dir(runs.path()).expect("dir").next().expect("a run").expect("entry");
+        std::fs::write(file.path(), [0u8, 3, 1, 2, 3]).expect("damage");
+        let result: Result<Vec<_>, _> = sorter.into_sorted().and_then(|s| s.collect());
+        assert!(matches!(result, Err(EtlError::Malformed { .. })), "{result:?}");
+    }
+
+    #[test]
+    fn a_new_stage_empties_what_a_dead_one_left() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("etl-tmp");
+        std::fs::create_dir_all(&path).expect("mkdir");
+        std::fs::write(path.join("run-000000.bin"), b"left by a killed stage").expect("write");
+        let runs = RunDir::create(&path).expect("run dir");
+        assert_eq!(std::fs::read_dir(runs.path()).expect("dir").count(), 0);
+        drop(runs);
+        assert!(!path.exists(), "a finished stage leaves no directory");
+    }
+}

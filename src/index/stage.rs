@@ -1,0 +1,174 @@
+//! The bulk write path: a stage indexes a run of blocks far behind the head in one write
+//! transaction. The block-keyed families write as blocks come, as on the incremental path; the
+//! address-keyed families (address indexes, holdings, appearances, balances) only gather their
+//! rows, spilling sorted runs to disk under the datadir, and merge them into their tables in one
+//! ordered pass when the stage commits (docs/architecture.md, "Two write paths").
+//!
+//! Until then nothing of the stage is visible: readers see the last committed state, and a crash
+//! loses the stage (its run files are removed when the next one begins) and nothing before it.
+
+use std::sync::Arc;
+
+use tracing::{debug, info};
+
+use super::{
+    address_index::IdLists,
+    appearances::Appearances,
+    balances::BulkBalances,
+    batch::{write_blocks, Rows},
+    holdings::Holdings,
+    journal,
+    undo::UndoLog,
+    BatchOptions, BatchStats, ClassifiedBlock, WriteError, WrittenBatch,
+};
+use crate::{
+    db::{
+        residency::trim_heap,
+        state::{self, Checkpoint},
+        Db, WriteTxn,
+    },
+    etl::{RunDir, RUN_DIR_NAME},
+};
+
+/// How a stage gathers its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageOptions {
+    /// Bytes of rows the stage buffers in memory before it spills the largest buffers to runs.
+    pub buffer_bytes: usize,
+    /// Whether to write the appearance family (see [`BatchOptions::appearances`]).
+    pub appearances: bool,
+}
+
+/// What a committed stage wrote.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StageSummary {
+    /// The first block of the stage.
+    pub from: u64,
+    /// Its last block, now the checkpoint.
+    pub to: u64,
+    /// Counts over the whole stage.
+    pub stats: BatchStats,
+    /// The most bytes its run files held at once.
+    pub run_bytes_peak: u64,
+    /// Seconds the merge and commit took.
+    pub merge_seconds: f64,
+}
+
+/// A stage being gathered: its write transaction, the rows gathered so far, its tip.
+#[derive(Debug)]
+pub struct Stage {
+    db: Db,
+    txn: WriteTxn,
+    runs: Arc<RunDir>,
+    rows: Rows<BulkBalances>,
+    from: Option<u64>,
+    tip: Option<Checkpoint>,
+    stats: BatchStats,
+    options: StageOptions,
+}
+
+/// The directory of a database's run files.
+pub fn run_dir(db: &Db) -> std::path::PathBuf {
+    db.dir().join(RUN_DIR_NAME)
+}
+
+impl Stage {
+    /// Begins a stage on the indexed tip: takes the writer lock and empties the run directory.
+    pub fn begin(db: &Db, options: StageOptions) -> Result<Self, WriteError> {
+        let runs = RunDir::create(&run_dir(db)).map_err(crate::db::DbError::from)?;
+        let txn = db.begin_write()?;
+        let tip = state::read_state(&txn)?.checkpoint;
+        // One buffer may take half the budget: the busiest family fills up first.
+        let each = options.buffer_bytes / 2;
+        let rows = Rows {
+            lists: IdLists::spilling(&runs, each),
+            held: Holdings::spilling(&runs, each),
+            seen: Appearances::spilling(&runs, each),
+            balances: BulkBalances::spilling(&runs, each),
+        };
+        Ok(Self { db: db.clone(), txn, runs, rows, from: None, tip, stats: BatchStats::default(), options })
+    }
+
+    /// The stage's newest block (the indexed tip until a block is added).
+    pub const fn tip(&self) -> Option<Checkpoint> {
+        self.tip
+    }
+
+    /// The stage's first block, once it has one.
+    pub const fn first(&self) -> Option<u64> {
+        self.from
+    }
+
+    /// Counts of the blocks added so far.
+    pub const fn stats(&self) -> BatchStats {
+        self.stats
+    }
+
+    /// Bytes the stage's run files hold now.
+    pub fn run_bytes(&self) -> u64 {
+        self.runs.bytes()
+    }
+
+    /// The stage's transaction, for reads that must see what it has written.
+    pub const fn txn(&self) -> &WriteTxn {
+        &self.txn
+    }
+
+    /// Adds `blocks` (consecutive, continuing the stage's tip). On an error the stage is
+    /// unusable: drop it, which discards it whole.
+    pub fn add(&mut self, blocks: &[ClassifiedBlock], activity: bool) -> Result<WrittenBatch, WriteError> {
+        let mut out = WrittenBatch::default();
+        // A stage's blocks are older than the reorg window: nothing would ever undo them.
+        let mut undo = UndoLog::keeping_from(u64::MAX);
+        let options = BatchOptions {
+            window: 1,
+            blocks_per_second: None,
+            activity,
+            appearances: self.options.appearances,
+        };
+        write_blocks(&self.txn, blocks, &mut self.tip, &mut self.rows, &mut undo, options, &mut out)?;
+        self.rows.spill_over(self.options.buffer_bytes)?;
+        if self.from.is_none() {
+            self.from = blocks.first().map(|b| b.block.number);
+        }
+        self.stats.add(&out.stats);
+        Ok(out)
+    }
+
+    /// Merges every family's rows into its tables, moves the checkpoint to the stage's tip and
+    /// commits; `rate` (blocks per second gathered) is stored for `status`.
+    pub fn commit(self, rate: Option<f64>) -> Result<Option<StageSummary>, WriteError> {
+        let started = std::time::Instant::now();
+        let Self { db, txn, runs, rows, from, tip, mut stats, .. } = self;
+        let (Some(from), Some(tip)) = (from, tip) else { return Ok(None) };
+        let Rows { lists, held, seen, balances } = rows;
+        {
+            // No address index was written in this transaction yet: a snapshot taken now holds
+            // the state they start from, which a whole-table rewrite copies.
+            let before = db.begin_read().ok();
+            stats.transfer_ids = lists.write(&txn, before.as_ref())?;
+        }
+        held.write(&txn, &mut UndoLog::keeping_from(u64::MAX))?;
+        stats.appearances = seen.write(&txn)?.appearances;
+        balances.write(&txn)?;
+        // The stage's blocks cannot be unwound (no undo rows): nor can anything before them.
+        journal::prune(&txn, tip.number + 1)?;
+        state::set_checkpoint(&txn, tip)?;
+        if let Some(rate) = rate {
+            state::set_sync_rate(&txn, rate)?;
+        }
+        info!(target: "ots::index", from, to = tip.number, "bulk stage committing");
+        txn.commit()?;
+        db.release_mapped_pages();
+        trim_heap();
+        let summary = StageSummary {
+            from,
+            to: tip.number,
+            stats,
+            run_bytes_peak: runs.peak_bytes(),
+            merge_seconds: started.elapsed().as_secs_f64(),
+        };
+        debug!(target: "ots::index", from, to = tip.number, run_bytes_peak = summary.run_bytes_peak, merge_seconds = summary.merge_seconds, "stage committed");
+        Ok(Some(summary))
+    }
+}

@@ -1,0 +1,189 @@
+//! The bulk write path against the incremental one: the same chain indexed both ways gives equal
+//! tables (`check --hash`), whatever the stage limits; a stage killed with SIGKILL while it
+//! gathers or merges leaves the last committed state, and a restart carries on from it.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use ots_indexer::{
+    classify::capture::capture,
+    db::{state, AccessMode, Db},
+    etl::RUN_DIR_NAME,
+    index::{
+        check::{check, dump_hash},
+        journal::unwind_to,
+    },
+    source::{
+        fixture::Fixture,
+        synthetic::{Shape, SyntheticChain},
+    },
+    sync::{Indexer, StageLimits, SyncConfig, WritePath},
+};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ots-indexer");
+
+fn classifiers() -> Vec<Box<dyn ots_classifiers::Classifier>> {
+    ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect()
+}
+
+async fn generate(dir: &Path, transactions: u64) -> PathBuf {
+    let out = dir.join("chain.rec");
+    let chain = SyntheticChain::new(11, transactions, Shape::MAINNET);
+    capture(&chain, &classifiers(), (0, chain.last_block()), &out, flate2::Compression::fast())
+        .await
+        .expect("generate");
+    out
+}
+
+/// Indexes `recording` into a new database at `path`; returns it, the head and the stages run.
+async fn index(recording: &Path, path: &Path, config: SyncConfig) -> (Db, u64, u64) {
+    let db = Db::open(path, AccessMode::ReadWrite).expect("db");
+    let fixture = Fixture::load(recording).expect("load");
+    let head = fixture.block_count() - 1;
+    let indexer = Indexer::open(db.clone(), fixture, classifiers(), config).await.expect("indexer");
+    let progress = indexer.progress();
+    indexer.sync_to(head).await.expect("indexes");
+    indexer.close().await.expect("close");
+    assert!(!path.join(RUN_DIR_NAME).exists(), "a committed stage leaves no run files");
+    (db, head, progress.get().stages)
+}
+
+fn config(write_path: WritePath, stage: StageLimits) -> SyncConfig {
+    SyncConfig { batch_blocks: 40, reorg_window: 16, write_path, stage, ..Default::default() }
+}
+
+fn hash(db: &Db) -> alloy_primitives::B256 {
+    let txn = db.begin_read().expect("read");
+    check(&txn).expect("check passes");
+    dump_hash(&txn).expect("hash")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_stages_give_the_tables_batches_give() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recording = generate(dir.path(), 100_000).await;
+    let (incremental, head, stages) = index(
+        &recording,
+        &dir.path().join("incremental"),
+        config(WritePath::Incremental, StageLimits::default()),
+    )
+    .await;
+    assert_eq!(stages, 0);
+    let want = hash(&incremental);
+
+    // One stage, rows in memory until the merge.
+    let (one, _, stages) =
+        index(&recording, &dir.path().join("one"), config(WritePath::Bulk, StageLimits::default())).await;
+    assert_eq!(stages, 1);
+    assert_eq!(hash(&one), want, "one bulk stage");
+
+    // Many stages, every buffer spilled into runs merged back: tiny buffers and stage limits.
+    let tiny =
+        StageLimits { buffer_bytes: 64 << 10, max_run_bytes: 512 << 10, max_time: Duration::from_secs(600) };
+    let (many, _, stages) = index(&recording, &dir.path().join("many"), config(WritePath::Bulk, tiny)).await;
+    assert!(stages >= 3, "{stages} stages");
+    assert_eq!(hash(&many), want, "many bulk stages with spilled runs");
+
+    // The newest window went batch by batch: unwinding into it works on both, alike.
+    for db in [&incremental, &many] {
+        let txn = db.begin_write().expect("write");
+        unwind_to(&txn, head - 8).expect("unwind inside the window");
+        txn.commit().expect("commit");
+    }
+    assert_eq!(hash(&many), hash(&incremental), "unwound alike");
+    // A stage's own blocks cannot be unwound: it kept no undo rows.
+    let txn = many.begin_write().expect("write");
+    assert!(unwind_to(&txn, head - 40).is_err(), "unwinding a stage's blocks is refused");
+}
+
+/// Runs `sync --source` in bulk mode until `ready` holds of a line it logs, then kills it with
+/// SIGKILL; returns whether `ready` was seen before the run ended by itself.
+fn kill_when(recording: &Path, datadir: &Path, ready: impl Fn(&str) -> bool) -> bool {
+    let mut child = Command::new(BIN)
+        .args(["sync", "--exit-at-head", "--write-path", "bulk", "--reorg-window", "16"])
+        .args([
+            "--batch-blocks",
+            "20",
+            "--stage-buffer-mib",
+            "1",
+            "--log",
+            "ots=debug",
+            "--log-format",
+            "json",
+        ])
+        .arg("--source")
+        .arg(recording)
+        .arg("--datadir")
+        .arg(datadir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sync");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut seen = false;
+    for line in BufReader::new(stderr).lines() {
+        let line = line.expect("line");
+        if ready(&line) {
+            seen = true;
+            child.kill().expect("kill -9");
+            break;
+        }
+    }
+    child.wait().expect("wait");
+    seen
+}
+
+fn checkpoint(datadir: &Path) -> Option<u64> {
+    let db = Db::open(datadir, AccessMode::ReadOnly).expect("db");
+    let txn = db.begin_read().expect("read");
+    check(&txn).expect("check passes after the kill");
+    state::read_state(&txn).expect("state").checkpoint.map(|c| c.number)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_stage_loses_only_itself() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recording = generate(dir.path(), 30_000).await;
+    let (clean, head, _) =
+        index(&recording, &dir.path().join("clean"), config(WritePath::Incremental, StageLimits::default()))
+            .await;
+    let datadir = dir.path().join("killed");
+
+    // Killed while the first stage gathers, early in it and after runs spilled: nothing committed.
+    let runs = datadir.join(RUN_DIR_NAME);
+    let early_batch = |line: &str| {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else { return false };
+        let fields = &event["fields"];
+        fields["message"] == "indexed batch"
+            && fields["to"].as_u64().is_some_and(|to| to < 100)
+            && std::fs::read_dir(&runs).is_ok_and(|mut d| d.next().is_some())
+    };
+    assert!(kill_when(&recording, &datadir, early_batch), "the stage spilled runs early");
+    assert_eq!(checkpoint(&datadir), None, "a stage killed while gathering committed nothing");
+    assert!(runs.exists(), "its run files are left for the next start to remove");
+    let status = Command::new(BIN)
+        .args(["status", "--json", "--rpc-url", "http://127.0.0.1:9", "--log", "error"])
+        .arg("--datadir")
+        .arg(&datadir)
+        .output()
+        .expect("status");
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+    assert_eq!(status["stage"]["phase"], "running", "{status}");
+    assert!(status["stage"]["runBytes"].as_u64().is_some_and(|b| b > 0), "{status}");
+
+    // Killed as it merges: all of the stage or none of it, never a part.
+    assert!(kill_when(&recording, &datadir, |line| line.contains("bulk stage merging")));
+    let after = checkpoint(&datadir);
+    assert!(after.is_none() || after == Some(head - 16), "checkpoint {after:?} after a kill in the merge");
+
+    // A restart runs the stage again and finishes; the tables equal a clean index's.
+    assert!(!kill_when(&recording, &datadir, |_| false));
+    assert!(!runs.exists(), "the finished stage removed its run files");
+    let db = Db::open(&datadir, AccessMode::ReadOnly).expect("db");
+    assert_eq!(hash(&db), hash(&clean));
+}
