@@ -11,7 +11,7 @@ pub struct RecordError(pub &'static str);
 
 /// A row a [`super::Sorter`] can spill: ordered (runs are sorted by `Ord`) and encodable.
 /// Encoding need not preserve order: runs are compared decoded.
-pub trait Record: Ord + Sized {
+pub trait Record: Ord + Sized + Send + 'static {
     /// Appends the row's bytes to `out`.
     fn encode(&self, out: &mut Vec<u8>);
     /// Reads one row from the front of `input`, advancing it.

@@ -27,13 +27,36 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> EtlError + '_ {
     move |source| EtlError::Io { path: path.to_path_buf(), source }
 }
 
-/// The directory of one stage's run files, with the bytes they hold.
+/// Work for the spill thread.
+type SpillJob = Box<dyn FnOnce() + Send>;
+
+/// The directory of one stage's run files, with the bytes they hold, and the thread that sorts
+/// full buffers and writes them out while the stage goes on gathering.
 #[derive(Debug)]
 pub struct RunDir {
     path: PathBuf,
     next: AtomicU64,
     bytes: AtomicU64,
     peak: AtomicU64,
+    /// Hands a job to the spill thread, waiting while it is busy with the one before: at most
+    /// one buffer is being spilled at a time.
+    spill_thread: std::sync::Mutex<Option<std::sync::mpsc::SyncSender<SpillJob>>>,
+}
+
+/// A run the spill thread is sorting and writing.
+#[derive(Debug)]
+pub(super) struct PendingRun(std::sync::mpsc::Receiver<Result<Run, EtlError>>);
+
+impl PendingRun {
+    /// The run, once written.
+    pub(super) fn wait(self) -> Result<Run, EtlError> {
+        self.0.recv().unwrap_or_else(|_| {
+            Err(EtlError::Io {
+                path: PathBuf::new(),
+                source: std::io::Error::other("the spill thread stopped"),
+            })
+        })
+    }
 }
 
 impl RunDir {
@@ -42,12 +65,38 @@ impl RunDir {
     pub fn create(path: &Path) -> Result<Arc<Self>, EtlError> {
         Self::clean(path)?;
         std::fs::create_dir_all(path).map_err(io_err(path))?;
+        let (jobs, queue) = std::sync::mpsc::sync_channel::<SpillJob>(0);
+        // Without the thread, spills run inline (see `spill`).
+        let spill_thread = std::thread::Builder::new()
+            .name("ots-spill".into())
+            .spawn(move || queue.into_iter().for_each(|job| job()))
+            .ok()
+            .map(|_| jobs);
         Ok(Arc::new(Self {
             path: path.to_path_buf(),
             next: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             peak: AtomicU64::new(0),
+            spill_thread: std::sync::Mutex::new(spill_thread),
         }))
+    }
+
+    /// Sorts `rows` and writes them as a run on the spill thread (here, if it is gone).
+    pub(super) fn spill<R: Record>(self: &Arc<Self>, mut rows: Vec<R>) -> PendingRun {
+        let (done, run) = std::sync::mpsc::channel();
+        let dir = self.clone();
+        let job: SpillJob = Box::new(move || {
+            rows.sort_unstable();
+            let _ = done.send(dir.write_run(&rows));
+        });
+        let job = match self.spill_thread.lock().ok().as_ref().and_then(|t| t.as_ref()) {
+            Some(thread) => thread.send(job).err().map(|returned| returned.0),
+            None => Some(job),
+        };
+        if let Some(job) = job {
+            job();
+        }
+        PendingRun(run)
     }
 
     /// Removes `path` and every run file in it, if it exists.
@@ -85,7 +134,7 @@ impl RunDir {
     }
 
     /// Writes `rows` (sorted) as a new run file.
-    pub(super) fn write_run<R: Record>(self: &Arc<Self>, rows: &[R]) -> Result<Run, EtlError> {
+    fn write_run<R: Record>(self: &Arc<Self>, rows: &[R]) -> Result<Run, EtlError> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let path = self.path.join(format!("run-{n:06}.bin"));
         let file = File::create(&path).map_err(io_err(&path))?;

@@ -3,7 +3,7 @@
 use std::{cmp::Reverse, collections::BinaryHeap, sync::Arc};
 
 use super::{
-    run::{Run, RunReader},
+    run::{PendingRun, Run, RunReader},
     EtlError, Record, RunDir,
 };
 
@@ -19,7 +19,10 @@ pub struct Sorter<R: Record> {
 #[derive(Debug)]
 struct Spill {
     dir: Arc<RunDir>,
-    runs: Vec<Run>,
+    /// Runs being sorted and written on the run directory's spill thread.
+    pending: Vec<PendingRun>,
+    /// Rows spilled so far.
+    rows: u64,
 }
 
 impl<R: Record> Default for Sorter<R> {
@@ -38,7 +41,7 @@ impl<R: Record> Sorter<R> {
     /// rows (as laid out in memory; at least one row).
     pub fn spilling(dir: Arc<RunDir>, budget_bytes: usize) -> Self {
         let capacity = (budget_bytes / std::mem::size_of::<R>().max(1)).max(1);
-        Self { buffer: Vec::new(), capacity, spill: Some(Spill { dir, runs: Vec::new() }) }
+        Self { buffer: Vec::new(), capacity, spill: Some(Spill { dir, pending: Vec::new(), rows: 0 }) }
     }
 
     /// Adds a row.
@@ -52,12 +55,12 @@ impl<R: Record> Sorter<R> {
 
     /// Whether no row was added.
     pub fn is_empty(&self) -> bool {
-        self.buffer.is_empty() && self.spill.as_ref().is_none_or(|s| s.runs.is_empty())
+        self.buffer.is_empty() && self.spill.as_ref().is_none_or(|s| s.rows == 0)
     }
 
     /// Rows added so far.
     pub fn len(&self) -> u64 {
-        self.buffer.len() as u64 + self.spill.as_ref().map_or(0, |s| s.runs.iter().map(Run::rows).sum())
+        self.buffer.len() as u64 + self.spill.as_ref().map_or(0, |s| s.rows)
     }
 
     /// Bytes the buffer holds in memory (its allocation).
@@ -65,23 +68,27 @@ impl<R: Record> Sorter<R> {
         self.buffer.capacity() * std::mem::size_of::<R>()
     }
 
-    /// Writes the buffer out as a sorted run and frees it (nothing for an in-memory sorter).
+    /// Hands the buffer to the spill thread, which sorts it and writes it out as a run (nothing
+    /// for an in-memory sorter). The buffer is freed once written: the memory goes to whichever
+    /// sorter fills up next.
     pub fn flush(&mut self) -> Result<(), EtlError> {
         let Some(spill) = &mut self.spill else { return Ok(()) };
         if self.buffer.is_empty() {
             return Ok(());
         }
-        self.buffer.sort_unstable();
-        spill.runs.push(spill.dir.write_run(&self.buffer)?);
-        // Freed, not cleared: the memory goes to whichever sorter fills up next.
-        self.buffer = Vec::new();
+        let rows = std::mem::take(&mut self.buffer);
+        spill.rows += rows.len() as u64;
+        spill.pending.push(spill.dir.spill(rows));
         Ok(())
     }
 
     /// Every row, in order.
     pub fn into_sorted(mut self) -> Result<Sorted<R>, EtlError> {
         self.buffer.sort_unstable();
-        let runs = self.spill.map(|s| s.runs).unwrap_or_default();
+        let mut runs = Vec::new();
+        for pending in self.spill.map(|s| s.pending).unwrap_or_default() {
+            runs.push(pending.wait()?);
+        }
         let rows = self.buffer.len() as u64 + runs.iter().map(Run::rows).sum::<u64>();
         if runs.is_empty() {
             return Ok(Sorted { inner: Inner::Memory(self.buffer.into_iter()), rows });
@@ -280,10 +287,11 @@ mod tests {
             sorter.push(row).expect("push");
         }
         assert_eq!(sorter.len(), 2_500);
+        let sorted = sorter.into_sorted().expect("merge");
         assert!(runs.bytes() > 0, "24 runs spilled");
         // Shared prefixes: a run is smaller than its rows' 28 bytes each.
         assert!(runs.peak_bytes() < 2_500 * 28);
-        let got: Vec<_> = sorter.into_sorted().expect("merge").collect::<Result<_, _>>().expect("rows");
+        let got: Vec<_> = sorted.collect::<Result<_, _>>().expect("rows");
         let mut want = rows(2_500);
         want.sort_unstable();
         assert_eq!(got, want);

@@ -142,15 +142,24 @@ impl Stage {
         let Self { db, txn, runs, rows, from, tip, mut stats, .. } = self;
         let (Some(from), Some(tip)) = (from, tip) else { return Ok(None) };
         let Rows { lists, held, seen, balances } = rows;
+        let lap = |family: &'static str, since: &mut std::time::Instant| {
+            debug!(target: "ots::index", family, seconds = since.elapsed().as_secs_f64(), "stage family merged");
+            *since = std::time::Instant::now();
+        };
+        let mut since = std::time::Instant::now();
         {
             // No address index was written in this transaction yet: a snapshot taken now holds
             // the state they start from, which a whole-table rewrite copies.
             let before = db.begin_read().ok();
             stats.transfer_ids = lists.write(&txn, before.as_ref())?;
         }
+        lap("address indexes", &mut since);
         held.write(&txn, &mut UndoLog::keeping_from(u64::MAX))?;
+        lap("holdings", &mut since);
         stats.appearances = seen.write(&txn)?.appearances;
-        balances.write(&txn)?;
+        lap("appearances", &mut since);
+        balances.write(&db, &txn)?;
+        lap("balances", &mut since);
         // The stage's blocks cannot be unwound (no undo rows): nor can anything before them.
         journal::prune(&txn, tip.number + 1)?;
         state::set_checkpoint(&txn, tip)?;

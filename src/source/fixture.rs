@@ -159,11 +159,23 @@ struct Buffer {
     closed: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
     buffer: Mutex<Buffer>,
     /// Wakes the reader when a newer block is asked for, or the fixture is dropped.
     asked: Condvar,
+    /// Blocks kept behind the newest one asked for (at most [`KEPT_BEHIND`]).
+    kept_behind: std::sync::atomic::AtomicU64,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self {
+            buffer: Mutex::default(),
+            asked: Condvar::new(),
+            kept_behind: std::sync::atomic::AtomicU64::new(KEPT_BEHIND),
+        }
+    }
 }
 
 impl Buffer {
@@ -231,7 +243,9 @@ fn read_records(
                 if buffer.closed {
                     return Ok(());
                 }
-                let low = buffer.wanted.saturating_sub(KEPT_BEHIND);
+                let low = buffer
+                    .wanted
+                    .saturating_sub(shared.kept_behind.load(std::sync::atomic::Ordering::Relaxed));
                 buffer.drop_before(low);
                 buffer.hashes.push(block.hash);
                 section = Some(block.number);
@@ -259,6 +273,14 @@ fn read_records(
 }
 
 impl Fixture {
+    /// Keeps `blocks` (at most [`MAX_REPLAY_BATCH_BLOCKS`]) behind the newest block asked for
+    /// instead of the most: what a sync whose batches are at most that long needs, and the
+    /// replay's memory.
+    pub fn keep_behind(&self, blocks: u64) {
+        let blocks = blocks.clamp(1, KEPT_BEHIND);
+        self.shared.kept_behind.store(blocks, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Opens a recording and starts reading it in the background.
     pub fn load(path: &Path) -> Result<Self, SourceError> {
         let file = File::open(path).map_err(|e| fixture_err(path, e.to_string()))?;
@@ -397,8 +419,9 @@ impl BlockSource for Fixture {
             if number >= from_hashes(&buffer, self.from) {
                 return Err(SourceError::Missing { what: "recorded block", block: number });
             }
+            let kept = self.shared.kept_behind.load(std::sync::atomic::Ordering::Relaxed);
             Err(self.err(format!(
-                "block {number} was asked for after the reader had passed it (more than {KEPT_BEHIND} blocks behind block {}): use a --batch-blocks below {KEPT_BEHIND}, and start `sync --source` again",
+                "block {number} was asked for after the reader had passed it (more than {kept} blocks behind block {}): use a --batch-blocks below {kept}, and start `sync --source` again",
                 buffer.wanted
             )))
         })

@@ -386,8 +386,17 @@ impl Indexer {
     }
 
     /// Indexes blocks `from..=until` (all older than the reorg window) in one bulk stage, which
-    /// ends early at its limits or on a stop request; returns the stage's last block.
-    async fn run_stage(&self, from: u64, until: u64) -> Result<u64, SyncError> {
+    /// ends early at its limits, on a stop request, or when the node fails (committing what it
+    /// gathered).
+    async fn run_stage(&self, from: u64, until: u64) -> Result<(), SyncError> {
+        // A committed tip the node no longer has is unwound as a batch would, before the stage
+        // takes the writer lock.
+        if let Some(tip) = self.checkpoint()? {
+            if self.source.block_hash(tip.number).await? != Some(tip.hash) {
+                self.handle_reorg(tip).await?;
+                return Ok(());
+            }
+        }
         let limits = self.config.stage;
         let options = StageOptions { buffer_bytes: limits.buffer_bytes, appearances: true };
         let writer = StageWriter::begin(self.db.clone(), options, self.progress.clone()).await?;
@@ -401,22 +410,24 @@ impl Indexer {
             }
         });
         info!(target: "ots::sync", from, until, "bulk stage started");
-        let result = self.gather_stage(&writer, from, until, started).await;
-        let result = match result {
-            Ok(()) => {
-                let rate = self
-                    .progress
-                    .get()
-                    .stage
-                    .gathered_to
-                    .map(|to| (to + 1 - from) as f64 / started.elapsed().as_secs_f64().max(1e-9));
-                writer.commit(rate).await
-            }
-            Err(e) => Err(e),
+        let gathered = self.gather_stage(&writer, from, until, started).await;
+        // The node failing mid-stage does not waste what was gathered: it is committed, and the
+        // failure retried from there. A writer failure leaves nothing to commit.
+        let result = if gathered.as_ref().is_ok() || gathered.as_ref().is_err_and(SyncError::is_transient) {
+            let rate = self
+                .progress
+                .get()
+                .stage
+                .gathered_to
+                .map(|to| (to + 1 - from) as f64 / started.elapsed().as_secs_f64().max(1e-9));
+            writer.commit(rate).await
+        } else {
+            Ok(None)
         };
         self.progress.update(|p| p.stage = StageProgress::default());
         let summary = result?;
-        let Some(summary) = summary else { return Ok(from.saturating_sub(1)) };
+        gathered?;
+        let Some(summary) = summary else { return Ok(()) };
         let secs = started.elapsed().as_secs_f64().max(1e-9);
         self.progress.update(|p| {
             p.batches += 1;
@@ -436,7 +447,7 @@ impl Indexer {
             merge_seconds = summary.merge_seconds,
             "bulk stage committed"
         );
-        Ok(summary.to)
+        Ok(())
     }
 
     /// Fetches batches into the stage until `until`, its limits, or a stop; one batch is
@@ -462,12 +473,9 @@ impl Indexer {
             };
             let blocks = blocks?;
             let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else { break };
-            if tip.is_some_and(|t| t.hash != first.block.parent_hash) {
-                // Far below the head a reorg cannot reach: the node changed its chain under us.
-                return Err(SyncError::Moved {
-                    number: first.block.number,
-                    parent_number: first.block.number - 1,
-                });
+            if let Some(t) = tip.filter(|t| t.hash != first.block.parent_hash) {
+                // The tip was checked against the node as the stage began: the node's chain moved.
+                return Err(SyncError::Moved { number: first.block.number, parent_number: t.number });
             }
             tip = Some(Checkpoint { number: last.block.number, hash: last.block.hash });
             next = last.block.number + 1;
@@ -595,7 +603,8 @@ impl Indexer {
         self.progress.update(|p| p.head = p.head.max(target));
         while next <= target && !self.stopping() {
             if let Some(until) = self.bulk_until(next, target) {
-                next = self.run_stage(next, until).await? + 1;
+                self.run_stage(next, until).await?;
+                next = self.next_block()?;
                 continue;
             }
             let to = target.min(next + self.config.batch_blocks.max(1) - 1);

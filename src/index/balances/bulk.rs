@@ -3,24 +3,32 @@
 //!
 //! Every value this family keeps (a balance, an owner, an ERC1155 balance, a holder count, a
 //! ranking) belongs to one token, so a token's moves replayed in chain order give exactly what
-//! the incremental path gives, whichever tokens are replayed first. The replay reads and writes
-//! through the stage's own transaction with the same [`BalanceBook`] the incremental path uses.
+//! the incremental path gives, whichever tokens are replayed first. The replay uses the same
+//! [`BalanceBook`] as the incremental path, in books of whole tokens: a book's tokens are
+//! untouched by the stage's transaction until it writes that book, so a second thread reads
+//! and replays each book from a snapshot of the committed state while this one writes the book
+//! before. Only a token with more moves than a book holds is cut, and its later books are
+//! replayed here, from what the earlier ones wrote.
 
 use std::sync::Arc;
 
 use alloy_primitives::{Address, U256};
 
-use super::book::{BalanceBook, BalanceMove};
+use std::sync::mpsc::SyncSender;
+
+use super::book::{BalanceBook, BalanceMove, Resolved};
 use crate::{
-    db::{DbResult, WriteTxn},
+    db::{Db, DbResult, WriteTxn},
     decode::{TokenKind, TokenLog},
-    etl::{Buffer, Record, RecordError, RunDir, Sorter},
+    etl::{Buffer, Record, RecordError, RunDir, Sorted, Sorter},
     txid::TxId,
 };
 
-/// Moves replayed per book: a bound on the memory the replay takes (a token with more moves is
-/// replayed in several books, in order, each from what the one before wrote).
-const MOVES_PER_BOOK: usize = 1 << 18;
+/// A book closes at the first token boundary once it holds this many moves.
+const MOVES_PER_BOOK: usize = 1 << 17;
+/// A token with more moves than this is cut into several books, in order, the later ones
+/// replayed from what the earlier ones wrote: a bound on the memory a book takes.
+const MOST_MOVES_PER_BOOK: usize = 1 << 19;
 
 /// One move with its place in the stage: sorted by token, then by `seq`, the order the chain made
 /// it in.
@@ -91,12 +99,26 @@ impl Record for MoveRow {
 pub struct BulkBalances {
     moves: Sorter<MoveRow>,
     next_seq: u64,
+    limits: BookLimits,
+}
+
+/// How many moves a book takes.
+#[derive(Debug, Clone, Copy)]
+struct BookLimits {
+    /// It closes at the first token boundary once it holds this many.
+    per_book: usize,
+    /// It closes at this many, cutting a token.
+    most: usize,
 }
 
 impl BulkBalances {
     /// Moves spilling into runs under `runs`, buffering `budget` bytes.
     pub fn spilling(runs: &Arc<RunDir>, budget: usize) -> Self {
-        Self { moves: Sorter::spilling(runs.clone(), budget), next_seq: 0 }
+        Self {
+            moves: Sorter::spilling(runs.clone(), budget),
+            next_seq: 0,
+            limits: BookLimits { per_book: MOVES_PER_BOOK, most: MOST_MOVES_PER_BOOK },
+        }
     }
 
     /// The moves' buffer.
@@ -116,26 +138,150 @@ impl BulkBalances {
     }
 
     /// Replays every move into the tables through `txn`, token by token, keeping no undo rows
-    /// (a stage's blocks are older than the reorg window).
-    pub fn write(self, txn: &WriteTxn) -> DbResult<()> {
-        let mut book = BalanceBook::default();
-        for row in self.moves.into_sorted()? {
-            let MoveRow { block, m, .. } = row?;
-            book.push(block, m);
-            if book.len() >= MOVES_PER_BOOK {
-                std::mem::take(&mut book).resolve(txn, u64::MAX)?.write(txn, None)?;
+    /// (a stage's blocks are older than the reorg window); `db` gives the snapshot books are
+    /// replayed from (`txn` must not have written a balance table yet).
+    pub fn write(self, db: &Db, txn: &WriteTxn) -> DbResult<()> {
+        let moves = self.moves.into_sorted()?;
+        std::thread::scope(|scope| {
+            let (books, resolved) = std::sync::mpsc::sync_channel::<DbResult<Book>>(1);
+            scope.spawn(move || {
+                if let Err(e) = replay_books(db, moves, self.limits, &books) {
+                    let _ = books.send(Err(e));
+                }
+            });
+            for book in resolved {
+                match book? {
+                    Book::Resolved(resolved) => resolved.write(txn, None)?,
+                    Book::Cut(book) => book.resolve(txn, u64::MAX)?.write(txn, None)?,
+                }
             }
-        }
-        if !book.is_empty() {
-            book.resolve(txn, u64::MAX)?.write(txn, None)?;
-        }
-        Ok(())
+            Ok(())
+        })
     }
+}
+
+/// A book ready to be written.
+enum Book {
+    /// Whole tokens, replayed from the snapshot.
+    Resolved(Box<Resolved>),
+    /// The continuation of a token cut between books: to be replayed from what the book
+    /// before it wrote.
+    Cut(BalanceBook),
+}
+
+/// Gathers the sorted moves into books and replays each whole-token book from a snapshot.
+fn replay_books(
+    db: &Db,
+    moves: Sorted<MoveRow>,
+    limits: BookLimits,
+    out: &SyncSender<DbResult<Book>>,
+) -> DbResult<()> {
+    let snapshot = db.begin_read()?;
+    let mut book = BalanceBook::default();
+    // The token of the book's last move, and whether the book continues a cut token.
+    let mut last: Option<Address> = None;
+    let mut continues = false;
+    let send = |book: BalanceBook, continues: bool| -> DbResult<bool> {
+        let ready = if continues {
+            Book::Cut(book)
+        } else {
+            Book::Resolved(Box::new(book.resolve(&snapshot, u64::MAX)?))
+        };
+        Ok(out.send(Ok(ready)).is_ok())
+    };
+    for row in moves {
+        let MoveRow { block, m, .. } = row?;
+        let boundary = last.is_some_and(|t| t != m.token);
+        if (boundary && book.len() >= limits.per_book) || book.len() >= limits.most {
+            let cut = !boundary;
+            if !send(std::mem::take(&mut book), continues)? {
+                return Ok(());
+            }
+            continues = cut;
+        }
+        last = Some(m.token);
+        book.push(block, m);
+    }
+    if !book.is_empty() {
+        send(book, continues)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{
+        db::{AccessMode, Db},
+        index::check::dump,
+    };
+
+    /// Replays `moves` (block, move) into a fresh database through bulk books of the given
+    /// limits, or (`None`) through one book resolved in the write transaction; returns the dump.
+    fn replayed(
+        moves: &[(u64, BalanceMove)],
+        limits: Option<(usize, usize)>,
+    ) -> Vec<crate::index::check::DumpEntry> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
+        let txn = db.begin_write().expect("write");
+        match limits {
+            Some((per_book, most)) => {
+                let runs = RunDir::create(&dir.path().join("runs")).expect("runs");
+                let mut bulk = BulkBalances::spilling(&runs, 4096);
+                bulk.limits = BookLimits { per_book, most };
+                for &(block, m) in moves {
+                    bulk.moves.push(MoveRow { seq: bulk.next_seq, block, m }).expect("push");
+                    bulk.next_seq += 1;
+                }
+                bulk.write(&db, &txn).expect("bulk write");
+            }
+            None => {
+                let mut book = BalanceBook::default();
+                for &(block, m) in moves {
+                    book.push(block, m);
+                }
+                book.resolve(&txn, u64::MAX).expect("resolve").write(&txn, None).expect("write");
+            }
+        }
+        txn.commit().expect("commit");
+        let txn = db.begin_read().expect("read");
+        crate::index::balances::check(&txn).expect("balances check");
+        dump(&txn).expect("dump")
+    }
+
+    #[test]
+    fn books_cut_anywhere_replay_as_one() {
+        // Three tokens of each kind, few holders, burns past a balance (saturating), in an order
+        // only a chain replay gets right.
+        let mut state = 7u64;
+        let mut next = |bound: u64| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) % bound
+        };
+        let holder = |i: u64| if i == 0 { Address::ZERO } else { Address::with_last_byte(i as u8) };
+        let kinds = [TokenKind::Erc20, TokenKind::Erc721, TokenKind::Erc1155];
+        let moves: Vec<(u64, BalanceMove)> = (0..3_000u64)
+            .map(|i| {
+                let t = next(9);
+                let kind = kinds[(t % 3) as usize];
+                let m = BalanceMove {
+                    token: Address::repeat_byte(0x10 + t as u8),
+                    kind,
+                    from: holder(next(6)),
+                    to: holder(next(6)),
+                    id: if kind == TokenKind::Erc20 { U256::ZERO } else { U256::from(next(4)) },
+                    amount: if kind == TokenKind::Erc721 { U256::from(1) } else { U256::from(next(1_000)) },
+                };
+                (i / 10, m)
+            })
+            .collect();
+        let want = replayed(&moves, None);
+        assert!(!want.is_empty());
+        for limits in [(100_000, 100_000), (50, 1_000), (10, 37), (1, 1)] {
+            assert_eq!(replayed(&moves, Some(limits)), want, "books of {limits:?}");
+        }
+    }
 
     #[test]
     fn a_move_round_trips_and_sorts_by_token_then_order() {
