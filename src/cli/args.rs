@@ -135,7 +135,7 @@ pub struct SyncArgs {
 
     /// MiB of rows a bulk stage buffers in memory before it spills the largest buffers to run
     /// files (the stage's main memory cost).
-    #[arg(long, env = "OTS_STAGE_BUFFER_MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    #[arg(long, env = "OTS_STAGE_BUFFER_MIB", default_value_t = 192, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub stage_buffer_mib: u64,
 
     /// A bulk stage merges and commits once its run files hold this many MiB (disk it needs

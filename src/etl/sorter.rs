@@ -1,6 +1,6 @@
 //! The sorter: rows in, rows out in order, spilling sorted runs to disk when its buffer is full.
 
-use std::{cmp::Reverse, collections::BinaryHeap, sync::Arc};
+use std::{cmp::Reverse, collections::BinaryHeap, sync::mpsc::SyncSender, sync::Arc};
 
 use super::{
     run::{PendingRun, Run, RunReader},
@@ -106,7 +106,7 @@ impl<R: Record> Sorter<R> {
             merge.refill(source)?;
         }
         merge.refill(MEMORY)?;
-        Ok(Sorted { inner: Inner::Merge(merge), rows })
+        Ok(Sorted { inner: Inner::Merging(prefetch(merge)), rows })
     }
 }
 
@@ -132,17 +132,109 @@ impl<R: Record> Merge<R> {
         Ok(())
     }
 
+    /// The least row of all sources. Its source's next row takes its place at the top of the
+    /// heap, sifted down once (a pop and a push would sift twice: the merge's main cost).
     fn next_row(&mut self) -> Result<Option<R>, EtlError> {
-        let Some(Reverse((row, source))) = self.heap.pop() else { return Ok(None) };
-        self.refill(source)?;
+        let Some(mut top) = self.heap.peek_mut() else { return Ok(None) };
+        let source = top.0 .1;
+        let next = match source {
+            MEMORY => self.memory.next(),
+            run => self.readers[run].next_row()?,
+        };
+        let Reverse((row, _)) = match next {
+            Some(next) => std::mem::replace(&mut *top, Reverse((next, source))),
+            None => std::collections::binary_heap::PeekMut::pop(top),
+        };
         Ok(Some(row))
+    }
+}
+
+/// Rows the merge thread hands over at a time.
+const PREFETCH_ROWS: usize = 8192;
+
+/// The merged rows, as a thread of their own merges them ahead of the reader (the heap merge and
+/// the decoding take a core; the reader writes the rows into MDBX on another). An empty chunk
+/// ends them: a thread that stopped without one is an error, never a short stream.
+#[derive(Debug)]
+struct Prefetched<R> {
+    chunks: std::sync::mpsc::Receiver<Result<Vec<R>, EtlError>>,
+    current: std::vec::IntoIter<R>,
+    ended: bool,
+}
+
+/// Sends the merge's rows in chunks: `Ok(true)` once all are sent, `Ok(false)` if the reader
+/// stopped reading.
+fn pump<R: Record>(
+    merge: &mut Merge<R>,
+    out: &SyncSender<Result<Vec<R>, EtlError>>,
+) -> Result<bool, EtlError> {
+    loop {
+        let mut chunk = Vec::with_capacity(PREFETCH_ROWS);
+        while chunk.len() < PREFETCH_ROWS {
+            match merge.next_row()? {
+                Some(row) => chunk.push(row),
+                None if chunk.is_empty() => return Ok(true),
+                None => break,
+            }
+        }
+        if out.send(Ok(chunk)).is_err() {
+            return Ok(false);
+        }
+    }
+}
+
+fn prefetch<R: Record>(mut merge: Merge<R>) -> Prefetched<R> {
+    let (out, chunks) = std::sync::mpsc::sync_channel(4);
+    let spawned = std::thread::Builder::new().name("ots-merge".into()).spawn(move || {
+        let pumped = pump(&mut merge, &out);
+        // The runs are removed before the reader hears the end.
+        drop(merge);
+        let _ = match pumped {
+            Ok(true) => out.send(Ok(Vec::new())),
+            Ok(false) => Ok(()),
+            Err(e) => out.send(Err(e)),
+        };
+    });
+    if let Err(e) = spawned {
+        // No thread to be had: the reader sees the error where it would see a run's.
+        let (failed, chunks) = std::sync::mpsc::sync_channel(1);
+        let _ = failed.send(Err(EtlError::Io { path: std::path::PathBuf::new(), source: e }));
+        return Prefetched { chunks, current: Vec::new().into_iter(), ended: false };
+    }
+    Prefetched { chunks, current: Vec::new().into_iter(), ended: false }
+}
+
+impl<R> Prefetched<R> {
+    fn next_row(&mut self) -> Option<Result<R, EtlError>> {
+        loop {
+            if let Some(row) = self.current.next() {
+                return Some(Ok(row));
+            }
+            if self.ended {
+                return None;
+            }
+            match self.chunks.recv() {
+                Ok(Ok(chunk)) if chunk.is_empty() => self.ended = true,
+                Ok(Ok(chunk)) => self.current = chunk.into_iter(),
+                Ok(Err(e)) => {
+                    self.ended = true;
+                    return Some(Err(e));
+                }
+                Err(_) => {
+                    self.ended = true;
+                    let stopped =
+                        std::io::Error::other("the merge thread stopped before the end of the runs");
+                    return Some(Err(EtlError::Io { path: std::path::PathBuf::new(), source: stopped }));
+                }
+            }
+        }
     }
 }
 
 #[derive(Debug)]
 enum Inner<R: Record> {
     Memory(std::vec::IntoIter<R>),
-    Merge(Merge<R>),
+    Merging(Prefetched<R>),
 }
 
 /// A sorter's rows in order.
@@ -159,7 +251,7 @@ impl<R: Record> Iterator for Sorted<R> {
     fn next(&mut self) -> Option<Self::Item> {
         match &mut self.inner {
             Inner::Memory(rows) => rows.next().map(Ok),
-            Inner::Merge(merge) => merge.next_row().transpose(),
+            Inner::Merging(rows) => rows.next_row(),
         }
     }
 }
@@ -170,7 +262,7 @@ impl<R: Record> Sorted<R> {
     pub fn keys_at_most<K: PartialEq>(&self, key: impl Fn(&R) -> K) -> u64 {
         match &self.inner {
             Inner::Memory(rows) => rows.as_slice().chunk_by(|a, b| key(a) == key(b)).count() as u64,
-            Inner::Merge(_) => self.rows,
+            Inner::Merging(_) => self.rows,
         }
     }
 

@@ -139,8 +139,10 @@ impl Stage {
     /// commits; `rate` (blocks per second gathered) is stored for `status`.
     pub fn commit(self, rate: Option<f64>) -> Result<Option<StageSummary>, WriteError> {
         let started = std::time::Instant::now();
-        let Self { db, txn, runs, rows, from, tip, mut stats, .. } = self;
+        let Self { db, txn, runs, mut rows, from, tip, mut stats, .. } = self;
         let (Some(from), Some(tip)) = (from, tip) else { return Ok(None) };
+        // Every row goes to a run first: the merge then holds no buffer, only what it writes.
+        rows.spill_over(0)?;
         let Rows { lists, held, seen, balances } = rows;
         let lap = |family: &'static str, since: &mut std::time::Instant| {
             debug!(target: "ots::index", family, seconds = since.elapsed().as_secs_f64(), "stage family merged");

@@ -96,7 +96,7 @@ pub struct StageLimits {
 
 impl Default for StageLimits {
     fn default() -> Self {
-        Self { buffer_bytes: 256 << 20, max_run_bytes: 8 << 30, max_time: Duration::from_secs(20 * 60) }
+        Self { buffer_bytes: 192 << 20, max_run_bytes: 8 << 30, max_time: Duration::from_secs(20 * 60) }
     }
 }
 

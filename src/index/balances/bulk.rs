@@ -28,7 +28,7 @@ use crate::{
 const MOVES_PER_BOOK: usize = 1 << 17;
 /// A token with more moves than this is cut into several books, in order, the later ones
 /// replayed from what the earlier ones wrote: a bound on the memory a book takes.
-const MOST_MOVES_PER_BOOK: usize = 1 << 19;
+const MOST_MOVES_PER_BOOK: usize = 1 << 18;
 
 /// One move with its place in the stage: sorted by token, then by `seq`, the order the chain made
 /// it in.
