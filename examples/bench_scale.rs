@@ -103,6 +103,8 @@ fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
 
 struct SyncRun {
     summary: String,
+    /// Seconds the bulk stages spent merging and committing, added up.
+    merge_seconds: f64,
     seconds: f64,
     /// (share of the chain, [VmRSS, RssAnon, RssFile, VmHWM]) at 10 %, 50 %, 100 %.
     samples: Vec<(f64, [f64; 4])>,
@@ -167,6 +169,7 @@ fn sync(
     let mut samples = Vec::new();
     let mut marks = vec![0.1, 0.5, 1.0];
     let mut summary = String::new();
+    let mut merge_seconds = 0.0;
     let mut last_lines = Vec::new();
     for line in lines {
         if line.contains("indexed batch") {
@@ -186,6 +189,8 @@ fn sync(
                     samples.push((share, r));
                 }
             }
+        } else if line.contains("bulk stage committed") {
+            merge_seconds += num(&line, "merge_seconds")?;
         } else if line.contains("run summary") {
             summary = line;
         } else if line.contains("ERROR") || line.contains("Error") {
@@ -199,7 +204,7 @@ fn sync(
         bail!("ots-indexer sync failed ({status}): {}", last_lines.join("\n"));
     }
     let peak = peak.lock().map_or([f64::NAN; 4], |p| *p);
-    Ok(SyncRun { summary, seconds: started.elapsed().as_secs_f64(), samples, peak })
+    Ok(SyncRun { summary, merge_seconds, seconds: started.elapsed().as_secs_f64(), samples, peak })
 }
 
 /// Addresses to query: the busiest ERC20 transfer address, the token with most holders, the
@@ -495,6 +500,8 @@ fn main() -> anyhow::Result<()> {
         "mainnet_projection_hours": round(projection_hours, 1),
         "peak_heap_mib": round(s.peak[1], 0),
         "run_files_peak_bytes": run_files_peak,
+        "stages": num(&s.summary, "stages")?,
+        "stage_merge_seconds": round(s.merge_seconds, 2),
         "end_to_end_blocks_per_s": round(blocks / s.seconds, 0),
         "end_to_end_transactions_per_s": round(transactions / s.seconds, 0),
         "end_to_end_logs_per_s": round(logs / s.seconds, 0),
