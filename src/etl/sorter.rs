@@ -266,31 +266,31 @@ impl<R: Record> Sorted<R> {
         }
     }
 
-    /// The rows grouped by `key`, each group's equal rows once.
-    pub fn groups<K: PartialEq, F: Fn(&R) -> K>(self, key: F) -> Groups<R, K, F> {
-        Groups { sorted: self, key, pending: None, error: None, rows: 0, _key: std::marker::PhantomData }
+    /// The rows, each split into a key and a value, grouped by key: each group's values in
+    /// order, equal ones once (rows must sort by key, then value, as tuples do).
+    pub fn groups<K: PartialEq, V: PartialEq, F: Fn(R) -> (K, V)>(self, split: F) -> Groups<R, K, V, F> {
+        Groups { sorted: self, split, pending: None, error: None, rows: 0 }
     }
 }
 
-/// A sorted stream's groups of rows that share a key (see [`Sorted::groups`]). An error ends
+/// A sorted stream's groups of values that share a key (see [`Sorted::groups`]). An error ends
 /// the groups; [`Groups::finish`] gives it back.
 #[derive(Debug)]
-pub struct Groups<R: Record, K, F> {
+pub struct Groups<R: Record, K, V, F> {
     sorted: Sorted<R>,
-    key: F,
-    pending: Option<R>,
+    split: F,
+    pending: Option<(K, V)>,
     error: Option<EtlError>,
     rows: u64,
-    _key: std::marker::PhantomData<K>,
 }
 
-impl<R: Record, K: PartialEq, F: Fn(&R) -> K> Groups<R, K, F> {
-    fn next_row(&mut self) -> Option<R> {
+impl<R: Record, K: PartialEq, V: PartialEq, F: Fn(R) -> (K, V)> Groups<R, K, V, F> {
+    fn next_row(&mut self) -> Option<(K, V)> {
         if let Some(row) = self.pending.take() {
             return Some(row);
         }
         match self.sorted.next()? {
-            Ok(row) => Some(row),
+            Ok(row) => Some((self.split)(row)),
             Err(e) => {
                 self.error = Some(e);
                 None
@@ -307,24 +307,23 @@ impl<R: Record, K: PartialEq, F: Fn(&R) -> K> Groups<R, K, F> {
     }
 }
 
-impl<R: Record, K: PartialEq, F: Fn(&R) -> K> Iterator for Groups<R, K, F> {
-    type Item = (K, Vec<R>);
+impl<R: Record, K: PartialEq, V: PartialEq, F: Fn(R) -> (K, V)> Iterator for Groups<R, K, V, F> {
+    type Item = (K, Vec<V>);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let first = self.next_row()?;
-        let key = (self.key)(&first);
-        let mut group = vec![first];
-        while let Some(row) = self.next_row() {
-            if (self.key)(&row) != key {
-                self.pending = Some(row);
+        let (key, first) = self.next_row()?;
+        let mut values = vec![first];
+        while let Some((k, value)) = self.next_row() {
+            if k != key {
+                self.pending = Some((k, value));
                 break;
             }
-            if group.last() != Some(&row) {
-                group.push(row);
+            if values.last() != Some(&value) {
+                values.push(value);
             }
         }
-        self.rows += group.len() as u64;
-        Some((key, group))
+        self.rows += values.len() as u64;
+        Some((key, values))
     }
 }
 
@@ -401,8 +400,8 @@ mod tests {
             spilling.push(row).expect("push");
         }
         let groups = |sorter: Sorter<(Address, u64)>| {
-            let mut groups = sorter.into_sorted().expect("sorted").groups(|r| r.0);
-            let out: Vec<(Address, usize)> = groups.by_ref().map(|(a, rows)| (a, rows.len())).collect();
+            let mut groups = sorter.into_sorted().expect("sorted").groups(|r| r);
+            let out: Vec<(Address, usize)> = groups.by_ref().map(|(a, ids)| (a, ids.len())).collect();
             let distinct = groups.finish().expect("no error");
             (out, distinct)
         };

@@ -88,10 +88,10 @@ impl HoldingsViewer for Write<'_> {
     type Output = DbResult<()>;
     fn view<H: HoldingsTable>(&mut self, kind: IndexKind) -> Self::Output {
         let Some(seen) = self.seen.take() else { return Ok(()) };
-        let mut pairs = seen.into_sorted()?.groups(|&(holder, token, _)| (holder, token));
+        let mut pairs = seen.into_sorted()?.groups(|(holder, token, tx)| ((holder, token), tx));
         let mut cursor = self.txn.walking_cursor::<H>()?;
-        for ((holder, token), rows) in pairs.by_ref() {
-            let first = rows[0].2;
+        for ((holder, token), txs) in pairs.by_ref() {
+            let first = txs[0];
             // A DupFixed table only takes a whole-size value to seek with: token ‖ the smallest id.
             let lowest = Holding { token, first: TxId(0) }.encode_value();
             // Forward sync only ever finds earlier appearances stored.

@@ -99,11 +99,6 @@ impl Stage {
         self.from
     }
 
-    /// Counts of the blocks added so far.
-    pub const fn stats(&self) -> BatchStats {
-        self.stats
-    }
-
     /// Bytes the stage's run files hold now.
     pub fn run_bytes(&self) -> u64 {
         self.runs.bytes()

@@ -628,7 +628,7 @@ impl Indexer {
     }
 
     /// One info line per batch once at the head; while catching up, one every few seconds at
-    /// most (each batch still logs at debug). `secs` is what the batch took (0: unknown).
+    /// most (each batch still logs at debug). `secs` is what the batch took.
     fn log_batch(&self, from: u64, to: u64, stats: BatchStats, secs: f64) {
         let target = self.progress.get().head;
         let due = self.last_batch_log.lock().map_or(true, |mut last| {
@@ -638,7 +638,7 @@ impl Indexer {
             }
             due
         });
-        let rate = if secs > 0.0 { (stats.blocks as f64 / secs).round() } else { f64::NAN };
+        let rate = (stats.blocks as f64 / secs.max(1e-9)).round();
         macro_rules! batch_event {
             ($level:ident) => {
                 $level!(

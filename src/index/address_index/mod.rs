@@ -184,17 +184,14 @@ impl IdListViewer for Write<'_> {
         };
         let sorted = collector.into_sorted()?;
         let addresses = sorted.keys_at_most(|row| row.0);
-        let mut groups = sorted.groups(|row| row.0);
-        let ids = |(address, rows): (Address, Vec<(Address, u64)>)| {
-            (address, rows.into_iter().map(|(_, id)| id).collect::<Vec<u64>>())
-        };
+        let mut groups = sorted.groups(|row| row);
         match self.before {
             Some(before) if rewrite_pays(self.txn.stats::<I>()?.entries, addresses) => {
-                rewrite_with_appends::<I, C, _>(self.txn, before, groups.by_ref().map(ids))?;
+                rewrite_with_appends::<I, C, _>(self.txn, before, groups.by_ref())?;
             }
             _ => {
                 let mut appender = IdAppender::<I, C>::new(self.txn)?;
-                for (address, ids) in groups.by_ref().map(ids) {
+                for (address, ids) in groups.by_ref() {
                     appender.append(&address, &ids)?;
                 }
             }

@@ -114,15 +114,12 @@ impl Appearances {
     /// Writes what was collected, address by address in key order.
     pub fn write(self, txn: &WriteTxn) -> DbResult<AppearanceStats> {
         let mut stats = AppearanceStats::default();
-        let mut seen = self.seen.into_sorted()?.groups(|row| row.0);
-        let mut ids = Vec::new();
-        for (address, rows) in seen.by_ref() {
-            ids.clear();
-            ids.extend(rows.iter().map(|&(_, id)| id));
+        let mut seen = self.seen.into_sorted()?.groups(|row| row);
+        for (address, ids) in seen.by_ref() {
             lists::append::<OtsAppearances>(txn, &address, &ids)?;
         }
         stats.appearances = seen.finish()?;
-        let mut sent = self.sent.into_sorted()?.groups(|row| row.0);
+        let mut sent = self.sent.into_sorted()?.groups(|(sender, id, nonce)| (sender, (id, nonce)));
         for (sender, run) in sent.by_ref() {
             stats.anchors += write_sent(txn, &sender, &run)?;
         }
@@ -153,15 +150,15 @@ fn expected_nonce(last_anchor: Option<NonceAnchor>, position: u64) -> u64 {
     last_anchor.map_or(position, |a| a.nonce.wrapping_add(position - a.position))
 }
 
-/// Appends one sender's transactions of the batch (`(sender, TxId, nonce)`, ascending) and the
-/// anchors where their nonces skip; returns how many anchors it wrote.
-fn write_sent(txn: &WriteTxn, sender: &Address, run: &[(Address, u64, u64)]) -> DbResult<u64> {
-    let ids: Vec<u64> = run.iter().map(|&(_, id, _)| id).collect();
+/// Appends one sender's transactions of the batch (`(TxId, nonce)`, ascending) and the anchors
+/// where their nonces skip; returns how many anchors it wrote.
+fn write_sent(txn: &WriteTxn, sender: &Address, run: &[(u64, u64)]) -> DbResult<u64> {
+    let ids: Vec<u64> = run.iter().map(|&(id, _)| id).collect();
     let before = lists::append::<OtsSentTxs>(txn, sender, &ids)?;
     let mut anchors = txn.cursor::<OtsNonceAnchors>()?;
     let mut last = if anchors.seek_exact(sender)?.is_some() { anchors.last_dup()? } else { None };
     let mut written = 0;
-    for (position, &(_, _, nonce)) in (before..).zip(run) {
+    for (position, &(_, nonce)) in (before..).zip(run) {
         if nonce != expected_nonce(last, position) {
             let anchor = NonceAnchor { position, nonce };
             anchors.put(sender, &anchor)?;
