@@ -1,5 +1,8 @@
 //! The `ots2_` namespace (docs/api.md): shapes and `(idx, count)` paging of Erigon's ots2.
 
+pub mod ext;
+pub mod holders;
+
 use std::collections::{BTreeMap, HashMap};
 
 use alloy_primitives::{Address, U64};
@@ -8,7 +11,7 @@ use ots_classifiers::Standard;
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use super::{
+use crate::rpc::{
     errors::{db_error, invalid_params, server_error},
     materialize::{
         total_assets, BlockSummary, Materializer, RewardSummary, TransactionWithReceipt, WithdrawalRow,

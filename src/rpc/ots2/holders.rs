@@ -4,7 +4,7 @@ use alloy_primitives::{Address, U256};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 use serde::Serialize;
 
-use super::{
+use crate::rpc::{
     errors::{db_error, invalid_params},
     RpcContext,
 };

@@ -16,7 +16,7 @@ use alloy_primitives::U256;
 use jsonrpsee::types::ErrorObjectOwned;
 use serde_json::{json, Map, Value};
 
-use super::errors::server_error;
+use crate::rpc::errors::server_error;
 
 /// A node's header (or block without its transactions) as a JSON object.
 pub(super) type NodeHeader = Map<String, Value>;

@@ -12,7 +12,7 @@ use alloy_primitives::B256;
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 use serde_json::{json, Map, Value};
 
-use super::{
+use crate::rpc::{
     errors::{invalid_params, node_error, server_error},
     RpcContext,
 };

@@ -1,5 +1,12 @@
 //! The `ots_` namespace: what the index serves of it.
 
+pub mod blocks;
+pub mod issuance;
+pub mod search;
+mod shapes;
+pub mod state_diff;
+pub mod tx;
+
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 
 /// Otterscan API level we implement; the Otterscan UI requires at least 8.

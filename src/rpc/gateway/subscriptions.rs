@@ -17,7 +17,7 @@ use jsonrpsee::{
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::errors::invalid_params;
+use crate::rpc::errors::invalid_params;
 use crate::{
     events::{ActivityKind, EventBus, IndexEvent},
     txid::TxId,

@@ -8,7 +8,7 @@ use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{
+use crate::rpc::{
     errors::{node_error, server_error},
     RpcContext,
 };

@@ -11,10 +11,10 @@ use alloy_primitives::{Address, U256};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 use serde_json::{json, Value};
 
-use super::{
+use crate::rpc::{
     errors::{invalid_params, node_error},
-    issuance::{issuance, Issuance, MAINNET},
-    ots_shapes::{block_details, block_transactions_page, node_block, NodeHeader, ReceiptLogs, Receipts},
+    ots::issuance::{issuance, Issuance, MAINNET},
+    ots::shapes::{block_details, block_transactions_page, node_block, NodeHeader, ReceiptLogs, Receipts},
     RpcContext,
 };
 /// Keys of an `eth_getBlockByNumber` answer that are not part of a header.

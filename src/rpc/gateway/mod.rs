@@ -1,6 +1,11 @@
 //! The RPC middleware in front of every call: our own methods run under the per-request time
 //! limit; any other method is forwarded to the node unless the proxy policy refuses it.
 
+mod oversized;
+pub mod proxy;
+pub mod server;
+pub mod subscriptions;
+
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use futures::future::{join_all, BoxFuture, FutureExt};
@@ -12,7 +17,7 @@ use jsonrpsee::{
 };
 use serde_json::value::RawValue;
 
-use super::{errors::server_error, proxy::ProxyPolicy};
+use crate::rpc::{errors::server_error, gateway::proxy::ProxyPolicy};
 use crate::source::{ForwardError, NodeClient};
 
 /// What the gateway needs besides the service it wraps.
@@ -96,7 +101,7 @@ async fn forward(
             MethodResponse::response(id, ResponsePayload::success(result), config.max_response_bytes)
         }
         Ok(Err(ForwardError::Answered { code, message, data })) => {
-            let code = i32::try_from(code).unwrap_or(super::errors::SERVER_ERROR_CODE);
+            let code = i32::try_from(code).unwrap_or(crate::rpc::errors::SERVER_ERROR_CODE);
             MethodResponse::error(id, ErrorObjectOwned::owned(code, message, data))
         }
         Ok(Err(ForwardError::Failed(why))) => {

@@ -9,12 +9,11 @@ use jsonrpsee::{
 };
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 
-use super::{
+use crate::rpc::{
+    gateway::oversized::OversizedBodyLayer,
+    gateway::proxy::ProxyPolicy,
     gateway::{Gateway, GatewayConfig},
-    module,
-    oversized::OversizedBodyLayer,
-    proxy::ProxyPolicy,
-    RpcContext, ServeError,
+    module, RpcContext, ServeError,
 };
 
 /// Which browser origins may call the server.

@@ -12,10 +12,10 @@ use alloy_primitives::{Address, B256};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 use serde_json::{json, Value};
 
-use super::{
+use crate::rpc::{
     errors::{db_error, invalid_params, node_error, server_error},
     materialize::{hex, hex_field},
-    ots_shapes::{search_page, ReceiptLogs, Receipts},
+    ots::shapes::{search_page, ReceiptLogs, Receipts},
     page_timing::PageTimer,
     tx_cache::{standings, CachedTx, IndexedBlock},
     RpcContext,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::Semaphore;
 
-use super::{
+use crate::rpc::{
     errors::{db_error, server_error},
     RpcContext,
 };
