@@ -17,6 +17,7 @@ pub mod etl;
 pub mod events;
 pub mod index;
 pub mod metrics;
+pub mod pending;
 pub mod rpc;
 pub mod source;
 pub mod status;

@@ -137,6 +137,11 @@ pub struct IndexerStatus {
     /// stage runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stage: Option<StageProgress>,
+    /// The node's pending transactions: where they come from and how many this server keeps
+    /// (`status` in another process says only which source the node offers). Absent when
+    /// following the pool is off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<crate::pending::PendingStatus>,
     /// Every table.
     pub tables: Vec<TableStatus>,
 }
@@ -179,6 +184,7 @@ pub fn read_status(db: &Db, head: Option<u64>, progress: Option<Progress>) -> Re
         },
         file_bytes: db.file_size(),
         used_bytes: db.used_bytes(),
+        pending: None,
         tables,
     })
 }

@@ -12,6 +12,7 @@ use ots_classifiers::Erc20Classifier;
 use ots_indexer::{
     db::{AccessMode, Db},
     index::check::check,
+    pending::{NoticeKind, PendingConfig, PendingPool},
     source::{NodeClient, TraceChoice},
     sync::{Indexer, SyncConfig},
 };
@@ -104,6 +105,50 @@ async fn the_standard_workload_indexes_from_hardhat_as_from_anvil() {
         api.try_call("ots_getInternalOperations", json!([expected[&a3][0]])).await.expect_err("no tracer");
     assert!(code != 0 && message.contains("call tracer"), "{code} {message}");
     let _ = server.stop();
+
+    // Pending transactions: Hardhat has no txpool_content and no subscription over HTTP, but
+    // eth_pendingTransactions; with automine off a sent transaction is listed, and once mined
+    // and indexed it is reported mined.
+    let client = NodeClient::connect(&node.url, Duration::from_secs(30)).expect("node");
+    let _: Value = client.raw("evm_setAutomine", json!([false])).await.expect("automine off");
+    let config = PendingConfig { max: 100, poll: Duration::from_millis(100) };
+    let pool = PendingPool::start(client.clone(), db.clone(), config).await;
+    assert_eq!(pool.status().source.as_deref(), Some("eth_pendingTransactions (polled)"));
+    let mut notices = pool.subscribe();
+    let (from, to) = (work.accounts[1], work.accounts[2]);
+    let hash: alloy::primitives::B256 = client
+        .raw("eth_sendTransaction", json!([{"from": from, "to": to, "value": "0x1"}]))
+        .await
+        .expect("send");
+    let mut listed = Vec::new();
+    for _ in 0..100 {
+        listed = pool.of_address(&to, 10);
+        if !listed.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(listed.iter().map(|t| t.hash).collect::<Vec<_>>(), vec![hash]);
+    let _: Value = client.raw("evm_mine", json!([])).await.expect("mine");
+    let indexer =
+        Indexer::open(db.clone(), client.clone(), vec![Box::new(Erc20Classifier)], SyncConfig::default())
+            .await
+            .expect("indexer again");
+    indexer.sync_to(client.head().await.expect("head")).await.expect("index the new block");
+    indexer.close().await.expect("close");
+    let mined = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let n = notices.recv().await.expect("notices");
+            if n.tx.hash == hash && matches!(n.kind, NoticeKind::Mined { .. }) {
+                return n;
+            }
+        }
+    })
+    .await
+    .expect("a mined notice");
+    let receipt: Value = client.raw("eth_getTransactionReceipt", json!([hash])).await.expect("receipt");
+    let NoticeKind::Mined { block, .. } = mined.kind else { unreachable!() };
+    assert_eq!(json!(format!("{block:#x}")), receipt["blockNumber"]);
 }
 
 async fn client_nonce(api: &common::Client, who: alloy::primitives::Address) -> u64 {

@@ -76,6 +76,7 @@ async fn running(options: ServerOptions) -> Running {
         max_search_page: 25,
         progress: Some(indexer.progress()),
         events: Some(indexer.events()),
+        pending: None,
         tx_cache: Default::default(),
     };
     let (addr, server) =

@@ -218,6 +218,12 @@ pub struct ServeArgs {
     #[arg(long, env = "OTS_TX_CACHE_MIB", default_value_t = rpc::tx_cache::DEFAULT_TX_CACHE_MIB)]
     pub tx_cache_mib: u64,
 
+    /// Most pending transactions kept in memory from the node's pool (for
+    /// ots2_getPendingTransactions and pendingActivity subscriptions); the oldest first seen
+    /// leave first. 0 turns following the pool off.
+    #[arg(long, env = "OTS_MAX_PENDING_TRANSACTIONS", default_value_t = crate::pending::DEFAULT_MAX_PENDING)]
+    pub max_pending_transactions: usize,
+
     /// Browser origins allowed to call the API: `*` (any; the API is read-only), a
     /// comma-separated list such as `http://localhost:5173,https://explorer.example`, or `none`.
     #[arg(long, env = "OTS_HTTP_CORS", default_value = "*", value_parser = rpc::Cors::parse)]
@@ -264,6 +270,20 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// The pending pool `--max-pending-transactions` asks for, following `node`.
+    pub async fn pending(
+        &self,
+        node: &crate::source::NodeClient,
+        db: &crate::db::Db,
+    ) -> Option<crate::pending::PendingPool> {
+        if self.max_pending_transactions == 0 {
+            return None;
+        }
+        let config =
+            crate::pending::PendingConfig { max: self.max_pending_transactions, ..Default::default() };
+        Some(crate::pending::PendingPool::start(node.clone(), db.clone(), config).await)
+    }
+
     /// The page cache `--tx-cache-mib` asks for.
     pub fn tx_cache(&self) -> rpc::tx_cache::TxCache {
         rpc::tx_cache::TxCache::new(

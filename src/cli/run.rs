@@ -31,13 +31,16 @@ pub struct RunArgs {
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let stop = stop_channel();
     let Some(indexer) = start_indexer(&args.node, &args.db, &args.sync, &stop).await? else { return Ok(()) };
+    let node = args.node.connect().await?;
+    let db = indexer.db().clone();
     let ctx = RpcContext {
-        db: indexer.db().clone(),
-        node: args.node.connect().await?,
+        db: db.clone(),
+        node: node.clone(),
         max_page_size: args.serve.max_page_size,
         max_search_page: args.serve.max_search_page_size,
         progress: Some(indexer.progress()),
         events: Some(indexer.events()),
+        pending: args.serve.pending(&node, &db).await,
         tx_cache: args.serve.tx_cache(),
     };
     let (addr, server) = rpc::serve(args.serve.http_addr, ctx, &args.serve.options()).await?;

@@ -37,13 +37,15 @@ pub async fn serve(args: ServeCmdArgs) -> anyhow::Result<()> {
             return Err(state::StateError::NotInitialised.into());
         }
     }
+    let node = args.node.connect().await?;
     let ctx = RpcContext {
-        db,
-        node: args.node.connect().await?,
+        db: db.clone(),
+        node: node.clone(),
         max_page_size: args.serve.max_page_size,
         max_search_page: args.serve.max_search_page_size,
         progress: None,
         events: None,
+        pending: args.serve.pending(&node, &db).await,
         tx_cache: args.serve.tx_cache(),
     };
     let (addr, server) =

@@ -40,11 +40,15 @@ fn human_bytes(n: u64) -> String {
 /// Prints the status; the node part is left out when the node does not answer.
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     let db = Db::open(&args.db.datadir, AccessMode::ReadOnly)?;
-    let head = match args.node.connect().await {
-        Ok(node) => node.head().await.ok(),
-        Err(_) => None,
+    let node = args.node.connect().await.ok();
+    let head = match &node {
+        Some(node) => node.head().await.ok(),
+        None => None,
     };
-    let s = read_status(&db, head, None)?;
+    let mut s = read_status(&db, head, None)?;
+    if let (Some(node), Some(_)) = (&node, head) {
+        s.pending = Some(crate::pending::probe(node).await);
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
         return Ok(());
@@ -64,6 +68,12 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         s.blocks_per_second.map_or_else(|| "-".to_owned(), |r| format!("{r:.0} blocks/s (last batch)"))
     );
     println!("file size     {} ({} in use)", human_bytes(s.file_bytes), human_bytes(s.used_bytes));
+    if let Some(pending) = &s.pending {
+        println!(
+            "pending txs   {}",
+            pending.source.as_deref().unwrap_or("none: the node offers no pending transactions")
+        );
+    }
     if let Some(stage) = &s.stage {
         println!("bulk stage    {} run files", human_bytes(stage.run_bytes));
     }

@@ -25,6 +25,8 @@ pub struct RpcContext {
     pub progress: Option<crate::status::SharedProgress>,
     /// What that loop commits, for `ots2_subscribe`; without it the method is absent.
     pub events: Option<crate::events::EventBus>,
+    /// The node's pending transactions this server follows; `None` when turned off.
+    pub pending: Option<crate::pending::PendingPool>,
     /// Transactions and receipts already fetched for pages, shared by the handlers.
     pub tx_cache: tx_cache::TxCache,
 }
@@ -39,6 +41,7 @@ impl RpcContext {
             max_search_page: DEFAULT_MAX_SEARCH_PAGE,
             progress: None,
             events: None,
+            pending: None,
             tx_cache: tx_cache::TxCache::default(),
         }
     }

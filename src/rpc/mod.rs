@@ -77,10 +77,16 @@ pub fn module(ctx: RpcContext) -> Result<RpcModule<()>, ServeError> {
     module
         .merge(ots2::holders::Ots2Holders::new(ctx.clone()).into_rpc())
         .map_err(|e| ServeError::Register(e.to_string()))?;
-    if let Some(events) = ctx.events.clone() {
+    if ctx.events.is_some() || ctx.pending.is_some() {
         use gateway::subscriptions::Ots2SubscriptionApiServer;
+        let subscriptions =
+            gateway::subscriptions::Ots2Subscriptions::new(ctx.events.clone(), ctx.pending.clone());
+        module.merge(subscriptions.into_rpc()).map_err(|e| ServeError::Register(e.to_string()))?;
+    }
+    {
+        use ots2::pending::Ots2PendingApiServer;
         module
-            .merge(gateway::subscriptions::Ots2Subscriptions::new(events).into_rpc())
+            .merge(ots2::pending::Ots2Pending::new(ctx.clone()).into_rpc())
             .map_err(|e| ServeError::Register(e.to_string()))?;
     }
     module.merge(ots2::Ots2::new(ctx).into_rpc()).map_err(|e| ServeError::Register(e.to_string()))?;

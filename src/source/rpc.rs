@@ -216,6 +216,21 @@ impl NodeClient {
         }
     }
 
+    /// Items of an `eth_subscribe` with `params`, as the node sends them, when connected over
+    /// WebSocket and the node accepts it.
+    pub async fn subscribe_raw(&self, params: Value) -> Option<futures::stream::BoxStream<'static, Value>> {
+        if !self.pubsub {
+            return None;
+        }
+        match self.provider.subscribe::<_, Value>(params.clone()).await {
+            Ok(sub) => Some(futures::StreamExt::boxed(sub.into_stream())),
+            Err(e) => {
+                tracing::debug!(target: "ots::source", %params, error = %e, "subscription refused");
+                None
+            }
+        }
+    }
+
     /// Stops checking that each block's hash is the hash of its header (for chains whose headers
     /// carry fields Ethereum's do not).
     pub const fn without_header_check(mut self) -> Self {

@@ -1,6 +1,7 @@
 //! `ots2_subscribe` over WebSocket: blocks as they are committed, and the activity of one
 //! address, each sent only after its batch is committed; a `removed` notice when a reorg unwinds
-//! blocks. A subscriber that cannot keep up is dropped with an error notice, never buffered
+//! blocks; and the pending activity of one address (seen in the node's pool, mined once the
+//! index has the block, replaced, dropped). A subscriber that cannot keep up is dropped with an error notice, never buffered
 //! without bound: the connection holds `--max-pending-messages` unread messages, a notification
 //! waits at most [`SLOW_SUBSCRIBER_GRACE`] for room, and a subscriber more than
 //! [`crate::events::EVENT_BUFFER`] batches behind is dropped too.
@@ -17,9 +18,13 @@ use jsonrpsee::{
 use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::rpc::errors::invalid_params;
+use crate::rpc::{
+    errors::{invalid_params, server_error},
+    ots2::pending::PendingEntry,
+};
 use crate::{
     events::{ActivityKind, EventBus, IndexEvent},
+    pending::{Notice, NoticeKind, PendingPool},
     txid::TxId,
 };
 
@@ -28,12 +33,13 @@ use crate::{
 pub const SLOW_SUBSCRIBER_GRACE: Duration = Duration::from_secs(5);
 
 /// Subscription kinds `ots2_subscribe` takes.
-pub const KINDS: &[&str] = &["newIndexedBlocks", "addressActivity"];
+pub const KINDS: &[&str] = &["newIndexedBlocks", "addressActivity", "pendingActivity"];
 
 /// The subscription namespace.
 #[rpc(server, namespace = "ots2")]
 pub trait Ots2SubscriptionApi {
-    /// `["newIndexedBlocks"]` or `["addressActivity", address]`; notifications come as
+    /// `["newIndexedBlocks"]`, `["addressActivity", address]` or `["pendingActivity", address]`;
+    /// notifications come as
     /// `ots2_subscription`; `ots2_unsubscribe(id)` ends it.
     #[subscription(name = "subscribe" => "subscription", unsubscribe = "unsubscribe", item = Value)]
     async fn subscribe(&self, kind: String, address: Option<Address>) -> SubscriptionResult;
@@ -44,6 +50,7 @@ pub trait Ots2SubscriptionApi {
 enum Filter {
     Blocks,
     Address(Address),
+    Pending(Address),
 }
 
 fn parse(kind: &str, address: Option<Address>) -> Result<Filter, ErrorObjectOwned> {
@@ -53,6 +60,10 @@ fn parse(kind: &str, address: Option<Address>) -> Result<Filter, ErrorObjectOwne
         ("addressActivity", Some(a)) => Ok(Filter::Address(a)),
         ("addressActivity", None) => {
             Err(invalid_params("addressActivity needs an address: [\"addressActivity\", \"0x…\"]"))
+        }
+        ("pendingActivity", Some(a)) => Ok(Filter::Pending(a)),
+        ("pendingActivity", None) => {
+            Err(invalid_params("pendingActivity needs an address: [\"pendingActivity\", \"0x…\"]"))
         }
         (other, _) => {
             Err(invalid_params(format!("unknown subscription {other:?}; one of {}", KINDS.join(", "))))
@@ -85,6 +96,7 @@ fn render(event: &IndexEvent, filter: Filter) -> Vec<Value> {
                     })
                 })
                 .collect(),
+            Filter::Pending(_) => Vec::new(),
             Filter::Address(address) => blocks
                 .iter()
                 .flat_map(|b| {
@@ -112,13 +124,56 @@ fn render(event: &IndexEvent, filter: Filter) -> Vec<Value> {
 /// Implementation of [`Ots2SubscriptionApiServer`].
 #[derive(Debug, Clone)]
 pub struct Ots2Subscriptions {
-    events: EventBus,
+    events: Option<EventBus>,
+    pending: Option<PendingPool>,
 }
 
 impl Ots2Subscriptions {
-    /// Subscriptions to `events`.
-    pub const fn new(events: EventBus) -> Self {
-        Self { events }
+    /// Subscriptions to `events` (the index's) and `pending` (the node's pool).
+    pub const fn new(events: Option<EventBus>, pending: Option<PendingPool>) -> Self {
+        Self { events, pending }
+    }
+}
+
+/// The notification of `notice`.
+fn render_notice(notice: &Notice) -> Value {
+    let hash = notice.tx.hash;
+    match &notice.kind {
+        NoticeKind::Pending => {
+            let entry = PendingEntry::of(&notice.tx);
+            json!({
+                "kind": "pending",
+                "hash": hash,
+                "transaction": entry.transaction,
+                "firstSeen": entry.first_seen,
+                "transfers": entry.transfers,
+            })
+        }
+        NoticeKind::Mined { block, block_hash, index } => json!({
+            "kind": "mined",
+            "hash": hash,
+            "blockNumber": hex(*block),
+            "blockHash": block_hash,
+            "transactionIndex": hex(*index),
+        }),
+        NoticeKind::Replaced { by } => json!({"kind": "replaced", "hash": hash, "replacedBy": by}),
+        NoticeKind::Dropped => json!({"kind": "dropped", "hash": hash}),
+    }
+}
+
+/// Sends `notification`; `Err` ends the subscription (closed: `Ok(None)` inside).
+async fn send(
+    sink: &jsonrpsee::SubscriptionSink,
+    notification: &Value,
+) -> Result<bool, jsonrpsee::core::SubscriptionError> {
+    let message = serde_json::value::to_raw_value(notification).map_err(|e| e.to_string())?;
+    match sink.send_timeout(message, SLOW_SUBSCRIBER_GRACE).await {
+        Ok(()) => Ok(true),
+        Err(SendTimeoutError::Closed(_)) => Ok(false),
+        Err(SendTimeoutError::Timeout(_)) => {
+            tracing::info!(target: "ots::rpc", "dropping a subscriber that does not read");
+            Err("dropped: this subscriber did not read its notifications fast enough".into())
+        }
     }
 }
 
@@ -137,7 +192,49 @@ impl Ots2SubscriptionApiServer for Ots2Subscriptions {
                 return Ok(());
             }
         };
-        let mut events = self.events.subscribe();
+        if let Filter::Pending(address) = filter {
+            let pool = match self.pending.as_ref().map(|p| (p, p.unavailable())) {
+                Some((pool, None)) => pool,
+                Some((_, Some(why))) => {
+                    pending.reject(server_error(why)).await;
+                    return Ok(());
+                }
+                None => {
+                    pending
+                        .reject(server_error(
+                            "pending transactions are off on this server (--max-pending-transactions 0)",
+                        ))
+                        .await;
+                    return Ok(());
+                }
+            };
+            let mut notices = pool.subscribe();
+            let sink = pending.accept().await?;
+            tracing::debug!(target: "ots::rpc", ?filter, "subscription started");
+            loop {
+                let notice: Arc<Notice> = tokio::select! {
+                    () = sink.closed() => return Ok(()),
+                    received = notices.recv() => match received {
+                        Ok(notice) => notice,
+                        Err(RecvError::Lagged(missed)) => {
+                            tracing::info!(target: "ots::rpc", missed, "dropping a subscriber that fell behind");
+                            return Err(format!("dropped: this subscriber fell {missed} notices behind").into());
+                        }
+                        Err(RecvError::Closed) => return Ok(()),
+                    },
+                };
+                if notice.tx.parties().contains(&address) && !send(&sink, &render_notice(&notice)).await? {
+                    return Ok(());
+                }
+            }
+        }
+        let Some(events) = self.events.as_ref() else {
+            pending
+                .reject(server_error("this server does not index (serve): only pendingActivity is offered"))
+                .await;
+            return Ok(());
+        };
+        let mut events = events.subscribe();
         let sink = pending.accept().await?;
         tracing::debug!(target: "ots::rpc", ?filter, "subscription started");
         loop {
@@ -153,16 +250,8 @@ impl Ots2SubscriptionApiServer for Ots2Subscriptions {
                 },
             };
             for notification in render(&event, filter) {
-                let message = serde_json::value::to_raw_value(&notification)?;
-                match sink.send_timeout(message, SLOW_SUBSCRIBER_GRACE).await {
-                    Ok(()) => {}
-                    Err(SendTimeoutError::Closed(_)) => return Ok(()),
-                    Err(SendTimeoutError::Timeout(_)) => {
-                        tracing::info!(target: "ots::rpc", "dropping a subscriber that does not read");
-                        return Err(
-                            "dropped: this subscriber did not read its notifications fast enough".into()
-                        );
-                    }
+                if !send(&sink, &notification).await? {
+                    return Ok(());
                 }
             }
         }
@@ -184,7 +273,13 @@ mod tests {
         assert!(parse("addressActivity", None).is_err());
         assert!(parse("newIndexedBlocks", Some(a)).is_err());
         let e = parse("newHeads", None).expect_err("unknown");
-        assert!(e.message().contains("newIndexedBlocks, addressActivity"), "{}", e.message());
+        assert!(
+            e.message().contains("newIndexedBlocks, addressActivity, pendingActivity"),
+            "{}",
+            e.message()
+        );
+        assert_eq!(parse("pendingActivity", Some(a)), Ok(Filter::Pending(a)));
+        assert!(parse("pendingActivity", None).is_err());
     }
 
     #[test]

@@ -85,7 +85,9 @@ impl Ots2ExtApiServer for Ots2Ext {
     async fn get_indexer_status(&self) -> RpcResult<IndexerStatus> {
         let head = self.ctx.node.head().await.ok();
         let progress = self.ctx.progress.as_ref().map(|p| p.get());
-        read_status(&self.ctx.db, head, progress).map_err(|e| db_error(&e))
+        let mut status = read_status(&self.ctx.db, head, progress).map_err(|e| db_error(&e))?;
+        status.pending = self.ctx.pending.as_ref().map(crate::pending::PendingPool::status);
+        Ok(status)
     }
 
     async fn transfer_integrity_checker(&self) -> RpcResult<()> {

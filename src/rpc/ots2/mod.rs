@@ -2,6 +2,7 @@
 
 pub mod ext;
 pub mod holders;
+pub mod pending;
 
 use std::collections::{BTreeMap, HashMap};
 
