@@ -111,7 +111,7 @@ async fn the_standard_workload_indexes_from_hardhat_as_from_anvil() {
     // and indexed it is reported mined.
     let client = NodeClient::connect(&node.url, Duration::from_secs(30)).expect("node");
     let _: Value = client.raw("evm_setAutomine", json!([false])).await.expect("automine off");
-    let config = PendingConfig { max: 100, poll: Duration::from_millis(100) };
+    let config = PendingConfig { max: 100, poll: Duration::from_millis(100), ..Default::default() };
     let pool = PendingPool::start(client.clone(), db.clone(), config).await;
     assert_eq!(pool.status().source.as_deref(), Some("eth_pendingTransactions (polled)"));
     let mut notices = pool.subscribe();

@@ -83,7 +83,7 @@ async fn running(max: usize, ws_node: bool) -> Running {
     } else {
         node.clone()
     };
-    let pending = PendingPool::start(pool_node, db.clone(), PendingConfig { max, poll: TICK }).await;
+    let pending = PendingPool::start(pool_node, db.clone(), PendingConfig { max, poll: TICK, ..Default::default() }).await;
     let ctx = RpcContext {
         pending: Some(pending),
         progress: Some(indexer.progress()),
@@ -292,7 +292,7 @@ async fn bounded_pool_keeps_the_newest_and_a_new_pool_rebuilds_from_the_node() {
 
     // Another server on the same node (a restart) rebuilds from the node's pool.
     let node = NodeClient::connect(&run.anvil.url, Duration::from_secs(30)).expect("node");
-    let fresh = PendingPool::start(node, run.db.clone(), PendingConfig { max: 100, poll: TICK }).await;
+    let fresh = PendingPool::start(node, run.db.clone(), PendingConfig { max: 100, poll: TICK, ..Default::default() }).await;
     let mut rebuilt = Vec::new();
     for _ in 0..100 {
         rebuilt = fresh.of_address(&a4, 10);
@@ -326,4 +326,31 @@ async fn a_websocket_node_feeds_the_pool_by_subscription() {
     assert_eq!(mined["kind"], json!("mined"));
     assert_eq!(mined["blockNumber"], run.chain.receipt_of(transfer).await["blockNumber"]);
     run.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_down_at_start_up_is_asked_again() {
+    let port = common::anvil::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+    let node = NodeClient::connect(&url, Duration::from_secs(5)).expect("node");
+    let config = PendingConfig { max: 10, poll: TICK, redetect: Duration::from_millis(200) };
+    let pool = PendingPool::start(node, db, config).await;
+    let status = pool.status();
+    assert_eq!(status.source, None);
+    let why = status.unavailable.expect("says why");
+    assert!(why.contains("could not be reached"), "{why}");
+    let anvil = Anvil::start_on(Some(port), &[]);
+    let mut source = None;
+    for _ in 0..100 {
+        source = pool.status().source;
+        if source.is_some() {
+            break;
+        }
+        tokio::time::sleep(TICK).await;
+    }
+    assert_eq!(source.as_deref(), Some("txpool_content (polled)"));
+    assert_eq!(pool.unavailable(), None);
+    drop(anvil);
 }

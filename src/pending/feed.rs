@@ -69,20 +69,36 @@ impl Feed {
     }
 }
 
-/// Finds the best source `node` offers; `None` when it has none (the reason is logged).
-pub async fn detect(node: &NodeClient) -> Option<Feed> {
+/// What asking the node for a source found.
+#[derive(Debug)]
+pub enum Detection {
+    /// The best source it offers.
+    Found(Feed),
+    /// It answered, and offers none.
+    NoneOffered,
+    /// It could not be asked (down, or answering garbage): ask again later.
+    Unreachable(SourceError),
+}
+
+/// Finds the best source `node` offers.
+pub async fn detect(node: &NodeClient) -> Detection {
     if let Some(stream) = node.subscribe_raw(json!(["newPendingTransactions", true])).await {
-        return Some(Feed::Subscription(stream));
+        return Detection::Found(Feed::Subscription(stream));
     }
+    let mut unreachable = None;
     for kind in [FeedKind::TxpoolContent, FeedKind::PendingTransactions] {
         match snapshot(node, kind).await {
-            Ok(_) => return Some(Feed::Snapshot(kind)),
-            Err(e) => {
+            Ok(_) => return Detection::Found(Feed::Snapshot(kind)),
+            Err(e) if e.is_method_missing() || e.is_error_answer() => {
                 tracing::debug!(target: "ots::pending", source = kind.name(), error = %e, "pending source not offered");
             }
+            Err(e) => unreachable = Some(e),
         }
     }
-    None
+    match unreachable {
+        Some(e) => Detection::Unreachable(e),
+        None => Detection::NoneOffered,
+    }
 }
 
 /// The node's pool now: every transaction object of it.

@@ -34,11 +34,13 @@ pub struct PendingConfig {
     pub max: usize,
     /// How often the node's pool is looked at.
     pub poll: Duration,
+    /// How often a node that could not be reached at start-up is asked again for a source.
+    pub redetect: Duration,
 }
 
 impl Default for PendingConfig {
     fn default() -> Self {
-        Self { max: DEFAULT_MAX_PENDING, poll: DEFAULT_POLL }
+        Self { max: DEFAULT_MAX_PENDING, poll: DEFAULT_POLL, redetect: DEFAULT_REDETECT }
     }
 }
 
@@ -59,19 +61,27 @@ pub struct PendingStatus {
     pub max: Option<usize>,
 }
 
+/// Default interval between attempts to reach a node that was down at start-up.
+pub const DEFAULT_REDETECT: Duration = Duration::from_secs(10);
+
+/// A lock that a panic elsewhere does not poison for good: the worst a panic while holding one
+/// leaves is a stale entry.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// What the tracker and the handlers share.
 #[derive(Debug)]
 struct Shared {
     pool: Mutex<Pool>,
     notices: broadcast::Sender<Arc<Notice>>,
-    source: Option<FeedKind>,
+    source: Mutex<Option<FeedKind>>,
     unavailable: Mutex<Option<String>>,
 }
 
 impl Shared {
     fn pool(&self) -> MutexGuard<'_, Pool> {
-        // A panic while holding the lock leaves a pool whose worst fault is a stale entry.
-        self.pool.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.pool)
     }
 
     fn publish(&self, notices: Vec<Notice>) {
@@ -81,8 +91,24 @@ impl Shared {
         }
     }
 
+    fn set_unavailable(&self, why: String) {
+        *lock(&self.unavailable) = Some(why);
+    }
+
     fn set_ended(&self, why: &str) {
-        *self.unavailable.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(why.to_owned());
+        *lock(&self.source) = None;
+        self.set_unavailable(why.to_owned());
+    }
+
+    fn found(&self, kind: FeedKind, max: usize) {
+        tracing::info!(target: "ots::pending", source = kind.name(), max, "following the node's pending transactions");
+        *lock(&self.source) = Some(kind);
+        *lock(&self.unavailable) = None;
+    }
+
+    fn none_offered(&self) {
+        tracing::info!(target: "ots::pending", "the node offers no pending transactions (no newPendingTransactions subscription, txpool_content or eth_pendingTransactions)");
+        self.set_unavailable(NO_SOURCE.to_owned());
     }
 }
 
@@ -97,33 +123,49 @@ impl PendingPool {
     /// Finds the node's best source of pending transactions and starts following it. A node
     /// with none gives a pool that stays empty and says why.
     pub async fn start(node: NodeClient, db: Db, config: PendingConfig) -> Self {
-        let feed = feed::detect(&node).await;
-        let source = feed.as_ref().map(feed::Feed::kind);
-        let unavailable = match source {
-            Some(kind) => {
-                tracing::info!(target: "ots::pending", source = kind.name(), max = config.max, "following the node's pending transactions");
-                None
-            }
-            None => {
-                tracing::info!(target: "ots::pending", "the node offers no pending transactions (no newPendingTransactions subscription, txpool_content or eth_pendingTransactions)");
-                Some(NO_SOURCE.to_owned())
-            }
-        };
+        let detection = feed::detect(&node).await;
         let shared = Arc::new(Shared {
             pool: Mutex::new(Pool::new(config.max)),
             notices: broadcast::channel(NOTICE_BUFFER).0,
-            source,
-            unavailable: Mutex::new(unavailable),
+            source: Mutex::new(None),
+            unavailable: Mutex::new(None),
         });
-        if let Some(feed) = feed {
-            tokio::spawn(tracker::run(Arc::downgrade(&shared), node, db, feed, config.poll));
+        let weak = Arc::downgrade(&shared);
+        match detection {
+            feed::Detection::Found(feed) => {
+                shared.found(feed.kind(), config.max);
+                tokio::spawn(tracker::run(weak, node, db, feed, config.poll));
+            }
+            feed::Detection::NoneOffered => shared.none_offered(),
+            feed::Detection::Unreachable(e) => {
+                tracing::warn!(target: "ots::pending", error = %e, "cannot ask the node for its pending transactions; asking again");
+                shared.set_unavailable(format!(
+                    "the node could not be reached to follow its pending transactions ({e}); trying again every {} s",
+                    config.redetect.as_secs_f64()
+                ));
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(config.redetect).await;
+                        let Some(shared) = weak.upgrade() else { return };
+                        match feed::detect(&node).await {
+                            feed::Detection::Found(feed) => {
+                                shared.found(feed.kind(), config.max);
+                                drop(shared);
+                                return tracker::run(weak, node, db, feed, config.poll).await;
+                            }
+                            feed::Detection::NoneOffered => return shared.none_offered(),
+                            feed::Detection::Unreachable(_) => {}
+                        }
+                    }
+                });
+            }
         }
         Self { shared }
     }
 
     /// Why pending transactions cannot be served, if they cannot.
     pub fn unavailable(&self) -> Option<String> {
-        self.shared.unavailable.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        lock(&self.shared.unavailable).clone()
     }
 
     /// Up to `n` transactions in the pool concerning `address`, newest first seen first.
@@ -140,7 +182,7 @@ impl PendingPool {
     pub fn status(&self) -> PendingStatus {
         let pool = self.shared.pool();
         PendingStatus {
-            source: self.shared.source.map(|s| s.name().to_owned()),
+            source: lock(&self.shared.source).map(|s| s.name().to_owned()),
             unavailable: self.unavailable(),
             transactions: Some(pool.len()),
             bytes: Some(pool.bytes()),
@@ -151,10 +193,14 @@ impl PendingPool {
 
 /// What a node offers, for `status` in another process than the server's.
 pub async fn probe(node: &NodeClient) -> PendingStatus {
-    let kind = feed::detect(node).await.map(|f| f.kind());
+    let (source, unavailable) = match feed::detect(node).await {
+        feed::Detection::Found(feed) => (Some(feed.kind().name().to_owned()), None),
+        feed::Detection::NoneOffered => (None, Some(NO_SOURCE.to_owned())),
+        feed::Detection::Unreachable(e) => (None, Some(format!("the node could not be asked: {e}"))),
+    };
     PendingStatus {
-        source: kind.map(|k| k.name().to_owned()),
-        unavailable: kind.is_none().then(|| NO_SOURCE.to_owned()),
+        source,
+        unavailable,
         transactions: None,
         bytes: None,
         max: None,

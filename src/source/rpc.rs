@@ -114,6 +114,11 @@ impl SourceError {
     pub fn is_method_missing(&self) -> bool {
         matches!(self, Self::Request { source, .. } if is_method_missing(source))
     }
+
+    /// Whether the node answered with a JSON-RPC error (it is there, and refused the call).
+    pub fn is_error_answer(&self) -> bool {
+        matches!(self, Self::Request { source: RpcError::ErrorResp(_), .. })
+    }
 }
 
 /// A forwarded request did not give a result.
