@@ -112,12 +112,18 @@ fn block(n: u64, logs_per_block: u64, gen: &mut Gen) -> ClassifiedBlock {
                 topics: vec![TRANSFER_TOPIC, word(from), word(to)],
                 data: Bytes::from(U256::from(gen.next() % 1_000_000).to_be_bytes::<32>().to_vec()),
             };
-            receipts.push(ReceiptData { success: true, contract_address: None, logs: vec![log] });
+            receipts.push(ReceiptData {
+                success: true,
+                contract_address: None,
+                logs: vec![log],
+                fee: U256::ZERO,
+            });
             transactions.push(TxData {
                 hash: keccak256([n, i].map(u64::to_be_bytes).concat()),
                 from,
                 to: Some(contract),
                 nonce: tx_nonce,
+                value: U256::ZERO,
             });
         }
     }
@@ -132,6 +138,7 @@ fn block(n: u64, logs_per_block: u64, gen: &mut Gen) -> ClassifiedBlock {
         receipts,
         frames: None,
         withdrawals: vec![],
+        code_removed: Vec::new(),
     };
     ClassifiedBlock { block, facts, probe_misses: vec![] }
 }

@@ -59,6 +59,11 @@ const MAINNET_MTX: f64 = 3_700.0;
 const APPEARANCE_TABLES: [TableId; 4] =
     [TableId::OtsAppearances, TableId::OtsSentTxs, TableId::OtsNonceAnchors, TableId::OtsContractCreators];
 
+/// Tables of the address summary (totals, their undo records, code removals): what
+/// `summary_bytes_per_appearance` counts.
+const SUMMARY_TABLES: [TableId; 3] =
+    [TableId::OtsAddressTotals, TableId::OtsTotalsUndo, TableId::OtsCodeRemovals];
+
 /// One field `name=value` of a text log line.
 fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
     let at = line.find(&format!(" {name}="))? + name.len() + 2;
@@ -463,6 +468,8 @@ fn main() -> anyhow::Result<()> {
     }
     let appearance_bytes: u64 =
         written.iter().filter(|s| APPEARANCE_TABLES.contains(&s.table)).map(|s| s.bytes).sum();
+    let summary_bytes: u64 =
+        written.iter().filter(|s| SUMMARY_TABLES.contains(&s.table)).map(|s| s.bytes).sum();
     let budget = 50.0 * logs + 5.0 * appearances;
 
     eprintln!("queries over HTTP ({}):", datadir.display());
@@ -519,6 +526,9 @@ fn main() -> anyhow::Result<()> {
         "bytes_per_transfer_log_compacted": round(compacted_total as f64 / logs, 2),
         "bytes_per_transfer_log_without_appearances": round((written_total - appearance_bytes) as f64 / logs, 2),
         "bytes_per_appearance": round(appearance_bytes as f64 / appearances, 2),
+        "summary_bytes": summary_bytes,
+        "summary_bytes_per_appearance": round(summary_bytes as f64 / appearances, 3),
+        "bytes_per_transfer_log_without_summary": round((written_total - summary_bytes) as f64 / logs, 2),
         "size_budget_bytes": budget.round(),
         "size_within_budget": (written_total as f64) <= budget,
         "peak_rss_mib": round(s.peak[3], 0),

@@ -268,8 +268,9 @@ impl World {
                     from: Address::from_slice(&keccak256(tx.to_be_bytes())[12..]),
                     to: Some(self.tokens[0]),
                     nonce: 0,
+                    value: U256::ZERO,
                 });
-                receipts.push(ReceiptData { success: true, contract_address: None, logs });
+                receipts.push(ReceiptData { success: true, contract_address: None, logs, fee: U256::ZERO });
             }
         }
         let block = block_data(n, hash, parent, transactions, receipts);

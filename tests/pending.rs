@@ -83,7 +83,9 @@ async fn running(max: usize, ws_node: bool) -> Running {
     } else {
         node.clone()
     };
-    let pending = PendingPool::start(pool_node, db.clone(), PendingConfig { max, poll: TICK, ..Default::default() }).await;
+    let pending =
+        PendingPool::start(pool_node, db.clone(), PendingConfig { max, poll: TICK, ..Default::default() })
+            .await;
     let ctx = RpcContext {
         pending: Some(pending),
         progress: Some(indexer.progress()),
@@ -292,7 +294,12 @@ async fn bounded_pool_keeps_the_newest_and_a_new_pool_rebuilds_from_the_node() {
 
     // Another server on the same node (a restart) rebuilds from the node's pool.
     let node = NodeClient::connect(&run.anvil.url, Duration::from_secs(30)).expect("node");
-    let fresh = PendingPool::start(node, run.db.clone(), PendingConfig { max: 100, poll: TICK, ..Default::default() }).await;
+    let fresh = PendingPool::start(
+        node,
+        run.db.clone(),
+        PendingConfig { max: 100, poll: TICK, ..Default::default() },
+    )
+    .await;
     let mut rebuilt = Vec::new();
     for _ in 0..100 {
         rebuilt = fresh.of_address(&a4, 10);

@@ -111,6 +111,7 @@ fn generated_chain() -> (Vec<BlockData>, [Address; 3]) {
                 receipts: vec![],
                 frames: None,
                 withdrawals,
+                code_removed: Vec::new(),
             }
         })
         .collect();

@@ -27,6 +27,11 @@ pub struct BlockData {
     pub frames: Option<Vec<CallFrame>>,
     /// Consensus-layer withdrawals.
     pub withdrawals: Vec<Withdrawal>,
+    /// Contracts a successful SELFDESTRUCT frame of this block named whose code the node says is
+    /// gone at the block's end (before Cancun every selfdestruct removes code; after it, only a
+    /// contract created in the same transaction's); empty without call frames.
+    #[serde(default)]
+    pub code_removed: Vec<Address>,
 }
 
 /// What a call frame did.
@@ -92,6 +97,10 @@ pub struct TxData {
     /// The sender's nonce (0 in recordings made before it was kept).
     #[serde(default)]
     pub nonce: u64,
+    /// Wei the transaction itself sends to its recipient (or new contract); 0 in JSON
+    /// recordings made before it was kept.
+    #[serde(default)]
+    pub value: U256,
 }
 
 /// What the index needs of a receipt.
@@ -103,6 +112,10 @@ pub struct ReceiptData {
     pub contract_address: Option<Address>,
     /// Logs in order.
     pub logs: Vec<LogData>,
+    /// Wei the sender paid for the transaction: gas used × effective gas price, plus blob gas
+    /// used × blob gas price; 0 in JSON recordings made before it was kept.
+    #[serde(default)]
+    pub fee: U256,
 }
 
 /// An event log.

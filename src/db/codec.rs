@@ -13,12 +13,14 @@ mod appearances;
 mod balances;
 mod contract_info;
 mod label;
+mod totals;
 pub use appearances::{
     gap_len, pack_chunks, varint_len, Creation, ListKey, NonceAnchor, PackedIds, Unpacked, MAX_PACKED_BYTES,
 };
 pub use balances::{Balance, BalancePrior, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank, TokenIdKey};
 pub use contract_info::ContractInfo;
 pub use label::{Label, MAX_LABEL_BYTES};
+pub use totals::{AddressTotals, TotalsDelta};
 
 /// A value read from disk did not have the shape its table declares.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -101,6 +103,7 @@ macro_rules! be_u64_codec {
 
 be_u64_codec!(BlockNumber, "block number");
 be_u64_codec!(Count, "count");
+be_u64_codec!(crate::txid::TxId, "transaction id");
 
 impl KeyCodec for Address {
     type Encoded = [u8; 20];
@@ -377,6 +380,8 @@ pub enum IndexKind {
     SentTxs = 12,
     /// `OtsContractCreators`: the block created a contract at this address.
     ContractCreator = 13,
+    /// `OtsCodeRemovals`: the block removed this contract's code.
+    CodeRemoval = 14,
 }
 
 impl IndexKind {
@@ -396,6 +401,7 @@ impl IndexKind {
             11 => Some(Self::Appearances),
             12 => Some(Self::SentTxs),
             13 => Some(Self::ContractCreator),
+            14 => Some(Self::CodeRemoval),
             _ => None,
         }
     }

@@ -9,6 +9,7 @@
 //! | `db_state`       | UTF-8: `open`, `closed` or `inconsistent`     |
 //! | `last_block`     | block number (u64 BE) ‖ block hash (32 bytes) |
 //! | `sync_rate`      | f64 BE bits: blocks/s of the last batch       |
+//! | `call_frames`    | 1 byte: bit 0 some block came with call frames, bit 1 some without |
 
 use std::fmt;
 
@@ -24,7 +25,7 @@ use signet_libmdbx::tx::TransactionKind;
 
 /// Version of the on-disk format this build writes and reads. Bump it when a table's bytes
 /// change; an older database is then refused instead of misread.
-pub const FORMAT_VERSION: u64 = 4;
+pub const FORMAT_VERSION: u64 = 5;
 
 const FORMAT_VERSION_KEY: &str = "format_version";
 const CHAIN_ID_KEY: &str = "chain_id";
@@ -33,6 +34,7 @@ const CLASSIFIERS_KEY: &str = "classifiers";
 const DB_STATE_KEY: &str = "db_state";
 const LAST_BLOCK_KEY: &str = "last_block";
 const SYNC_RATE_KEY: &str = "sync_rate";
+const CALL_FRAMES_KEY: &str = "call_frames";
 
 /// Which chain a database indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,6 +279,40 @@ pub fn set_db_state(txn: &WriteTxn, db_state: DbState) -> DbResult<()> {
 /// Records the speed of the batch being written (for `status` in another process).
 pub fn set_sync_rate(txn: &WriteTxn, blocks_per_second: f64) -> DbResult<()> {
     put(txn, SYNC_RATE_KEY, &blocks_per_second.to_bits().to_be_bytes())
+}
+
+/// Whether the indexed blocks came with call frames (from the node's tracer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CallFrames {
+    /// Nothing indexed yet.
+    Unknown,
+    /// Every block: internal calls and value moves at any depth are counted.
+    All,
+    /// No block: only transactions' own values and parties are counted.
+    None,
+    /// Some blocks did, some did not (the node's tracer changed, or `--traces`).
+    Partial,
+}
+
+/// Notes that blocks with call frames (`with`) and blocks without (`without`) were indexed.
+pub fn note_call_frames(txn: &WriteTxn, with: bool, without: bool) -> DbResult<()> {
+    let old = get(txn, CALL_FRAMES_KEY)?.and_then(|v| v.first().copied()).unwrap_or(0);
+    let new = old | u8::from(with) | (u8::from(without) << 1);
+    if new != old {
+        put(txn, CALL_FRAMES_KEY, &[new])?;
+    }
+    Ok(())
+}
+
+/// Whether the indexed blocks came with call frames.
+pub fn read_call_frames<K: TransactionKind>(txn: &Txn<K>) -> DbResult<CallFrames> {
+    Ok(match get(txn, CALL_FRAMES_KEY)?.and_then(|v| v.first().copied()).unwrap_or(0) & 3 {
+        0 => CallFrames::Unknown,
+        1 => CallFrames::All,
+        2 => CallFrames::None,
+        _ => CallFrames::Partial,
+    })
 }
 
 /// Moves the checkpoint (in the same transaction as the batch it covers).

@@ -4,11 +4,13 @@
 //! listed in docs/format.md. Integers are 8 bytes big-endian, addresses 20 raw bytes.
 
 use super::codec::{
-    Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup, Creation,
-    Holding, IdChunk, KeyCodec, Label, ListKey, MultiKey, MultiPrior, NonceAnchor, OwnerPrior, PackedIds,
-    PairKey, Rank, StateKey, TokenIdKey, UndoRecord, ValueCodec,
+    AddressTotals, Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup,
+    Creation, Holding, IdChunk, KeyCodec, Label, ListKey, MultiKey, MultiPrior, NonceAnchor, OwnerPrior,
+    PackedIds, PairKey, Rank, StateKey, TokenIdKey, TotalsDelta, UndoRecord, ValueCodec,
 };
 use alloy_primitives::Address;
+
+use crate::txid::TxId;
 use signet_libmdbx::DatabaseFlags;
 
 /// How a table stores values.
@@ -236,6 +238,20 @@ tables! {
     /// the creating frame's `from` (20), sorted by TxId; a contract re-created at the same
     /// address (CREATE2 after a selfdestruct) has one dup per creation.
     OtsContractCreators: DupFixed, Address => Creation;
+    /// When a contract's code was removed (ours): key contract (20), dup the TxId (8) of the
+    /// transaction whose SELFDESTRUCT removed it, confirmed by the node's `eth_getCode` at that
+    /// block. With `OtsContractCreators`, a contract's lifetimes: each creation starts one, a
+    /// removal after it ends it.
+    OtsCodeRemovals: DupFixed, Address => TxId;
+    /// An address's totals (ours): wei received, sent, paid in fees and withdrawn, and
+    /// transactions it was the top-level recipient of. Key: address (20). Value:
+    /// `codec::AddressTotals` (a presence mask, then compact sums and a varint count). No row
+    /// for an address whose totals are all zero.
+    OtsAddressTotals: Plain, Address => AddressTotals;
+    /// What blocks added to `OtsAddressTotals` (ours), for unwinds. Key: block (8). Dup:
+    /// address (20) ‖ what the block added, encoded as `OtsAddressTotals` values. Kept for the
+    /// reorg window, like `OtsUndoJournal`.
+    OtsTotalsUndo: DupSort, BlockNumber => TotalsDelta;
     /// Undo journal (not part of ots2). Key: block number (8). Value: block hash (32) ‖
     /// repeated [row kind (1) ‖ address (20)]: the rows the block wrote that its number alone
     /// does not find (address-index lists, holdings, contract info, labels, probes). Kept for the
@@ -263,9 +279,9 @@ mod tests {
     fn registry_holds_every_ots2_table() {
         // The ots2 format: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
         // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, the 8
-        // balance tables, contract info, transfer probes, labels, the 4 appearance tables, undo
-        // journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 4 + 5);
+        // balance tables, contract info, transfer probes, labels, the 4 appearance tables, the 2
+        // totals tables, code removals, undo journal and internal state.
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 4 + 2 + 1 + 5);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

@@ -22,7 +22,8 @@ use super::{
     holdings::Holdings,
     journal,
     labels::{self, BadLabel, LabelError},
-    matches, probes,
+    lifetimes, matches, probes,
+    totals::Totals,
     transfers::Touch,
     undo::UndoLog,
 };
@@ -207,14 +208,19 @@ pub(super) struct Rows<B> {
     pub(super) lists: IdLists,
     pub(super) held: Holdings,
     pub(super) seen: Appearances,
+    pub(super) totals: Totals,
     pub(super) balances: B,
 }
 
 impl Rows<BulkBalances> {
     /// Spills the largest buffers until the rows held in memory fit in `budget` bytes.
     pub(super) fn spill_over(&mut self, budget: usize) -> DbResult<()> {
-        let Self { lists, held, seen, balances } = self;
-        let buffers = lists.buffers().chain(held.buffers()).chain(seen.buffers()).chain([balances.buffer()]);
+        let Self { lists, held, seen, totals, balances } = self;
+        let buffers = lists
+            .buffers()
+            .chain(held.buffers())
+            .chain(seen.buffers())
+            .chain([totals.buffer(), balances.buffer()]);
         Ok(spill_over(buffers.collect(), budget)?)
     }
 }
@@ -251,6 +257,9 @@ pub(super) fn write_blocks<B: CollectBalances>(
     out: &mut WrittenBatch,
 ) -> Result<(), WriteError> {
     let mut kinds = Kinds::default();
+    let with = blocks.iter().any(|b| b.block.frames.is_some());
+    let without = blocks.iter().any(|b| b.block.frames.is_none());
+    state::note_call_frames(txn, with, without)?;
     for ClassifiedBlock { block, facts, probe_misses } in blocks {
         *tip = Some(continues(*tip, block)?);
         undo.begin_block(block.number, block.hash);
@@ -258,6 +267,7 @@ pub(super) fn write_blocks<B: CollectBalances>(
         contract_info::write_block(txn, block.number, facts, undo)?;
         labels::write_block(txn, block.number, facts, undo)?;
         probes::write_block(txn, block.number, probe_misses, undo)?;
+        lifetimes::write_block(txn, block, undo)?;
         let logs = token_logs(block, |token| kinds.of(txn, token))?;
         rows.balances.collect_moves(block.number, &logs)?;
         let touches = logs.iter().flat_map(|(tx, log)| Touch::of(*tx, log));
@@ -269,6 +279,7 @@ pub(super) fn write_blocks<B: CollectBalances>(
         if options.appearances {
             rows.seen.collect_block(block, undo)?;
         }
+        rows.totals.collect_block(block)?;
         if options.activity {
             out.blocks.push(IndexedBlock::new(block, contracts, logs.len() as u64, touches));
         }
@@ -294,13 +305,14 @@ pub fn write_batch(
     let mut undo = UndoLog::keeping_from(keep_from);
     let mut rows = Rows::<Balances>::default();
     write_blocks(&txn, blocks, &mut tip, &mut rows, &mut undo, options, &mut out)?;
-    let Rows { lists, held, seen, balances } = rows;
+    let Rows { lists, held, seen, totals, balances } = rows;
     // Balances resolve on the second core while this thread writes holdings, the journal and
     // the address indexes from the state the transaction started from.
     (out.stats.transfer_ids, out.stats.appearances) =
         balances.write_beside(db, &txn, keep_from, || -> Result<(u64, u64), WriteError> {
             held.write(&txn, &mut undo)?;
             let appearances = seen.write(&txn)?.appearances;
+            totals.write(&txn, keep_from)?;
             undo.write(&txn)?;
             let before = db.begin_read().ok();
             Ok((lists.write(&txn, before.as_ref())?, appearances))

@@ -4,7 +4,9 @@ use alloy_primitives::{Keccak256, B256};
 use signet_libmdbx::tx::TransactionKind;
 
 pub use super::integrity::CheckReport;
-use super::{address_index, appearances, balances, contract_info, holdings, labels, matches, probes};
+use super::{
+    address_index, appearances, balances, contract_info, holdings, labels, lifetimes, matches, probes, totals,
+};
 use crate::{
     db::{state, tables::TableId, DbError, Txn},
     txid::TxId,
@@ -27,6 +29,8 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckReport, DbError> {
     probes::check(txn, tip)?;
     balances::check(txn)?;
     holdings::check(txn, tip)?;
+    totals::check(txn, tip)?;
+    lifetimes::check(txn, tip)?;
     (report.appearance_addresses, report.appearances) = appearances::check(txn, first_past(tip))?;
     Ok(report)
 }

@@ -12,7 +12,7 @@ use alloy_primitives::Address;
 
 use super::{
     address_index::{self, Cuts, IdList},
-    appearances, balances, contract_info, holdings, labels, matches, probes,
+    appearances, balances, contract_info, holdings, labels, lifetimes, matches, probes, totals,
 };
 use crate::{
     db::{
@@ -65,7 +65,8 @@ pub fn prune(txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
     prune_below::<OtsUndoJournal>(txn, keep_from)?;
     prune_below::<OtsBalanceUndo>(txn, keep_from)?;
     prune_below::<OtsOwnerUndo>(txn, keep_from)?;
-    prune_below::<OtsERC1155BalanceUndo>(txn, keep_from)
+    prune_below::<OtsERC1155BalanceUndo>(txn, keep_from)?;
+    prune_below::<OtsTotalsUndo>(txn, keep_from)
 }
 
 /// The oldest block the undo journal covers, if any.
@@ -93,6 +94,7 @@ fn unwind_row(txn: &WriteTxn, kind: IndexKind, address: &Address, to: u64, cuts:
         IndexKind::Appearances => appearances::unwind_appearances(txn, address, cuts.tx),
         IndexKind::SentTxs => appearances::unwind_sent(txn, address, cuts.tx),
         IndexKind::ContractCreator => appearances::unwind_creator(txn, address, cuts.tx),
+        IndexKind::CodeRemoval => lifetimes::unwind_contract(txn, address, cuts.tx),
     }
 }
 
@@ -116,6 +118,7 @@ pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
         txn.delete::<OtsUndoJournal>(&BlockNumber(block), None)?;
     }
     balances::unwind(txn, to, tip.number)?;
+    totals::unwind(txn, to, tip.number)?;
     let cuts = Cuts {
         tx: TxId::first_of_block(to + 1).0,
         block: to + 1,

@@ -10,7 +10,11 @@
 //! * [`balances`]: balances, holder counts and ranks, ERC721 owners, ERC1155 balances;
 //! * [`contract_info`], [`labels`], [`probes`]: what classifiers said of a contract;
 //! * [`appearances`]: the transactions each address appears in or sent, and contract creators
-//!   (for the `ots_` search, sender-nonce and creator methods).
+//!   (for the `ots_` search, sender-nonce and creator methods);
+//! * [`lifetimes`]: when contracts' code was removed (with `appearances`' creators, their
+//!   lifetimes);
+//! * [`totals`]: per address, wei received, sent, paid in fees and withdrawn, and top-level
+//!   transactions received (for `ots2_getAddressSummary`).
 //!
 //! [`write_batch`] runs them over a batch; [`journal`] unwinds them, [`check`] checks them.
 //! docs/architecture.md draws the whole flow.
@@ -27,11 +31,13 @@ pub mod holdings;
 mod integrity;
 pub mod journal;
 pub mod labels;
+pub mod lifetimes;
 pub mod matches;
 pub mod probes;
 mod rewrite;
 pub mod stage;
 mod stamped;
+pub mod totals;
 pub mod transfers;
 mod undo;
 

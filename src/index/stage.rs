@@ -18,6 +18,7 @@ use super::{
     batch::{write_blocks, Rows},
     holdings::Holdings,
     journal,
+    totals::Totals,
     undo::UndoLog,
     BatchOptions, BatchStats, ClassifiedBlock, WriteError, WrittenBatch,
 };
@@ -84,6 +85,7 @@ impl Stage {
             lists: IdLists::spilling(&runs, each),
             held: Holdings::spilling(&runs, each),
             seen: Appearances::spilling(&runs, each),
+            totals: Totals::spilling(&runs, each),
             balances: BulkBalances::spilling(&runs, each),
         };
         Ok(Self { db: db.clone(), txn, runs, rows, from: None, tip, stats: BatchStats::default(), options })
@@ -138,7 +140,7 @@ impl Stage {
         let (Some(from), Some(tip)) = (from, tip) else { return Ok(None) };
         // Every row goes to a run first: the merge then holds no buffer, only what it writes.
         rows.spill_over(0)?;
-        let Rows { lists, held, seen, balances } = rows;
+        let Rows { lists, held, seen, totals, balances } = rows;
         let lap = |family: &'static str, since: &mut std::time::Instant| {
             debug!(target: "ots::index", family, seconds = since.elapsed().as_secs_f64(), "stage family merged");
             *since = std::time::Instant::now();
@@ -155,6 +157,8 @@ impl Stage {
         lap("holdings", &mut since);
         stats.appearances = seen.write(&txn)?.appearances;
         lap("appearances", &mut since);
+        totals.write(&txn, u64::MAX)?;
+        lap("totals", &mut since);
         balances.write(&db, &txn)?;
         lap("balances", &mut since);
         // The stage's blocks cannot be unwound (no undo rows): nor can anything before them.

@@ -198,13 +198,7 @@ pub async fn probe(node: &NodeClient) -> PendingStatus {
         feed::Detection::NoneOffered => (None, Some(NO_SOURCE.to_owned())),
         feed::Detection::Unreachable(e) => (None, Some(format!("the node could not be asked: {e}"))),
     };
-    PendingStatus {
-        source,
-        unavailable,
-        transactions: None,
-        bytes: None,
-        max: None,
-    }
+    PendingStatus { source, unavailable, transactions: None, bytes: None, max: None }
 }
 
 /// What the methods answer on a node with no source.

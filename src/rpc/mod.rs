@@ -84,6 +84,12 @@ pub fn module(ctx: RpcContext) -> Result<RpcModule<()>, ServeError> {
         module.merge(subscriptions.into_rpc()).map_err(|e| ServeError::Register(e.to_string()))?;
     }
     {
+        use ots2::summary::Ots2SummaryApiServer;
+        module
+            .merge(ots2::summary::Ots2Summary::new(ctx.clone()).into_rpc())
+            .map_err(|e| ServeError::Register(e.to_string()))?;
+    }
+    {
         use ots2::pending::Ots2PendingApiServer;
         module
             .merge(ots2::pending::Ots2Pending::new(ctx.clone()).into_rpc())

@@ -3,8 +3,8 @@
 //!
 //! File: gzip-compressed. The first line is the JSON header; then, per block, the block and the
 //! `eth_call`/`eth_getCode` answers its classification needed, sorted: each a 4-byte
-//! little-endian length and the entry in bincode (format 2; format 1, read still, had a JSON line
-//! per record). [`Fixture`]
+//! little-endian length and the entry in bincode (format 3, which added transaction values and
+//! fees to format 2's blocks; format 1, read still, had a JSON line per record). [`Fixture`]
 //! reads it as it is indexed, so its length is bounded by disk, not memory.
 
 use std::{
@@ -24,9 +24,12 @@ use tokio::sync::watch;
 use super::{BlockSource, SourceError};
 use crate::db::state::ChainIdentity;
 
-/// Version of the recording format written: 2, a JSON header line and then length-prefixed
-/// binary entries (bincode). Format 1 (every record a JSON line) is still read.
-pub const FIXTURE_FORMAT: u32 = 2;
+/// Version of the recording format written: 3, a JSON header line and then length-prefixed
+/// binary entries (bincode). Format 1 (every record a JSON line) is still read; format 2 (the
+/// same as 3 without transaction values and fees) is not: its entries cannot be told apart.
+pub const FIXTURE_FORMAT: u32 = 3;
+/// The binary format before transaction values and fees.
+const BINARY_WITHOUT_FEES_FORMAT: u32 = 2;
 /// The JSON-lines format, read but no longer written.
 const JSON_LINES_FORMAT: u32 = 1;
 /// Largest binary entry accepted (a block of a few hundred thousand logs).
@@ -298,6 +301,12 @@ impl Fixture {
         let entries = match format {
             FIXTURE_FORMAT => Entries::Binary { reader, at: 0 },
             JSON_LINES_FORMAT => Entries::JsonLines { lines: reader.lines(), at: 1 },
+            BINARY_WITHOUT_FEES_FORMAT => {
+                return Err(fixture_err(
+                    path,
+                    "recording format 2 lacks transaction values and fees, which the address totals need: record the chain again with `ots-indexer capture` (or `gen_chain`)",
+                ))
+            }
             _ => {
                 return Err(fixture_err(
                     path,
@@ -586,6 +595,7 @@ mod tests {
             receipts: Vec::new(),
             frames: None,
             withdrawals: Vec::new(),
+            code_removed: Vec::new(),
         }
     }
 

@@ -278,6 +278,7 @@ impl SyntheticChain {
             receipts: Vec::new(),
             frames: Some(Vec::new()),
             withdrawals: Vec::new(),
+            code_removed: Vec::new(),
         };
         s.parent = hash;
         if number == 1 {
@@ -397,10 +398,16 @@ impl SyntheticChain {
     fn push_deployment(&self, s: &mut State, b: &mut BlockData, contract: Address) {
         let (from, nonce) = self.sender(s);
         let index = b.transactions.len();
-        b.transactions.push(TxData { hash: self.tx_hash(b.number, index), from, to: None, nonce });
+        let hash = self.tx_hash(b.number, index);
+        b.transactions.push(TxData { hash, from, to: None, nonce, value: U256::ZERO });
         let frames = b.frames.get_or_insert_with(Vec::new);
         frames.push(frame(index, 0, FrameKind::Create, from, contract, U256::ZERO));
-        b.receipts.push(ReceiptData { success: true, contract_address: Some(contract), logs: Vec::new() });
+        b.receipts.push(ReceiptData {
+            success: true,
+            contract_address: Some(contract),
+            logs: Vec::new(),
+            fee: fee_of(&hash),
+        });
     }
 
     fn new_contract_kind(&self, s: &mut State) -> Kind {
@@ -518,8 +525,12 @@ impl SyntheticChain {
                 f.success = false;
             }
         }
-        b.transactions.push(TxData { hash, from, to, nonce });
-        b.receipts.push(ReceiptData { success, contract_address, logs });
+        let value = frames.iter().find(|f| f.depth == 0).map_or(U256::ZERO, |f| f.value);
+        b.transactions.push(TxData { hash, from, to, nonce, value });
+        b.receipts.push(ReceiptData { success, contract_address, logs, fee: fee_of(&hash) });
+        // Recorded chains are pre-Cancun: every successful selfdestruct removes the code.
+        b.code_removed
+            .extend(frames.iter().filter(|f| f.kind == FrameKind::SelfDestruct && f.success).map(|f| f.from));
         b.frames.get_or_insert_with(Vec::new).extend(frames);
     }
 
@@ -646,4 +657,12 @@ impl BlockSource for SyntheticChain {
     fn tracer(&self) -> &'static str {
         "trace_block"
     }
+}
+
+/// A transaction's fee, drawn from its hash rather than the generator's random stream (so that
+/// the chain a seed gives is the same with or without fees): 21,000–283,000 gas at 10–61 gwei.
+fn fee_of(hash: &B256) -> U256 {
+    let gas = 21_000 + u64::from(u16::from_be_bytes([hash[0], hash[1]])) * 4;
+    let price = 10_000_000_000 + u64::from(hash[2]) * 200_000_000;
+    U256::from(gas) * U256::from(price)
 }

@@ -35,10 +35,21 @@ pub fn block(n: u64) -> ClassifiedBlock {
             topics: vec![TRANSFER_TOPIC, word(from), word(to)],
             data: Bytes::from(U256::from(seed % 1000).to_be_bytes::<32>().to_vec()),
         };
-        receipts.push(ReceiptData { success: true, contract_address: None, logs: vec![log] });
+        receipts.push(ReceiptData {
+            success: true,
+            contract_address: None,
+            logs: vec![log],
+            fee: U256::ZERO,
+        });
         // Each transaction from its own sender, so every nonce is 0 and right.
         let hash = keccak256([n, i].map(u64::to_be_bytes).concat());
-        transactions.push(TxData { hash, from: Address::from_slice(&hash[12..]), to: None, nonce: 0 });
+        transactions.push(TxData {
+            hash,
+            from: Address::from_slice(&hash[12..]),
+            to: None,
+            nonce: 0,
+            value: U256::ZERO,
+        });
     }
     let parent = if n == 0 { B256::ZERO } else { keccak256((n - 1).to_be_bytes()) };
     let block = block_data(n, keccak256(n.to_be_bytes()), parent, transactions, receipts);
@@ -64,6 +75,7 @@ pub fn block_data(
         receipts,
         frames: None,
         withdrawals: vec![],
+        code_removed: Vec::new(),
     }
 }
 

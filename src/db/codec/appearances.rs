@@ -64,7 +64,7 @@ pub struct Unpacked {
     pub ids: Vec<u64>,
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -82,7 +82,7 @@ pub const fn varint_len(v: u64) -> usize {
     }
 }
 
-fn get_varint(bytes: &[u8], at: &mut usize) -> Result<u64, CodecError> {
+pub(super) fn get_varint(bytes: &[u8], at: &mut usize) -> Result<u64, CodecError> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
         let Some(&b) = bytes.get(*at) else {

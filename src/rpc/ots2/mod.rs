@@ -3,6 +3,7 @@
 pub mod ext;
 pub mod holders;
 pub mod pending;
+pub mod summary;
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -1,0 +1,294 @@
+//! The totals family: per address, the wei it received, sent, paid in fees and was withdrawn in
+//! all, and the transactions it was the top-level recipient of (`OtsAddressTotals`), with what
+//! each block of the reorg window added (`OtsTotalsUndo`), subtracted again by an unwind
+//! (docs/format.md, "Address totals").
+//!
+//! Value moves at any depth come from call frames: a successful CALL, CREATE, CREATE2 or
+//! SELFDESTRUCT with a value moves it from `from` to `to`; DELEGATECALL, STATICCALL and
+//! CALLCODE move nothing (their `value` is the caller's context, or stays with the caller); a
+//! frame inside a reverted one moved nothing. A block without call frames (a node with no
+//! tracer) counts its transactions' own values, when they succeeded.
+
+use std::{collections::HashMap, sync::Arc};
+
+use alloy_primitives::{Address, U256};
+use ots_classifiers::{BlockData, FrameKind};
+use signet_libmdbx::tx::TransactionKind;
+
+use super::integrity::broken;
+use crate::{
+    db::{
+        codec::{AddressTotals, BlockNumber, TotalsDelta, ValueCodec},
+        tables::{OtsAddressTotals, OtsTotalsUndo},
+        DbError, DbResult, Txn, WriteTxn,
+    },
+    etl::{Buffer, Record, RecordError, RunDir, Sorter},
+};
+
+/// Wei per gwei (withdrawal amounts are in gwei).
+const GWEI: u64 = 1_000_000_000;
+
+/// A run row: length byte, then the value's bytes as the table stores them.
+impl Record for AddressTotals {
+    fn encode(&self, out: &mut Vec<u8>) {
+        let bytes = self.encode_value();
+        out.push(bytes.len() as u8);
+        out.extend_from_slice(&bytes);
+    }
+    fn decode(input: &mut &[u8]) -> Result<Self, RecordError> {
+        let len = usize::from(u8::decode(input)?);
+        if input.len() < len {
+            return Err(RecordError("the row ends early"));
+        }
+        let (bytes, rest) = input.split_at(len);
+        *input = rest;
+        Self::decode_value(bytes).map_err(|_| RecordError("malformed address totals"))
+    }
+}
+
+/// What each block added to each address's totals, for a batch or a bulk stage.
+#[derive(Debug, Default)]
+pub struct Totals {
+    added: Sorter<(Address, u64, AddressTotals)>,
+}
+
+impl Totals {
+    /// Totals whose rows spill into sorted runs under `runs`, buffering `budget` bytes.
+    pub fn spilling(runs: &Arc<RunDir>, budget: usize) -> Self {
+        Self { added: Sorter::spilling(runs.clone(), budget) }
+    }
+
+    /// Its buffer.
+    pub fn buffer(&mut self) -> &mut dyn Buffer {
+        &mut self.added
+    }
+
+    /// Collects what `block` adds to each address's totals.
+    pub fn collect_block(&mut self, block: &BlockData) -> DbResult<()> {
+        for (address, added) in block_totals(block) {
+            self.added.push((address, block.number, added))?;
+        }
+        Ok(())
+    }
+
+    /// Adds what was collected to the stored totals, address by address in key order, and
+    /// records what each block from `keep_from` on added (older blocks leave the reorg window as
+    /// the write commits: nothing would undo them).
+    pub fn write(self, txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
+        let mut groups =
+            self.added.into_sorted()?.groups(|(address, block, added)| (address, (block, added)));
+        let mut table = txn.cursor::<OtsAddressTotals>()?;
+        let mut undo = txn.cursor::<OtsTotalsUndo>()?;
+        for (address, blocks) in groups.by_ref() {
+            let mut sum = table.seek_exact(&address)?.unwrap_or_default();
+            for &(block, added) in &blocks {
+                sum = sum.checked_add(&added).ok_or_else(|| overflow(&address))?;
+                if block >= keep_from {
+                    undo.put(&BlockNumber(block), &TotalsDelta { address, added })?;
+                }
+            }
+            table.put(&address, &sum)?;
+        }
+        groups.finish()?;
+        Ok(())
+    }
+}
+
+fn overflow(address: &Address) -> DbError {
+    broken::<OtsAddressTotals>(address.as_slice(), "a sum past 2^256".into())
+}
+
+/// What `block` adds to each address's totals.
+pub fn block_totals(block: &BlockData) -> HashMap<Address, AddressTotals> {
+    let mut out: HashMap<Address, AddressTotals> = HashMap::new();
+    let mut moved = |from: Address, to: Address, value: U256| {
+        if value.is_zero() {
+            return;
+        }
+        let sent = &mut out.entry(from).or_default().sent;
+        *sent = sent.saturating_add(value);
+        let received = &mut out.entry(to).or_default().received;
+        *received = received.saturating_add(value);
+    };
+    match &block.frames {
+        Some(frames) => {
+            for frame in frames.iter().filter(|f| f.success) {
+                let moves = match frame.kind {
+                    FrameKind::Call | FrameKind::SelfDestruct => true,
+                    // A create frame that failed before an address was known names none.
+                    FrameKind::Create | FrameKind::Create2 => !frame.to.is_zero(),
+                    FrameKind::DelegateCall | FrameKind::StaticCall | FrameKind::CallCode => false,
+                };
+                if moves {
+                    moved(frame.from, frame.to, frame.value);
+                }
+            }
+        }
+        None => {
+            for (tx, receipt) in block.transactions.iter().zip(&block.receipts) {
+                if let (true, Some(to)) = (receipt.success, tx.to.or(receipt.contract_address)) {
+                    moved(tx.from, to, tx.value);
+                }
+            }
+        }
+    }
+    for (tx, receipt) in block.transactions.iter().zip(&block.receipts) {
+        if !receipt.fee.is_zero() {
+            let fees = &mut out.entry(tx.from).or_default().fees;
+            *fees = fees.saturating_add(receipt.fee);
+        }
+        let mut recipients = [tx.to, receipt.contract_address];
+        if recipients[0] == recipients[1] {
+            recipients[1] = None;
+        }
+        for to in recipients.into_iter().flatten().filter(|to| *to != tx.from) {
+            out.entry(to).or_default().top_level_in += 1;
+        }
+    }
+    for w in &block.withdrawals {
+        let withdrawn = &mut out.entry(w.address).or_default().withdrawn;
+        *withdrawn = withdrawn.saturating_add(U256::from(w.amount_gwei) * U256::from(GWEI));
+    }
+    out.retain(|_, t| !t.is_zero());
+    out
+}
+
+/// Subtracts what blocks `to + 1 ..= tip` added, and drops their undo rows.
+pub fn unwind(txn: &WriteTxn, to: u64, tip: u64) -> DbResult<()> {
+    let mut undo = txn.cursor::<OtsTotalsUndo>()?;
+    let mut table = txn.cursor::<OtsAddressTotals>()?;
+    for block in to + 1..=tip {
+        for TotalsDelta { address, added } in undo.dups(&BlockNumber(block))? {
+            let stored = table.seek_exact(&address)?.unwrap_or_default();
+            let Some(left) = stored.checked_sub(&added) else {
+                return Err(broken::<OtsAddressTotals>(
+                    address.as_slice(),
+                    format!("block {block}'s undo record takes away more than the totals hold"),
+                ));
+            };
+            if left.is_zero() {
+                table.delete(&address)?;
+            } else {
+                table.put(&address, &left)?;
+            }
+        }
+        txn.delete::<OtsTotalsUndo>(&BlockNumber(block), None)?;
+    }
+    Ok(())
+}
+
+/// An address's totals (all zero when it has no row).
+pub fn of<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<AddressTotals> {
+    Ok(txn.get::<OtsAddressTotals>(address)?.unwrap_or_default())
+}
+
+/// No all-zero row; no undo record of a block past the tip; every undo record names an address
+/// with totals at least as large.
+pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()> {
+    let mut cursor = txn.cursor::<OtsAddressTotals>()?;
+    let mut next = cursor.first()?;
+    while let Some((address, totals)) = next {
+        if totals.is_zero() {
+            return Err(broken::<OtsAddressTotals>(address.as_slice(), "a row of zeros".into()));
+        }
+        next = cursor.next_entry()?;
+    }
+    let mut undo = txn.cursor::<OtsTotalsUndo>()?;
+    let mut next = undo.first()?;
+    while let Some((BlockNumber(block), delta)) = next {
+        if tip.is_none_or(|t| block > t) {
+            return Err(broken::<OtsTotalsUndo>(
+                &block.to_be_bytes(),
+                "a record of a block past the tip".into(),
+            ));
+        }
+        if of(txn, &delta.address)?.checked_sub(&delta.added).is_none() {
+            return Err(broken::<OtsTotalsUndo>(
+                &block.to_be_bytes(),
+                format!("adds more to {} than its totals hold", delta.address),
+            ));
+        }
+        next = undo.next_entry()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy_primitives::{address, B256};
+    use ots_classifiers::{CallFrame, ReceiptData, TxData, Withdrawal};
+
+    use super::*;
+
+    const A: Address = address!("00000000000000000000000000000000000000aa");
+    const B: Address = address!("00000000000000000000000000000000000000bb");
+    const C: Address = address!("00000000000000000000000000000000000000cc");
+
+    fn frame(kind: FrameKind, from: Address, to: Address, value: u64, success: bool) -> CallFrame {
+        CallFrame { tx_index: 0, depth: 1, kind, from, to, value: U256::from(value), success }
+    }
+
+    fn block(frames: Option<Vec<CallFrame>>) -> BlockData {
+        BlockData {
+            number: 1,
+            hash: B256::ZERO,
+            parent_hash: B256::ZERO,
+            timestamp: 0,
+            coinbase: Address::ZERO,
+            gas_limit: 0,
+            transactions: vec![TxData {
+                hash: B256::ZERO,
+                from: A,
+                to: Some(B),
+                nonce: 0,
+                value: U256::from(7),
+            }],
+            receipts: vec![ReceiptData {
+                success: true,
+                contract_address: None,
+                logs: Vec::new(),
+                fee: U256::from(100),
+            }],
+            frames,
+            withdrawals: vec![Withdrawal { index: 0, validator_index: 0, address: C, amount_gwei: 2 }],
+            code_removed: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn frames_move_value_unless_reverted_or_not_a_transfer() {
+        let frames = vec![
+            frame(FrameKind::Call, A, B, 7, true),
+            frame(FrameKind::Call, B, C, 3, true),
+            frame(FrameKind::Call, B, C, 50, false),
+            frame(FrameKind::DelegateCall, B, C, 7, true),
+            frame(FrameKind::CallCode, B, C, 7, true),
+            frame(FrameKind::SelfDestruct, C, A, 2, true),
+            frame(FrameKind::Create, B, Address::ZERO, 9, true),
+        ];
+        let t = block_totals(&block(Some(frames)));
+        assert_eq!(t[&A].sent, U256::from(7));
+        assert_eq!(t[&A].received, U256::from(2));
+        assert_eq!(t[&A].fees, U256::from(100));
+        assert_eq!(t[&B].received, U256::from(7));
+        assert_eq!(t[&B].sent, U256::from(3));
+        assert_eq!(t[&B].top_level_in, 1);
+        assert_eq!(t[&C].received, U256::from(3));
+        assert_eq!(t[&C].sent, U256::from(2));
+        assert_eq!(t[&C].withdrawn, U256::from(2 * GWEI));
+        assert!(!t.contains_key(&Address::ZERO));
+    }
+
+    #[test]
+    fn without_frames_the_top_level_counts() {
+        let t = block_totals(&block(None));
+        assert_eq!((t[&A].sent, t[&B].received), (U256::from(7), U256::from(7)));
+        let mut failed = block(None);
+        failed.receipts[0].success = false;
+        let t = block_totals(&failed);
+        assert!(t[&A].sent.is_zero());
+        assert!(t[&B].received.is_zero());
+        assert_eq!(t[&A].fees, U256::from(100), "a failed transaction still pays");
+        assert_eq!(t[&B].top_level_in, 1);
+    }
+}
