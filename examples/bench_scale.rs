@@ -295,6 +295,7 @@ fn queries(bin: &Path, datadir: &Path, db: &Db, seconds: f64) -> anyhow::Result<
             ("ots2_getTokenHolderCount", json!([token])),
             ("ots2_getTokenHolders", json!([token, 0, 25])),
             ("ots2_getERC20Holdings", json!([holder])),
+            ("ots2_getERC20HoldingsPage", json!([holder, 0, 25])),
             ("ots2_getAddressAttributes", json!([token])),
             ("ots2_getAllContractsCount", json!([])),
             ("ots2_getERC20Count", json!([])),

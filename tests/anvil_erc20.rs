@@ -188,6 +188,17 @@ async fn erc20_index_matches_what_was_sent() {
             "{address}"
         );
         assert_eq!(client.call("ots2_getERC721Holdings", json!([address])).await, json!([]));
+        // The same a page at a time, with the total.
+        for (idx, count) in [(0, 1), (1, 1), (0, 1000), (holdings.len() as u64, 3)] {
+            let page = client.call("ots2_getERC20HoldingsPage", json!([address, idx, count])).await;
+            let want: Vec<Value> = holdings.iter().skip(idx as usize).take(count as usize).cloned().collect();
+            assert_eq!(page, json!({"total": holdings.len(), "results": want}), "{address} {idx} {count}");
+        }
+        let (code, _) = client
+            .try_call("ots2_getERC20HoldingsPage", json!([address, 0, 1001]))
+            .await
+            .expect_err("over the limit");
+        assert_eq!(code, -32602);
     }
 
     // Balances from Transfer logs equal `balanceOf` at the head; holders rank by balance.

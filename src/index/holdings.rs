@@ -179,3 +179,47 @@ impl<K: TransactionKind> HoldingsViewer for Read<'_, K> {
 pub fn of<K: TransactionKind>(txn: &Txn<K>, kind: TokenKind, holder: &Address) -> DbResult<Vec<Holding>> {
     view_holdings(kind, &mut Read(txn, holder))
 }
+
+struct Paged<'a, K: TransactionKind> {
+    txn: &'a Txn<K>,
+    holder: &'a Address,
+    idx: u64,
+    count: u64,
+}
+
+impl<K: TransactionKind> HoldingsViewer for Paged<'_, K> {
+    type Output = DbResult<(u64, Vec<Holding>)>;
+    fn view<H: HoldingsTable>(&mut self, _: IndexKind) -> Self::Output {
+        let mut cursor = self.txn.cursor::<H>()?;
+        let mut next = cursor.seek_exact(self.holder)?;
+        if next.is_none() {
+            return Ok((0, Vec::new()));
+        }
+        let total = cursor.dup_count()? as u64;
+        let mut out = Vec::new();
+        let mut at = 0;
+        while let Some(holding) = next {
+            if at >= self.idx.saturating_add(self.count) {
+                break;
+            }
+            if at >= self.idx {
+                out.push(holding);
+            }
+            at += 1;
+            next = cursor.next_dup()?;
+        }
+        Ok((total, out))
+    }
+}
+
+/// How many tokens of `kind` `holder` has held, and those at positions `idx..idx + count` in
+/// token order.
+pub fn page<K: TransactionKind>(
+    txn: &Txn<K>,
+    kind: TokenKind,
+    holder: &Address,
+    idx: u64,
+    count: u64,
+) -> DbResult<(u64, Vec<Holding>)> {
+    view_holdings(kind, &mut Paged { txn, holder, idx, count })
+}

@@ -1,4 +1,5 @@
-//! Our holder methods: who holds a token and how much, from Transfer logs.
+//! Our holder methods: who holds a token and how much, from Transfer logs; and a holder's
+//! tokens a page at a time.
 
 use alloy_primitives::{Address, U256};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
@@ -10,7 +11,12 @@ use crate::rpc::{
 };
 use crate::{
     db::{codec::TokenIdKey, tables::OtsERC721Owners, DbError, ReadTxn},
-    index::balances::{holder_count, holders_page, multi_balances},
+    decode::TokenKind,
+    index::{
+        balances::{holder_count, holders_page, multi_balances},
+        holdings,
+    },
+    rpc::ots2::HoldingRow,
 };
 
 /// One holder of `getTokenHolders`.
@@ -49,6 +55,28 @@ pub trait Ots2HoldersApi {
     /// Every id of an ERC1155 token that `holder` holds, with its balance, by id.
     #[method(name = "getERC1155Balances")]
     fn get_erc1155_balances(&self, token: Address, holder: Address) -> RpcResult<Vec<IdBalance>>;
+
+    /// `getERC20Holdings` a page at a time: the number of ERC20 tokens `holder` has held, and
+    /// those at positions `idx..idx+count` by token address.
+    #[method(name = "getERC20HoldingsPage")]
+    fn get_erc20_holdings_page(&self, holder: Address, idx: u64, count: u64) -> RpcResult<HoldingsPage>;
+
+    /// `getERC721Holdings` a page at a time.
+    #[method(name = "getERC721HoldingsPage")]
+    fn get_erc721_holdings_page(&self, holder: Address, idx: u64, count: u64) -> RpcResult<HoldingsPage>;
+
+    /// `getERC1155Holdings` a page at a time.
+    #[method(name = "getERC1155HoldingsPage")]
+    fn get_erc1155_holdings_page(&self, holder: Address, idx: u64, count: u64) -> RpcResult<HoldingsPage>;
+}
+
+/// A page of a holder's tokens with the exact total.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct HoldingsPage {
+    /// Tokens the holder has held.
+    pub total: u64,
+    /// Tokens `idx..idx+count` by token address, each as `getERC20Holdings` gives it.
+    pub results: Vec<HoldingRow>,
 }
 
 /// One id of `getERC1155Balances`.
@@ -77,6 +105,29 @@ impl Ots2Holders {
         let txn = self.ctx.db.begin_read().map_err(|e| db_error(&e))?;
         f(&txn).map_err(|e| db_error(&e))
     }
+
+    fn check_count(&self, count: u64) -> RpcResult<()> {
+        if count > self.ctx.max_page_size {
+            return Err(invalid_params(format!(
+                "count {count} is over the maximum page size {} (see --max-page-size)",
+                self.ctx.max_page_size
+            )));
+        }
+        Ok(())
+    }
+
+    fn holdings_page(
+        &self,
+        kind: TokenKind,
+        holder: Address,
+        idx: u64,
+        count: u64,
+    ) -> RpcResult<HoldingsPage> {
+        self.check_count(count)?;
+        let (total, rows) = self.read(|t| holdings::page(t, kind, &holder, idx, count))?;
+        let results = rows.into_iter().map(|h| HoldingRow { address: h.token, eth_tx: h.first.0 }).collect();
+        Ok(HoldingsPage { total, results })
+    }
 }
 
 impl Ots2HoldersApiServer for Ots2Holders {
@@ -85,12 +136,7 @@ impl Ots2HoldersApiServer for Ots2Holders {
     }
 
     fn get_token_holders(&self, token: Address, idx: u64, count: u64) -> RpcResult<HolderPage> {
-        if count > self.ctx.max_page_size {
-            return Err(invalid_params(format!(
-                "count {count} is over the maximum page size {} (see --max-page-size)",
-                self.ctx.max_page_size
-            )));
-        }
+        self.check_count(count)?;
         self.read(|t| {
             let total = holder_count(t, &token)?;
             let results = holders_page(t, &token, idx, count)?
@@ -108,5 +154,17 @@ impl Ots2HoldersApiServer for Ots2Holders {
     fn get_erc1155_balances(&self, token: Address, holder: Address) -> RpcResult<Vec<IdBalance>> {
         let ids = self.read(|t| multi_balances(t, token, holder))?;
         Ok(ids.into_iter().map(|(token_id, balance)| IdBalance { token_id, balance }).collect())
+    }
+
+    fn get_erc20_holdings_page(&self, holder: Address, idx: u64, count: u64) -> RpcResult<HoldingsPage> {
+        self.holdings_page(TokenKind::Erc20, holder, idx, count)
+    }
+
+    fn get_erc721_holdings_page(&self, holder: Address, idx: u64, count: u64) -> RpcResult<HoldingsPage> {
+        self.holdings_page(TokenKind::Erc721, holder, idx, count)
+    }
+
+    fn get_erc1155_holdings_page(&self, holder: Address, idx: u64, count: u64) -> RpcResult<HoldingsPage> {
+        self.holdings_page(TokenKind::Erc1155, holder, idx, count)
     }
 }
