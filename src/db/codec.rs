@@ -348,6 +348,24 @@ impl ValueCodec for Holding {
     }
 }
 
+/// The block hash alone of an `OtsUndoJournal` value (its first 32 bytes), for readers that
+/// only ask whether a block is still the one indexed: a block's record names every row it wrote
+/// (thousands on a busy block), which a full decode would build for nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UndoRecordHash(pub B256);
+
+impl ValueCodec for UndoRecordHash {
+    fn encode_value(&self) -> Vec<u8> {
+        self.0.to_vec()
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() < 32 || !(bytes.len() - 32).is_multiple_of(21) {
+            return Err(CodecError::new("undo record", "expected 32 + 21·n bytes", bytes.len()));
+        }
+        Ok(Self(B256::from_slice(&bytes[..32])))
+    }
+}
+
 /// Which address index an undo record entry refers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]
@@ -473,6 +491,22 @@ impl KeyCodec for StateKey {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_undo_record_hash_is_the_records_first_32_bytes() {
+        let record = UndoRecord {
+            hash: B256::repeat_byte(7),
+            touched: vec![
+                (IndexKind::Appearances, Address::repeat_byte(1)),
+                (IndexKind::CodeRemoval, Address::ZERO),
+            ],
+        };
+        let bytes = record.encode_value();
+        assert_eq!(UndoRecordHash::decode_value(&bytes), Ok(UndoRecordHash(B256::repeat_byte(7))));
+        assert_eq!(UndoRecordHash(B256::repeat_byte(7)).encode_value(), bytes[..32].to_vec());
+        assert!(UndoRecordHash::decode_value(&bytes[..40]).is_err());
+        assert_eq!(bytes[32 + 21], 14, "code removals are row kind 0e");
+    }
+
     use super::*;
     use alloy_primitives::{address, hex};
 

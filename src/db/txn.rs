@@ -72,6 +72,24 @@ impl<K: TransactionKind> Txn<K> {
         raw.map(|v| decode_value::<T>(k.as_ref(), &v)).transpose()
     }
 
+    /// The value of `key` in `T` read as `V`, a codec of a prefix of `T`'s values (such as
+    /// [`crate::db::codec::UndoRecordHash`]): a cheaper read of part of a large value.
+    pub fn get_as<T: Table, V: ValueCodec>(&self, key: &T::Key) -> DbResult<Option<V>> {
+        let k = key.encode_key();
+        let raw: Option<Cow<'_, [u8]>> = self
+            .tx
+            .get(self.db::<T>().dbi(), k.as_ref())
+            .map_err(|e| read_err("get", T::ID.name(), k.as_ref(), e))?;
+        raw.map(|v| {
+            V::decode_value(&v).map_err(|source| DbError::Decode {
+                table: T::ID.name(),
+                key: alloy_primitives::hex::encode(k.as_ref()),
+                source,
+            })
+        })
+        .transpose()
+    }
+
     /// A cursor over table `T`.
     pub fn cursor<T: Table>(&self) -> DbResult<TableCursor<'_, K, T>> {
         let cursor =

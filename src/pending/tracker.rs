@@ -20,7 +20,12 @@ use super::{
     Shared,
 };
 use crate::{
-    db::{codec::BlockNumber, state, tables::OtsUndoJournal, Db, DbError},
+    db::{
+        codec::{BlockNumber, UndoRecordHash},
+        state,
+        tables::OtsUndoJournal,
+        Db, DbError,
+    },
     decode::TokenKinds,
     index::attributes::attributes,
     source::{NodeClient, SourceError},
@@ -247,7 +252,8 @@ impl Tracker {
     }
 
     fn journal_hash(&self, block: u64) -> Result<Option<B256>, TickError> {
-        Ok(self.db.begin_read()?.get::<OtsUndoJournal>(&BlockNumber(block))?.map(|r| r.hash))
+        let txn = self.db.begin_read()?;
+        Ok(txn.get_as::<OtsUndoJournal, UndoRecordHash>(&BlockNumber(block))?.map(|UndoRecordHash(h)| h))
     }
 
     /// Puts back the transactions of reported blocks the index no longer holds.

@@ -17,7 +17,11 @@ use alloy_primitives::B256;
 use serde_json::Value;
 
 use crate::{
-    db::{codec::BlockNumber, tables::OtsUndoJournal, DbResult, ReadTxn},
+    db::{
+        codec::{BlockNumber, UndoRecordHash},
+        tables::OtsUndoJournal,
+        DbResult, ReadTxn,
+    },
     txid::TxId,
 };
 
@@ -36,8 +40,8 @@ pub enum IndexedBlock {
 impl IndexedBlock {
     /// `block`'s standing in the index `txn` reads.
     pub fn of(txn: &ReadTxn, block: u64) -> DbResult<Self> {
-        Ok(match txn.get::<OtsUndoJournal>(&BlockNumber(block))? {
-            Some(record) => Self::Recent(record.hash),
+        Ok(match txn.get_as::<OtsUndoJournal, UndoRecordHash>(&BlockNumber(block))? {
+            Some(UndoRecordHash(hash)) => Self::Recent(hash),
             None => Self::Final,
         })
     }
