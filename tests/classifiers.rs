@@ -8,11 +8,14 @@ mod common;
 use std::time::Duration;
 
 use alloy::{
-    primitives::{Address, B256, U256},
-    sol,
-    sol_types::{SolCall, SolValue},
+    primitives::{Address, U256},
+    sol_types::SolCall,
 };
-use common::{anvil::Anvil, workload::Chain, Client};
+use common::{
+    anvil::Anvil,
+    contracts::{deploy_everything, hex_u64, Deployed, Multi},
+    Client,
+};
 use ots_indexer::{
     classify::capture::capture,
     db::{
@@ -29,167 +32,6 @@ use ots_indexer::{
     sync::{Indexer, SyncConfig},
 };
 use serde_json::{json, Value};
-
-sol! {
-    interface Nft { function mint(address to, uint256 id) external; }
-    interface Multi {
-        function mint(address to, uint256 id, uint256 amount) external;
-        function mintBatch(address to, uint256[] ids, uint256[] amounts) external;
-        function move(address from, address to, uint256 id, uint256 amount) external;
-        function balanceOf(address account, uint256 id) external view returns (uint256);
-    }
-    interface Factory {
-        function clone(address implementation) external returns (address);
-        function cloneDeterministic(address implementation, bytes32 salt) external returns (address);
-        function cloneAndInitialize(address implementation, string name_, string symbol_) external returns (address);
-    }
-    interface Cloneable { function initialize(string name_, string symbol_, address to, uint256 amount) external; }
-    interface Fake { function emitTransfer(address from, address to, uint256 value) external; }
-    interface Token { function transfer(address to, uint256 value) external; }
-}
-
-/// What the test deployed, and where.
-struct Deployed {
-    blocks: [u64; 4],
-    asset: Address,
-    mkr: Address,
-    usdt: Address,
-    nft: Address,
-    multi: Address,
-    implementation: Address,
-    factory: Address,
-    plain_nft: Address,
-    fake: Address,
-    vault: Address,
-    clone: Address,
-    clone_create2: Address,
-    clone_initialised: Address,
-    accounts: Vec<Address>,
-}
-
-fn hex_u64(v: &Value) -> u64 {
-    u64::from_str_radix(v.as_str().expect("hex string").trim_start_matches("0x"), 16).expect("hex")
-}
-
-async fn mined_block(chain: &Chain, hash: B256) -> u64 {
-    let r = chain.receipt_of(hash).await;
-    assert_eq!(r["status"], json!("0x1"), "transaction {hash} failed");
-    hex_u64(&r["blockNumber"])
-}
-
-async fn created(chain: &Chain, hash: B256) -> Address {
-    serde_json::from_value(chain.receipt_of(hash).await["contractAddress"].clone()).expect("contract address")
-}
-
-/// The `Cloned(address)` event of a factory call.
-async fn cloned(chain: &Chain, hash: B256) -> Address {
-    let r = chain.receipt_of(hash).await;
-    let log = r["logs"].as_array().expect("logs").last().expect("Cloned log").clone();
-    let data: alloy::primitives::Bytes = serde_json::from_value(log["data"].clone()).expect("data");
-    Address::from_slice(&data[12..32])
-}
-
-async fn deploy_everything(url: &str) -> Deployed {
-    let mut chain = Chain::connect(url);
-    let accounts = chain.accounts().await;
-    let a0 = accounts[0];
-
-    // Block 1: the contracts themselves.
-    let asset_args = ("Asset Token".to_owned(), "AST".to_owned(), U256::from(10u64).pow(U256::from(24)));
-    let asset = chain.deploy(a0, "DemoToken", asset_args.abi_encode_params()).await;
-    let mkr = chain.deploy_artifact(a0, "Bytes32MetadataToken").await;
-    let usdt = chain.deploy_artifact(a0, "NoReturnToken").await;
-    let nft = chain.deploy_artifact(a0, "DemoNft").await;
-    let multi = chain.deploy_artifact(a0, "DemoMulti").await;
-    let implementation = chain.deploy_artifact(a0, "CloneableToken").await;
-    let factory = chain.deploy_artifact(a0, "CloneFactory").await;
-    let plain_nft = chain.deploy_artifact(a0, "PlainNft").await;
-    let fake = chain.deploy_artifact(a0, "FakeTransferEmitter").await;
-    chain.mine().await;
-    let b1 = mined_block(&chain, asset).await;
-    let (asset, mkr, usdt, nft, multi, implementation, factory, plain_nft, fake) = (
-        created(&chain, asset).await,
-        created(&chain, mkr).await,
-        created(&chain, usdt).await,
-        created(&chain, nft).await,
-        created(&chain, multi).await,
-        created(&chain, implementation).await,
-        created(&chain, factory).await,
-        created(&chain, plain_nft).await,
-        created(&chain, fake).await,
-    );
-
-    // Block 2: a vault, and clones made inside the factory (CREATE, CREATE2, initialised at once).
-    let vault = chain.deploy(a0, "DemoVault", asset.abi_encode()).await;
-    let clone = chain.send_call(a0, factory, Factory::cloneCall { implementation }.abi_encode()).await;
-    let salt = B256::repeat_byte(0x5a);
-    let clone2 = chain
-        .send_call(a0, factory, Factory::cloneDeterministicCall { implementation, salt }.abi_encode())
-        .await;
-    let init =
-        Factory::cloneAndInitializeCall { implementation, name_: "Clone A".into(), symbol_: "CLA".into() };
-    let clone_init = chain.send_call(a0, factory, init.abi_encode()).await;
-    chain.mine().await;
-    let b2 = mined_block(&chain, vault).await;
-    let (vault, clone, clone_create2, clone_initialised) = (
-        created(&chain, vault).await,
-        cloned(&chain, clone).await,
-        cloned(&chain, clone2).await,
-        cloned(&chain, clone_init).await,
-    );
-
-    // Block 3: transfers of the quirky tokens, an NFT without ERC165, fake Transfer logs.
-    let t = |to: Address| Token::transferCall { to, value: U256::from(5) }.abi_encode();
-    let first = chain.send_call(a0, mkr, t(accounts[1])).await;
-    chain.send_call(a0, usdt, t(accounts[2])).await;
-    chain.send_call(a0, nft, Nft::mintCall { to: accounts[3], id: U256::from(1) }.abi_encode()).await;
-    let mint = Multi::mintCall { to: accounts[4], id: U256::from(7), amount: U256::from(10) };
-    chain.send_call(a0, multi, mint.abi_encode()).await;
-    let batch = Multi::mintBatchCall {
-        to: accounts[9],
-        ids: vec![U256::from(1), U256::from(2)],
-        amounts: vec![U256::from(3); 2],
-    };
-    chain.send_call(a0, multi, batch.abi_encode()).await;
-    let moved =
-        Multi::moveCall { from: accounts[9], to: accounts[4], id: U256::from(2), amount: U256::from(1) };
-    chain.send_call(a0, multi, moved.abi_encode()).await;
-    let fake_log = Fake::emitTransferCall { from: accounts[5], to: accounts[6], value: U256::from(1) };
-    chain.send_call(a0, fake, fake_log.abi_encode()).await;
-    chain.send_call(a0, plain_nft, Nft::mintCall { to: accounts[7], id: U256::from(42) }.abi_encode()).await;
-    chain.mine().await;
-    let b3 = mined_block(&chain, first).await;
-
-    // Block 4: the plain clone is initialised (its first Transfer), the fake logs again.
-    let init = Cloneable::initializeCall {
-        name_: "Late".into(),
-        symbol_: "LATE".into(),
-        to: accounts[8],
-        amount: U256::from(9),
-    };
-    let late = chain.send_call(a0, clone, init.abi_encode()).await;
-    chain.send_call(a0, fake, fake_log.abi_encode()).await;
-    chain.mine().await;
-    let b4 = mined_block(&chain, late).await;
-
-    Deployed {
-        blocks: [b1, b2, b3, b4],
-        asset,
-        mkr,
-        usdt,
-        nft,
-        multi,
-        implementation,
-        factory,
-        plain_nft,
-        fake,
-        vault,
-        clone,
-        clone_create2,
-        clone_initialised,
-        accounts,
-    }
-}
 
 /// `(block, address)` rows in the spec's order: by block, then by address bytes.
 fn ordered(mut rows: Vec<(u64, Address)>) -> Vec<(u64, Address)> {
@@ -488,4 +330,15 @@ async fn every_builtin_classifier_on_real_contracts() {
     txn.commit().expect("commit");
     let err = check(&db.begin_read().expect("read")).expect_err("tampered").to_string();
     assert!(err.contains("OtsTransferProbes") && err.contains("token"), "{err}");
+}
+
+/// Without call frames (a node with no tracer) a clone made inside a factory is found only
+/// through its first Transfer log, blocks after its creation: it then gets every class its code
+/// shows, not only the token's; and a clone never indexed still answers its implementation from
+/// its code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clone_found_late_without_frames_gets_every_class() {
+    let anvil = Anvil::start(&[]);
+    let d = deploy_everything(&anvil.url).await;
+    common::contracts::late_clone_classes(&anvil.url, &d).await;
 }

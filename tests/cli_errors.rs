@@ -125,3 +125,46 @@ fn status_reports_the_file_size_and_the_bytes_in_use_not_the_map_limit() {
     assert_eq!(json["fileBytes"], Value::from(on_disk));
     assert_eq!(json["usedBytes"], Value::from(status.used_bytes));
 }
+
+#[test]
+fn status_without_a_node_says_none_was_given() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        transfer_chain::index(&db, 0, 5, 2);
+    }
+    let datadir = dir.path().to_str().expect("utf-8 path");
+    let out = run_bounded(&["status", "--datadir", datadir], Duration::from_secs(60));
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("no node given"), "{stdout}");
+    assert!(!stdout.contains("8545"), "a default URL is not the database's node: {stdout}");
+}
+
+#[test]
+fn a_node_not_there_at_start_up_is_named_by_its_url_not_by_a_probe() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let url = format!("http://127.0.0.1:{port}");
+    let log = dir.path().join("stderr.log");
+    let mut child = Command::new(BIN)
+        .args(["sync", "--rpc-url", &url, "--datadir"])
+        .arg(dir.path().join("db"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .env_remove("OTS_RPC_URL")
+        .spawn()
+        .expect("spawn ots-indexer");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut stderr = String::new();
+    while Instant::now() < deadline && !stderr.contains("retrying") {
+        std::thread::sleep(Duration::from_millis(100));
+        stderr = std::fs::read_to_string(&log).unwrap_or_default();
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(stderr.contains("the node cannot be reached at this URL"), "{stderr}");
+    assert!(stderr.contains(&url), "{stderr}");
+    assert!(!stderr.contains("trace_block"), "the probe that went first is not the news: {stderr}");
+}

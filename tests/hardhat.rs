@@ -1,13 +1,20 @@
 //! A second node implementation: Hardhat 2's node, which has no `eth_getBlockReceipts` (it fails
-//! the whole JSON-RPC batch that asks for it), no `trace_` methods and no named tracers. The
-//! indexer must start on it, take receipts one transaction at a time, and index the standard
-//! workload exactly as it does from Anvil.
+//! the whole JSON-RPC batch that asks for it), no `trace_` methods and no named tracers, only the
+//! default struct-log tracer. The indexer must start on it, take receipts one transaction at a
+//! time, rebuild call frames from struct logs, and index the standard workload, and contracts
+//! made inside calls, exactly as it does from Anvil.
 
 mod common;
 
 use std::time::Duration;
 
-use common::{hardhat::Hardhat, workload};
+use alloy::primitives::Address;
+use common::{
+    anvil::Anvil,
+    contracts::{deploy_everything, deploy_factories},
+    hardhat::Hardhat,
+    workload,
+};
 use ots_classifiers::Erc20Classifier;
 use ots_indexer::{
     db::{AccessMode, Db},
@@ -31,7 +38,11 @@ async fn the_standard_workload_indexes_from_hardhat_as_from_anvil() {
         .with_traces(TraceChoice::Auto)
         .await
         .expect("a node without tracers is usable");
-    assert_eq!(client.trace_mode().name(), "none", "Hardhat 2 has no call tracer");
+    assert_eq!(
+        client.trace_mode().name(),
+        "debug_traceTransaction (struct logs)",
+        "Hardhat 2 has no call tracer: frames come from struct logs"
+    );
     let config = SyncConfig { batch_blocks: 4, ..SyncConfig::default() };
     let indexer = Indexer::open(db.clone(), client.clone(), vec![Box::new(Erc20Classifier)], config)
         .await
@@ -100,10 +111,18 @@ async fn the_standard_workload_indexes_from_hardhat_as_from_anvil() {
             token.address
         );
     }
-    // What needs a call tracer says so, instead of failing obscurely.
-    let (code, message) =
-        api.try_call("ots_getInternalOperations", json!([expected[&a3][0]])).await.expect_err("no tracer");
-    assert!(code != 0 && message.contains("call tracer"), "{code} {message}");
+    // The transaction pages work from struct logs: a transfer moves no ether inside, its trace
+    // is its one call, a success has no error and the planned revert has OpenZeppelin's
+    // ERC20InsufficientBalance.
+    let transfer = expected[&a3][0];
+    assert_eq!(api.call("ots_getInternalOperations", json!([transfer])).await, json!([]));
+    let trace = api.call("ots_traceTransaction", json!([transfer])).await;
+    assert_eq!(trace.as_array().map(Vec::len), Some(1), "{trace}");
+    assert_eq!(trace[0]["to"], json!(work.tokens[0].address));
+    assert_eq!(api.call("ots_getTransactionError", json!([transfer])).await, json!("0x"));
+    let reverted = work.sent.iter().find(|s| !s.should_succeed).expect("a planned revert").hash;
+    let error = api.call("ots_getTransactionError", json!([reverted])).await;
+    assert!(error.as_str().is_some_and(|e| e.starts_with("0xe450d38c")), "{error}");
     let _ = server.stop();
 
     // Pending transactions: Hardhat has no txpool_content and no subscription over HTTP, but
@@ -154,4 +173,130 @@ async fn the_standard_workload_indexes_from_hardhat_as_from_anvil() {
 async fn client_nonce(api: &common::Client, who: alloy::primitives::Address) -> u64 {
     let n = api.call("eth_getTransactionCount", json!([who, "latest"])).await;
     u64::from_str_radix(n.as_str().expect("hex").trim_start_matches("0x"), 16).expect("hex")
+}
+
+/// Everything the explorer lists about contracts, for a chain indexed from `url` with every
+/// built-in classifier and the node's own frames: each list's addresses (block numbers aside),
+/// each listed contract's attributes and creator, and the history of each address in `who`
+/// as (sender, nonce) pairs (transaction hashes differ between nodes).
+async fn contract_world(url: &str, who: &[Address]) -> Value {
+    let client = NodeClient::connect(url, Duration::from_secs(60))
+        .expect("node")
+        .with_traces(TraceChoice::Auto)
+        .await
+        .expect("frames");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
+    let classifiers =
+        ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();
+    let config = SyncConfig { batch_blocks: 3, ..SyncConfig::default() };
+    let indexer = Indexer::open(db.clone(), client.clone(), classifiers, config).await.expect("indexer");
+    indexer.sync_to(client.head().await.expect("head")).await.expect("sync");
+    indexer.close().await.expect("close");
+    check(&db.begin_read().expect("read")).expect("check");
+    let (api, server) = common::serve(&db, client).await;
+    let mut world = serde_json::Map::new();
+    let mut listed = std::collections::BTreeSet::new();
+    for (list, list_method, count_method) in [
+        ("AllContracts", "ots2_getAllContractsList", "ots2_getAllContractsCount"),
+        ("ERC20", "ots2_getERC20List", "ots2_getERC20Count"),
+        ("ERC721", "ots2_getERC721List", "ots2_getERC721Count"),
+        ("ERC1155", "ots2_getERC1155List", "ots2_getERC1155Count"),
+        ("ERC1167", "ots2_getERC1167List", "ots2_getERC1167Count"),
+        ("ERC4626", "ots2_getERC4626List", "ots2_getERC4626Count"),
+    ] {
+        let page = api.call(list_method, json!([0, 500])).await;
+        let mut rows: Vec<Value> = page["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                if let Some(o) = r.as_object_mut() {
+                    o.remove("blockNumber");
+                }
+                listed.insert(r["address"].as_str().expect("address").to_owned());
+                r
+            })
+            .collect();
+        rows.sort_by_key(|r| r["address"].to_string());
+        let count = api.call(count_method, json!([])).await;
+        world.insert(list.to_owned(), json!({"count": count, "rows": rows}));
+    }
+    let mut contracts = serde_json::Map::new();
+    for address in &listed {
+        let creator = api.call("ots_getContractCreator", json!([address])).await;
+        let creation =
+            if creator.is_null() { Value::Null } else { sender_and_nonce(&api, &creator["hash"]).await };
+        contracts.insert(
+            address.clone(),
+            json!({
+                "attributes": api.call("ots2_getAddressAttributes", json!([address])).await,
+                "creator": creator["creator"],
+                "creation": creation,
+            }),
+        );
+    }
+    world.insert("contracts".into(), Value::Object(contracts));
+    let mut histories = serde_json::Map::new();
+    for address in who.iter().map(|a| format!("{a:#x}")).chain(listed.iter().cloned()) {
+        let (mut block, mut history) = (0u64, Vec::new());
+        loop {
+            let page = api.call("ots_searchTransactionsBefore", json!([address, block, 25])).await;
+            let txs = page["txs"].as_array().expect("txs").clone();
+            for t in &txs {
+                history.push(json!([t["from"], t["nonce"]]));
+            }
+            if page["lastPage"] == json!(true) {
+                break;
+            }
+            let oldest = txs.last().expect("a page that is not the last holds transactions");
+            block = u64::from_str_radix(
+                oldest["blockNumber"].as_str().expect("hex").trim_start_matches("0x"),
+                16,
+            )
+            .expect("hex");
+        }
+        histories.insert(address, Value::Array(history));
+    }
+    world.insert("histories".into(), Value::Object(histories));
+    let _ = server.stop();
+    Value::Object(world)
+}
+
+async fn sender_and_nonce(api: &common::Client, hash: &Value) -> Value {
+    let tx = api.call("eth_getTransactionByHash", json!([hash])).await;
+    json!([tx["from"], tx["nonce"]])
+}
+
+/// Contracts made inside calls (factory CREATE and CREATE2, a token, clones, a Uniswap-style
+/// pair, created-and-destroyed, creation undone by a revert) are seen on Hardhat's node through
+/// struct-log frames exactly as on Anvil through its tracer; and without frames a late-found
+/// clone still gets every class its code shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contracts_made_inside_calls_from_hardhat_equal_anvils() {
+    let hardhat = Hardhat::start();
+    let anvil = Anvil::start(&[]);
+    let mut worlds = Vec::new();
+    let mut deployed = Vec::new();
+    for url in [&hardhat.url, &anvil.url] {
+        let d = deploy_everything(url).await;
+        let f = deploy_factories(url, d.asset, d.mkr).await;
+        let mut who: Vec<Address> = d.accounts[..10].to_vec();
+        who.extend([f.factory, f.pair_factory, d.factory]);
+        worlds.push(contract_world(url, &who).await);
+        deployed.push((d, f));
+    }
+    let (hardhat_world, anvil_world) = (&worlds[0], &worlds[1]);
+    for part in ["AllContracts", "ERC20", "ERC721", "ERC1155", "ERC1167", "ERC4626", "contracts", "histories"]
+    {
+        assert_eq!(hardhat_world[part], anvil_world[part], "{part}: Hardhat (left) against Anvil (right)");
+    }
+    let all = hardhat_world["AllContracts"]["count"].as_u64().expect("count");
+    assert!(all >= 20, "factory-made contracts are listed: {all}");
+    assert_eq!(hardhat_world["ERC1167"]["count"], json!(3), "the three clones");
+    let (d, f) = &deployed[0];
+    let pair_history = &hardhat_world["histories"][format!("{:#x}", f.pair_factory)];
+    assert_eq!(pair_history.as_array().map(Vec::len), Some(2), "deployed, then createPair: {pair_history}");
+    common::contracts::late_clone_classes(&hardhat.url, d).await;
 }

@@ -114,8 +114,15 @@ async fn block_pages_equal_anvils_but_for_erigons_differences() {
         );
     }
     assert_eq!(ours.call("ots_hasCode", json!([token, "latest"])).await, json!(true));
-    // The UI's quirk: a null address gets a clear invalid-params error.
-    let (code, _) = ours.try_call("ots_hasCode", json!([null, "latest"])).await.expect_err("null address");
+    // The UI sends a null address on every address page: Erigon reads it as the zero address.
+    assert_eq!(ours.call("ots_hasCode", json!([null, "latest"])).await, json!(false));
+    let zero = alloy::primitives::Address::ZERO;
+    assert_eq!(
+        ours.call("ots_hasCode", json!([null, "latest"])).await,
+        theirs.call("ots_hasCode", json!([zero, "latest"])).await
+    );
+    // A malformed one is still invalid params.
+    let (code, _) = ours.try_call("ots_hasCode", json!(["0x12", "latest"])).await.expect_err("bad address");
     assert_eq!(code, -32602);
     let _ = server.stop();
 }

@@ -21,7 +21,7 @@ use ots_classifiers::Erc20Classifier;
 use ots_indexer::{
     db::{AccessMode, Db},
     pending::{PendingConfig, PendingPool},
-    rpc::{self, RpcContext, ServerOptions},
+    rpc::{self, server_defaults, RpcContext, ServerOptions},
     source::NodeClient,
     sync::{Indexer, SyncConfig},
 };
@@ -197,12 +197,26 @@ async fn pending_mined_replaced_dropped_and_reorged() {
         .await
         .expect_err("no address");
     assert!(err.to_string().contains("needs an address"), "{err}");
+    // One connection past the subscription limit gets the limit's error; its subscriptions and
+    // every other connection's go on (the watches below are on `ws`).
+    let crowded = run.ws().await;
+    let mut held = Vec::new();
+    for _ in 0..server_defaults::MAX_SUBSCRIPTIONS {
+        held.push(run.watch(&crowded, a2).await);
+    }
+    let err = crowded
+        .subscribe::<Value, _>("ots2_subscribe", rpc_params!["pendingActivity", a1], "ots2_unsubscribe")
+        .await
+        .expect_err("one subscription too many");
+    assert!(err.to_string().to_lowercase().contains("too many subscriptions"), "{err}");
 
     // A token transfer from a0 to a2, watched from the recipient's and the token's side.
     let mut of_a2 = run.watch(&ws, a2).await;
     let mut of_token = run.watch(&ws, run.token).await;
     let transfer = run.chain.transfer(run.token, a0, a2, 7).await;
     let seen = notice_of(&mut of_a2, transfer, "transfer pending").await;
+    let _ = notice_of(&mut held[0], transfer, "a subscription held at the limit").await;
+    drop(held);
     assert_eq!(seen["kind"], json!("pending"));
     assert_eq!(seen["transaction"]["hash"], json!(transfer));
     assert_eq!(seen["transfers"][0]["standard"], json!("ERC20"));

@@ -70,14 +70,9 @@ async fn running(options: ServerOptions) -> Running {
         .expect("indexer");
     indexer.sync_to(node.head().await.expect("head")).await.expect("sync");
     let ctx = RpcContext {
-        db: db.clone(),
-        node,
-        max_page_size: 1000,
-        max_search_page: 25,
         progress: Some(indexer.progress()),
         events: Some(indexer.events()),
-        pending: None,
-        tx_cache: Default::default(),
+        ..RpcContext::new(db.clone(), node)
     };
     let (addr, server) =
         rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &options).await.expect("serve");

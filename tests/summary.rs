@@ -34,6 +34,7 @@ sol! {
     function makeAndDestroy() external;
     function destroy(address to) external;
     function balanceOf(address who) external view returns (uint256);
+    function make(bytes32 salt, bool remove) external;
 }
 
 /// What the test expects of one address.
@@ -175,8 +176,19 @@ async fn summaries_equal_what_the_node_says() {
     chain.mine().await;
     let payer = addr(&receipt(&chain, payer_deploy).await["contractAddress"]).expect("payer");
     let payer_destroy = send(&chain, a26, Some(payer), 0, destroyCall { to: a27 }.abi_encode()).await;
+    // Two lifetimes at one CREATE2 address: created and removed in one transaction, then
+    // created again in a later one.
+    let recreator_deploy = send(&chain, a26, None, 0, hex_code("Recreator")).await;
     chain.mine().await;
-    for hash in [plain, internal, ephemeral_tx, payer_destroy] {
+    let recreator = addr(&receipt(&chain, recreator_deploy).await["contractAddress"]).expect("recreator");
+    let salt = B256::repeat_byte(7);
+    let first_life =
+        send(&chain, a26, Some(recreator), 0, makeCall { salt, remove: true }.abi_encode()).await;
+    chain.mine().await;
+    let second_life =
+        send(&chain, a27, Some(recreator), 0, makeCall { salt, remove: false }.abi_encode()).await;
+    chain.mine().await;
+    for hash in [plain, internal, ephemeral_tx, payer_destroy, first_life, second_life] {
         assert_eq!(receipt(&chain, hash).await["status"], json!("0x1"), "{hash}");
     }
     assert_eq!(receipt(&chain, reverted).await["status"], json!("0x0"));
@@ -250,6 +262,18 @@ async fn summaries_equal_what_the_node_says() {
     assert_eq!(summary["contract"]["creator"], json!(ops), "{summary}");
     assert_eq!(summary["contract"]["removal"]["transactionHash"], json!(internal), "{summary}");
     assert_eq!(api.call("ots2_getAddressSummary", json!([a26])).await["contract"], Value::Null);
+    let made = receipt(&chain, second_life).await["logs"][0]["data"].clone();
+    let mortal = Address::from_slice(&hex_bytes(&made)[12..32]);
+    let first_made = receipt(&chain, first_life).await["logs"][0]["data"].clone();
+    assert_eq!(Address::from_slice(&hex_bytes(&first_made)[12..32]), mortal, "one CREATE2 address");
+    assert_ne!(chain.call("eth_getCode", json!([mortal, "latest"])).await, json!("0x"), "alive again");
+    let summary = api.call("ots2_getAddressSummary", json!([mortal])).await;
+    assert_eq!(summary["contract"]["lifetimes"], json!("0x2"), "{summary}");
+    assert_eq!(summary["contract"]["creator"], json!(recreator), "{summary}");
+    assert_eq!(summary["contract"]["creation"]["transactionHash"], json!(second_life), "{summary}");
+    assert_eq!(summary["contract"]["removal"], Value::Null, "the current lifetime goes on: {summary}");
+    let creator = api.call("ots_getContractCreator", json!([mortal])).await;
+    assert_eq!(creator["hash"], json!(second_life), "the current lifetime's creation: {creator}");
 
     // Bad input.
     let (code, message) =

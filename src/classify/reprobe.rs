@@ -59,9 +59,38 @@ pub async fn reprobe(
         classify_block(classifiers, &b.block, &[], emitters, chain).await
     }))
     .await?;
-    for ((b, emitters), facts) in blocks.iter_mut().zip(todo).zip(found) {
+    // Where blocks come without call frames, a token found this late was not seen when it was
+    // created (a factory made it): every other classifier judges it now too, so it gets every
+    // class its code shows (a clone's EIP-1167 pattern, ERC165, …). With frames it was judged
+    // at its creation, and only its token class was missed.
+    let tokens: Vec<Vec<Address>> = found
+        .iter()
+        .zip(blocks.iter())
+        .map(|(facts, b)| {
+            if b.block.frames.is_some() {
+                return Vec::new();
+            }
+            let mut t: Vec<Address> = facts.iter().filter_map(is_token_fact).collect();
+            t.sort_unstable();
+            t.dedup();
+            t
+        })
+        .collect();
+    let more = try_join_all(blocks.iter().zip(&tokens).map(|(b, tokens)| async move {
+        if tokens.is_empty() {
+            return Ok(Vec::new());
+        }
+        classify_block(classifiers, &b.block, tokens, &[], chain).await
+    }))
+    .await?;
+    for (((b, emitters), mut facts), more) in blocks.iter_mut().zip(todo).zip(found).zip(more) {
         let tokens: HashSet<Address> = facts.iter().filter_map(is_token_fact).collect();
         b.probe_misses.extend(emitters.iter().filter(|a| !tokens.contains(*a)));
+        for fact in more {
+            if !facts.contains(&fact) {
+                facts.push(fact);
+            }
+        }
         b.facts.extend(facts);
     }
     Ok(())

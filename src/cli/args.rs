@@ -26,8 +26,8 @@ pub struct NodeArgs {
     pub rpc_timeout_secs: u64,
 
     /// Where call frames come from: `auto` asks the node (trace_block, else
-    /// debug_traceBlockByNumber with callTracer, else none). Without frames, contracts created
-    /// by other contracts are not seen.
+    /// debug_traceBlockByNumber with callTracer, else struct logs from debug_traceTransaction,
+    /// else none). Without frames, contracts created by other contracts are not seen.
     #[arg(long, env = "OTS_TRACES", value_enum, default_value = "auto")]
     pub traces: Traces,
 
@@ -46,6 +46,9 @@ pub enum Traces {
     Parity,
     /// `debug_traceBlockByNumber` with `callTracer` (geth).
     Geth,
+    /// `debug_traceTransaction` with the default struct-log tracer, one transaction at a time,
+    /// frames rebuilt from the steps (Hardhat's node; slower: measured in docs/benchmarks.md).
+    Structlog,
     /// No call frames.
     None,
 }
@@ -62,6 +65,7 @@ impl NodeArgs {
             Traces::Auto => TraceChoice::Auto,
             Traces::Parity => TraceChoice::Parity,
             Traces::Geth => TraceChoice::Geth,
+            Traces::Structlog => TraceChoice::StructLog,
             Traces::None => TraceChoice::None,
         }
     }

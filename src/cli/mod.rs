@@ -247,7 +247,15 @@ pub(crate) async fn start_indexer(
                 return Ok(Some(with_reporting(i, sync_args).await?));
             }
             Err(e) if e.is_transient() => {
-                warn!(target: "ots::cli", error = %e, url = %node_args.rpc_url, "cannot reach the node; retrying in 2 s");
+                let url = &node_args.rpc_url;
+                match e.unreachable_cause() {
+                    Some(cause) => {
+                        warn!(target: "ots::cli", %url, %cause, "the node cannot be reached at this URL; retrying in 2 s");
+                    }
+                    None => {
+                        warn!(target: "ots::cli", error = %e, %url, "the node failed at start-up; retrying in 2 s")
+                    }
+                }
                 let mut stop = stop.clone();
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(2)) => {}

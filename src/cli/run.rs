@@ -42,6 +42,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         events: Some(indexer.events()),
         pending: args.serve.pending(&node, &db).await,
         tx_cache: args.serve.tx_cache(),
+        tx_frames: crate::rpc::TxFrames::Auto,
     };
     let (addr, server) = rpc::serve(args.serve.http_addr, ctx, &args.serve.options()).await?;
     info!(target: "ots::cli", %addr, datadir = %args.db.datadir.display(), node = %args.node.rpc_url, "ots-indexer running");

@@ -47,6 +47,7 @@ pub async fn serve(args: ServeCmdArgs) -> anyhow::Result<()> {
         events: None,
         pending: args.serve.pending(&node, &db).await,
         tx_cache: args.serve.tx_cache(),
+        tx_frames: crate::rpc::TxFrames::Auto,
     };
     let (addr, server) =
         rpc::serve(args.serve.http_addr, ctx, &args.serve.options()).await.context("starting the server")?;

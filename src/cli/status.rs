@@ -1,19 +1,27 @@
 //! `ots-indexer status`: where the index stands.
 
+use std::time::Duration;
+
 use clap::Args;
 
-use super::args::{DbArgs, NodeArgs};
+use super::args::DbArgs;
 use crate::{
     db::{AccessMode, Db},
+    source::NodeClient,
     status::read_status,
 };
 
 /// Flags of `status`.
 #[derive(Debug, Clone, Args)]
 pub struct StatusArgs {
-    /// How to reach the node.
-    #[command(flatten)]
-    pub node: NodeArgs,
+    /// JSON-RPC URL of the node, to compare the index with the node's head and name its source
+    /// of pending transactions. Without it the node is not asked: the database alone does not
+    /// say where its node is.
+    #[arg(long, env = "OTS_RPC_URL")]
+    pub rpc_url: Option<String>,
+    /// Seconds before a node request is abandoned.
+    #[arg(long, env = "OTS_RPC_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rpc_timeout_secs: u64,
     /// Where the database is.
     #[command(flatten)]
     pub db: DbArgs,
@@ -40,7 +48,10 @@ fn human_bytes(n: u64) -> String {
 /// Prints the status; the node part is left out when the node does not answer.
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     let db = Db::open(&args.db.datadir, AccessMode::ReadOnly)?;
-    let node = args.node.connect().await.ok();
+    let node = match &args.rpc_url {
+        Some(url) => NodeClient::open(url, Duration::from_secs(args.rpc_timeout_secs)).await.ok(),
+        None => None,
+    };
     let head = match &node {
         Some(node) => node.head().await.ok(),
         None => None,
@@ -60,7 +71,11 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     println!("indexed block {}", opt(s.indexed_block));
     println!(
         "node head     {}",
-        head.map_or_else(|| format!("unreachable ({})", args.node.rpc_url), |h| h.to_string())
+        match (head, &args.rpc_url) {
+            (Some(h), _) => h.to_string(),
+            (None, Some(url)) => format!("- (the node cannot be reached at {url})"),
+            (None, None) => "- (no node given: --rpc-url or OTS_RPC_URL)".to_owned(),
+        }
     );
     println!("lag           {}", opt(s.lag));
     println!(

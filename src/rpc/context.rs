@@ -29,6 +29,18 @@ pub struct RpcContext {
     pub pending: Option<crate::pending::PendingPool>,
     /// Transactions and receipts already fetched for pages, shared by the handlers.
     pub tx_cache: tx_cache::TxCache,
+    /// Where a transaction's call frames come from for its pages.
+    pub tx_frames: TxFrames,
+}
+
+/// Where the transaction pages take a transaction's call frames from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TxFrames {
+    /// The node's call tracer, else its default struct-log tracer.
+    #[default]
+    Auto,
+    /// The default struct-log tracer always (a node whose call tracer is wrong or slow).
+    StructLogs,
 }
 
 impl RpcContext {
@@ -43,6 +55,7 @@ impl RpcContext {
             events: None,
             pending: None,
             tx_cache: tx_cache::TxCache::default(),
+            tx_frames: TxFrames::Auto,
         }
     }
 }

@@ -29,3 +29,17 @@ pub fn node_error(err: &SourceError) -> ErrorObjectOwned {
     tracing::warn!(target: "ots::rpc", error = %err, "node request failed while serving");
     server_error(format!("the node failed: {err}"))
 }
+
+/// Whether `err` says the node lacks a tracer (or the method that runs it) rather than that it
+/// failed: "method not found", or an error answer naming the tracer ("Hardhat currently only
+/// supports the default tracer", geth's "tracer not found").
+pub fn lacks_tracer(err: &SourceError) -> bool {
+    err.is_method_missing()
+        || (err.is_error_answer() && err.to_string().to_ascii_lowercase().contains("tracer"))
+}
+
+/// The one wording of every method that needs a feature the node does not have: what is
+/// missing, then the node's own words.
+pub fn node_lacks(feature: &str, err: &SourceError) -> ErrorObjectOwned {
+    server_error(format!("this node has no {feature}, which this method needs (the node says: {err})"))
+}

@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 
 use jsonrpsee::RpcModule;
 
-pub use context::{RpcContext, DEFAULT_MAX_PAGE_SIZE, DEFAULT_MAX_SEARCH_PAGE};
+pub use context::{RpcContext, TxFrames, DEFAULT_MAX_PAGE_SIZE, DEFAULT_MAX_SEARCH_PAGE};
 pub use gateway::{
     proxy::{self, ProxyPolicy},
     server::{serve, server_defaults, Cors, ServerOptions},

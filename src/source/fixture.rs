@@ -213,6 +213,7 @@ fn tracer_name(name: &str) -> &'static str {
     match name {
         "trace_block" => "trace_block",
         "debug_traceBlockByNumber" => "debug_traceBlockByNumber",
+        "debug_traceTransaction (struct logs)" => "debug_traceTransaction (struct logs)",
         _ => "none",
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod fixture;
 mod rpc;
+pub mod structlog;
 pub mod synthetic;
 pub mod traces;
 

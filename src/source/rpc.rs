@@ -18,9 +18,9 @@ use alloy::{
         client::ClientBuilder,
         types::{Block, BlockTransactions, TransactionReceipt, TransactionRequest},
     },
-    transports::{http::reqwest, layers::RetryBackoffLayer, RpcError, TransportError},
+    transports::{http::reqwest, layers::RetryBackoffLayer, RpcError, TransportError, TransportErrorKind},
 };
-use alloy_primitives::{Address, Bytes, U256};
+use alloy_primitives::{Address, Bytes, B256, U256};
 use ots_classifiers::{
     BlockData, BoxFuture, CallFrame, CallOutcome, ChainError, ChainView, FrameKind, LogData, ReceiptData,
     TxData, Withdrawal,
@@ -29,13 +29,19 @@ use serde::{de::DeserializeOwned, Serialize};
 use serde_json::{json, value::RawValue, Value};
 use tracing::info;
 
-use super::traces::{parse_geth, parse_parity, TraceMode};
+use super::{
+    structlog,
+    traces::{parse_geth, parse_parity, TraceMode},
+};
 use crate::db::state::ChainIdentity;
 
 /// Retries of a request that the node rate-limited (429) or found itself unavailable for (503).
 const RATE_LIMIT_RETRIES: u32 = 10;
 /// First pause before such a retry, in milliseconds; it doubles each time.
 const RATE_LIMIT_BACKOFF_MS: u64 = 250;
+
+/// Transactions of one block traced at once for struct logs.
+const STRUCT_LOG_CONCURRENCY: usize = 4;
 
 /// Which tracer to take call frames from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +52,8 @@ pub enum TraceChoice {
     Parity,
     /// `debug_traceBlockByNumber` with `callTracer`.
     Geth,
+    /// `debug_traceTransaction` with the default struct-log tracer, frames rebuilt.
+    StructLog,
     /// No call frames.
     None,
 }
@@ -119,6 +127,24 @@ impl SourceError {
     /// Whether the node answered with a JSON-RPC error (it is there, and refused the call).
     pub fn is_error_answer(&self) -> bool {
         matches!(self, Self::Request { source: RpcError::ErrorResp(_), .. })
+    }
+
+    /// Why no connection to the node could be made, when that is what failed (nothing listens
+    /// at the URL, the host is unknown, the WebSocket handshake failed): the innermost cause, for
+    /// a message about the node rather than about whichever request happened to go first.
+    pub fn unreachable_cause(&self) -> Option<String> {
+        let Self::Request { method, source: RpcError::Transport(kind) } = self else { return None };
+        let connect_failed = *method == "WebSocket connect"
+            || matches!(kind, TransportErrorKind::Custom(e)
+                if e.downcast_ref::<reqwest::Error>().is_some_and(reqwest::Error::is_connect));
+        if !connect_failed {
+            return None;
+        }
+        let mut cause: &dyn std::error::Error = kind;
+        while let Some(inner) = cause.source() {
+            cause = inner;
+        }
+        Some(cause.to_string())
     }
 }
 
@@ -254,6 +280,7 @@ impl NodeClient {
         self.trace_mode = match choice {
             TraceChoice::Parity => TraceMode::Parity,
             TraceChoice::Geth => TraceMode::Geth,
+            TraceChoice::StructLog => TraceMode::StructLog,
             TraceChoice::None => TraceMode::None,
             TraceChoice::Auto => {
                 let parity: Result<Value, _> = self.provider.raw_request("trace_block".into(), ["0x0"]).await;
@@ -269,6 +296,9 @@ impl NodeClient {
                             .await;
                         match geth {
                             Ok(_) => TraceMode::Geth,
+                            Err(RpcError::ErrorResp(_)) if self.has_struct_logs().await? => {
+                                TraceMode::StructLog
+                            }
                             Err(RpcError::ErrorResp(_)) => TraceMode::None,
                             Err(source) => {
                                 return Err(SourceError::Request {
@@ -288,6 +318,22 @@ impl NodeClient {
             info!(target: "ots::source", tracer = self.trace_mode.name(), "taking call frames from the node's tracer");
         }
         Ok(self)
+    }
+
+    /// Whether the node has `debug_traceTransaction` with its default tracer: asked for a
+    /// transaction that does not exist, such a node answers that it is not found (or null),
+    /// one without the method that the method is missing.
+    async fn has_struct_logs(&self) -> Result<bool, SourceError> {
+        let probe: Result<Value, _> =
+            self.provider.raw_request("debug_traceTransaction".into(), json!([B256::ZERO, {}])).await;
+        match probe {
+            Ok(_) => Ok(true),
+            Err(RpcError::ErrorResp(p)) => {
+                let m = p.message.to_ascii_lowercase();
+                Ok(!(p.code == -32601 || m.contains("method") || m.contains("tracer")))
+            }
+            Err(source) => Err(SourceError::Request { method: "debug_traceTransaction", source }),
+        }
     }
 
     /// Sends any JSON-RPC request and returns the raw answer.
@@ -419,7 +465,7 @@ impl NodeClient {
                     .add_call::<_, Value>("debug_traceBlockByNumber", &json!([n, {"tracer": "callTracer"}]))
                     .map_err(ser("debug_traceBlockByNumber"))?,
             ),
-            TraceMode::None => None,
+            TraceMode::StructLog | TraceMode::None => None,
         };
         batch.send().await.map_err(request_err("JSON-RPC batch"))?;
 
@@ -477,9 +523,45 @@ impl NodeClient {
             }
         };
         let mut data = to_block_data(number, block, &receipts)?;
+        let frames = match self.trace_mode {
+            TraceMode::StructLog => Some(self.struct_log_frames(&data).await?),
+            _ => frames,
+        };
         data.code_removed = self.code_removed(number, frames.as_deref()).await?;
         data.frames = frames;
         Ok(data)
+    }
+
+    /// The frames of every transaction of `block`, rebuilt from struct logs (a few transactions
+    /// traced at once: each is one `debug_traceTransaction`).
+    async fn struct_log_frames(&self, block: &BlockData) -> Result<Vec<CallFrame>, SourceError> {
+        use futures::{StreamExt, TryStreamExt};
+        let calls: Vec<(B256, structlog::TopCall)> = block
+            .transactions
+            .iter()
+            .zip(&block.receipts)
+            .map(|(tx, receipt)| {
+                let top = structlog::TopCall {
+                    from: tx.from,
+                    to: tx.to.or(receipt.contract_address).unwrap_or_default(),
+                    create: tx.to.is_none(),
+                    value: tx.value,
+                    input: Bytes::new(),
+                };
+                (tx.hash, top)
+            })
+            .collect();
+        let number = block.number;
+        let trees: Vec<Value> = futures::stream::iter(calls)
+            .map(|(hash, top)| async move {
+                let tree = structlog::tree_of(self, hash, &top, number, false).await?;
+                Ok::<_, SourceError>(json!({"txHash": hash, "result": tree}))
+            })
+            .buffered(STRUCT_LOG_CONCURRENCY)
+            .try_collect()
+            .await?;
+        parse_geth(block.transactions.len(), Value::Array(trees))
+            .map_err(|reason| SourceError::Inconsistent { block: block.number, reason })
     }
 
     /// The contracts a successful SELFDESTRUCT of block `number` named whose code the node says

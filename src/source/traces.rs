@@ -1,5 +1,6 @@
-//! Call frames from the node's tracers: parity-style `trace_block` or geth's
-//! `debug_traceBlockByNumber` with `callTracer`, both turned into [`CallFrame`]s.
+//! Call frames from the node's tracers: parity-style `trace_block`, geth's
+//! `debug_traceBlockByNumber` with `callTracer`, or trees rebuilt from struct logs in
+//! `callTracer`'s shape, all turned into [`CallFrame`]s.
 
 use std::collections::HashMap;
 
@@ -15,7 +16,10 @@ pub enum TraceMode {
     Parity,
     /// `debug_traceBlockByNumber` with `callTracer` (geth and most others).
     Geth,
-    /// The node offers neither: blocks carry no frames.
+    /// `debug_traceTransaction` with the default struct-log tracer, transaction by transaction,
+    /// frames rebuilt from the steps (Hardhat's node; `source::structlog`).
+    StructLog,
+    /// The node offers none: blocks carry no frames.
     None,
 }
 
@@ -25,6 +29,7 @@ impl TraceMode {
         match self {
             Self::Parity => "trace_block",
             Self::Geth => "debug_traceBlockByNumber",
+            Self::StructLog => "debug_traceTransaction (struct logs)",
             Self::None => "none",
         }
     }

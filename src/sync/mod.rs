@@ -167,6 +167,14 @@ pub enum SyncError {
 }
 
 impl SyncError {
+    /// Why the node could not be reached, when that is what failed.
+    pub fn unreachable_cause(&self) -> Option<String> {
+        match self {
+            Self::Source(e) => e.unreachable_cause(),
+            _ => None,
+        }
+    }
+
     /// Whether waiting and trying again may help (the node is down or misbehaving).
     pub const fn is_transient(&self) -> bool {
         match self {
@@ -689,7 +697,15 @@ impl Indexer {
                         _ => 2,
                     };
                     self.progress.update(|p| p.errors[kind] += 1);
-                    warn!(target: "ots::sync", error = %e, retry_in_ms = backoff.as_millis() as u64, "node request failed; will retry");
+                    let retry_in_ms = backoff.as_millis() as u64;
+                    match e.unreachable_cause() {
+                        Some(cause) => {
+                            warn!(target: "ots::sync", %cause, retry_in_ms, "the node cannot be reached; will retry")
+                        }
+                        None => {
+                            warn!(target: "ots::sync", error = %e, retry_in_ms, "node request failed; will retry")
+                        }
+                    }
                     let pause = backoff;
                     backoff = (backoff * 2).min(Duration::from_secs(30));
                     pause

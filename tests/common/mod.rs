@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod anvil;
+pub mod contracts;
 pub mod fault_proxy;
 pub mod hardhat;
 pub mod transfer_chain;

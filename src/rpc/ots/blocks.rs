@@ -43,7 +43,7 @@ pub trait OtsBlocksApi {
 
     /// Whether `address` has code at `block`.
     #[method(name = "hasCode")]
-    async fn has_code(&self, address: Address, block: Value) -> RpcResult<bool>;
+    async fn has_code(&self, address: Option<Address>, block: Value) -> RpcResult<bool>;
 }
 
 /// `erigon_` methods the Otterscan UI calls.
@@ -196,7 +196,9 @@ impl OtsBlocksApiServer for OtsBlocks {
         block_transactions_page(full, total, Receipts::new(page_receipts, &timestamps, ReceiptLogs::Dropped))
     }
 
-    async fn has_code(&self, address: Address, block: Value) -> RpcResult<bool> {
+    async fn has_code(&self, address: Option<Address>, block: Value) -> RpcResult<bool> {
+        // Erigon reads a null address as the zero address; the UI sends one on address pages.
+        let address = address.unwrap_or(Address::ZERO);
         let code: String = self.node("eth_getCode", json!([address, block_param(&block)?])).await?;
         Ok(!code.trim_start_matches("0x").is_empty())
     }

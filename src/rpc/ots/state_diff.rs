@@ -13,7 +13,7 @@ use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 use serde_json::{json, Map, Value};
 
 use crate::rpc::{
-    errors::{invalid_params, node_error, server_error},
+    errors::{invalid_params, lacks_tracer, node_error, node_lacks, server_error},
     RpcContext,
 };
 
@@ -147,7 +147,7 @@ impl TraceReplayApiServer for TraceReplay {
         }
         if modes.iter().any(|m| m != "stateDiff") {
             return Err(server_error(
-                "the node has no trace_replayTransaction: only the stateDiff mode can be rebuilt here (from its prestateTracer)",
+                "this node has no trace_replayTransaction, which this method needs for modes other than stateDiff (only stateDiff is rebuilt here, from the node's prestateTracer)",
             ));
         }
         let calls = [
@@ -161,10 +161,11 @@ impl TraceReplayApiServer for TraceReplay {
             ),
         ];
         let answers = self.ctx.node.batch(&calls).await.map_err(|e| {
-            if e.is_method_missing() {
-                server_error(format!(
-                    "the node has neither trace_replayTransaction nor a prestate tracer (debug_traceTransaction with prestateTracer): {e}"
-                ))
+            if lacks_tracer(&e) {
+                node_lacks(
+                    "trace_replayTransaction nor prestate tracer (debug_traceTransaction with prestateTracer)",
+                    &e,
+                )
             } else {
                 node_error(&e)
             }

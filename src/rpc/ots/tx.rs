@@ -1,16 +1,21 @@
 //! The transaction pages of the `ots_` namespace — internal operations, the call trace and the
 //! revert output — built from the node's call tracer (`debug_traceTransaction` with
-//! `callTracer`), so that they work on a node without `ots_` (docs/api.md).
+//! `callTracer`), or where it has none from its default struct-log tracer (`source::structlog`),
+//! so that they work on a node without `ots_` (docs/api.md).
 
 use alloy::rpc::types::trace::otterscan::{InternalOperation, OperationType, TraceEntry};
 use alloy_primitives::{Address, Bytes, B256, U256};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 
-use crate::rpc::{
-    errors::{node_error, server_error},
-    RpcContext,
+use crate::{
+    rpc::{
+        context::TxFrames,
+        errors::{lacks_tracer, node_error, node_lacks, server_error},
+        RpcContext,
+    },
+    source::structlog,
 };
 
 /// One frame of `callTracer`'s tree.
@@ -72,15 +77,28 @@ impl OtsTx {
         Self { ctx }
     }
 
-    /// The transaction's call tree, from the node's call tracer.
-    async fn frames(&self, hash: B256) -> RpcResult<Frame> {
-        let params = json!([hash, {"tracer": "callTracer"}]);
-        match self.ctx.node.raw::<_, Option<Frame>>("debug_traceTransaction", params).await {
-            Ok(Some(frame)) => Ok(frame),
-            Ok(None) => Err(server_error(format!("the node knows no transaction {hash}"))),
-            Err(e) if e.is_method_missing() || e.to_string().contains("tracer") => Err(server_error(format!(
-                "this node has no call tracer (debug_traceTransaction with callTracer), which this method needs: {e}"
-            ))),
+    /// The transaction's call tree: from the node's call tracer, else rebuilt from its default
+    /// (struct-log) tracer; `with_memory` when frames' inputs and outputs are shown.
+    async fn frames(&self, hash: B256, with_memory: bool) -> RpcResult<Frame> {
+        let unknown = || server_error(format!("the node knows no transaction {hash}"));
+        if self.ctx.tx_frames == TxFrames::Auto {
+            let params = json!([hash, {"tracer": "callTracer"}]);
+            match self.ctx.node.raw::<_, Option<Frame>>("debug_traceTransaction", params).await {
+                Ok(Some(frame)) => return Ok(frame),
+                Ok(None) => return Err(unknown()),
+                Err(e) if lacks_tracer(&e) => {}
+                Err(e) => return Err(node_error(&e)),
+            }
+        }
+        match structlog::call_tree(&self.ctx.node, hash, with_memory).await {
+            Ok(Some(tree)) => serde_json::from_value(tree).map_err(|e| {
+                server_error(format!("the call tree rebuilt from struct logs is malformed: {e}"))
+            }),
+            Ok(None) => Err(unknown()),
+            Err(e) if lacks_tracer(&e) => Err(node_lacks(
+                "tracer (debug_traceTransaction: neither callTracer nor the default struct logs)",
+                &e,
+            )),
             Err(e) => Err(node_error(&e)),
         }
     }
@@ -90,7 +108,7 @@ impl OtsTx {
 impl OtsTxApiServer for OtsTx {
     async fn get_internal_operations(&self, hash: B256) -> RpcResult<Vec<InternalOperation>> {
         let mut frames = Vec::new();
-        self.frames(hash).await?.walk(0, &mut frames);
+        self.frames(hash, false).await?.walk(0, &mut frames);
         let ops = frames
             .into_iter()
             .filter(|(depth, _)| *depth > 0)
@@ -111,7 +129,7 @@ impl OtsTxApiServer for OtsTx {
 
     async fn trace_transaction(&self, hash: B256) -> RpcResult<Vec<TraceEntry>> {
         let mut frames = Vec::new();
-        self.frames(hash).await?.walk(0, &mut frames);
+        self.frames(hash, true).await?.walk(0, &mut frames);
         Ok(frames
             .into_iter()
             .map(|(depth, f)| {
@@ -130,7 +148,20 @@ impl OtsTxApiServer for OtsTx {
     }
 
     async fn get_transaction_error(&self, hash: B256) -> RpcResult<Bytes> {
-        let top = self.frames(hash).await?;
+        // A successful transaction has no error output, whatever tracers the node has.
+        let receipt: Option<Value> = self
+            .ctx
+            .node
+            .raw("eth_getTransactionReceipt", json!([hash]))
+            .await
+            .map_err(|e| node_error(&e))?;
+        let Some(receipt) = receipt else {
+            return Err(server_error(format!("the node knows no transaction {hash}")));
+        };
+        if receipt.get("status").and_then(Value::as_str) != Some("0x0") {
+            return Ok(Bytes::new());
+        }
+        let top = self.frames(hash, false).await?;
         Ok(if top.error.is_some() { top.output.unwrap_or_default() } else { Bytes::new() })
     }
 }

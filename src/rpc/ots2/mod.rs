@@ -7,14 +7,14 @@ pub mod summary;
 
 use std::collections::{BTreeMap, HashMap};
 
-use alloy_primitives::{Address, U64};
+use alloy_primitives::{Address, Bytes, U64};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 use ots_classifiers::Standard;
 use serde::Serialize;
-use serde_json::value::RawValue;
+use serde_json::{json, value::RawValue};
 
 use crate::rpc::{
-    errors::{db_error, invalid_params, server_error},
+    errors::{db_error, invalid_params, node_error, server_error},
     materialize::{
         total_assets, BlockSummary, Materializer, RewardSummary, TransactionWithReceipt, WithdrawalRow,
     },
@@ -226,7 +226,7 @@ pub trait Ots2Api {
 
     /// The implementation behind a minimal proxy; an error naming the address for any other.
     #[method(name = "getERC1167Impl")]
-    fn get_erc1167_impl(&self, address: Address) -> RpcResult<Address>;
+    async fn get_erc1167_impl(&self, address: Address) -> RpcResult<Address>;
 
     /// Number of ERC4626 vaults.
     #[method(name = "getERC4626Count")]
@@ -502,14 +502,21 @@ impl Ots2ApiServer for Ots2 {
         Ok(Page { blocks_summary, results })
     }
 
-    fn get_erc1167_impl(&self, address: Address) -> RpcResult<Address> {
-        let implementation = self.read(|t| {
+    async fn get_erc1167_impl(&self, address: Address) -> RpcResult<Address> {
+        let indexed = self.read(|t| {
             if !attributes(t, &address)?.has(AttributeBit::Erc1167) {
                 return Ok(None);
             }
             Ok(contract_info(t, &address)?.and_then(|i| i.implementation))
         })?;
-        implementation.ok_or_else(|| {
+        if let Some(implementation) = indexed {
+            return Ok(implementation);
+        }
+        // Not (yet) classified: a clone made where the node gave no call frames, or not indexed
+        // yet. Its code at the head says what it is.
+        let code: Bytes =
+            self.ctx.node.raw("eth_getCode", json!([address, "latest"])).await.map_err(|e| node_error(&e))?;
+        ots_classifiers::minimal_proxy_target(&code).ok_or_else(|| {
             server_error(format!(
                 "{address} is not an ERC1167 minimal proxy: its code is not the 45-byte EIP-1167 pattern"
             ))
