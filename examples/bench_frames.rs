@@ -49,16 +49,7 @@ async fn main() -> anyhow::Result<()> {
     let choices = sources.iter().map(|s| choice(s)).collect::<anyhow::Result<Vec<_>>>()?;
 
     eprintln!("generating the workload and {blocks} blocks of {per_block} ERC20 transfers on {url}…");
-    let work = workload::run(&url).await;
-    let mut chain = workload::Chain::connect(&url);
-    chain.per_block = usize::MAX;
-    let (acc, demo) = (&work.accounts, work.tokens[0].address);
-    for b in 0..blocks as usize {
-        for t in 0..per_block as usize {
-            chain.transfer(demo, acc[0], acc[(b + t) % 20 + 5], 1 + t as u64).await;
-        }
-        chain.mine().await;
-    }
+    workload::run_with_transfer_blocks(&url, blocks, per_block).await;
     let plain = NodeClient::connect(&url, Duration::from_secs(120))?;
     let head = plain.head().await?;
     let mut txs = 0usize;

@@ -38,17 +38,7 @@ async fn main() -> anyhow::Result<()> {
         (arg(2, 200), arg(3, 50), arg(4, 16) as usize, arg(5, 3) as usize);
 
     eprintln!("generating {blocks} blocks of {per_block} ERC20 transfers on {url}…");
-    let work = workload::run(&url).await;
-    let mut chain = workload::Chain::connect(&url);
-    chain.per_block = usize::MAX;
-    let (acc, demo) = (&work.accounts, work.tokens[0].address);
-    for b in 0..blocks as usize {
-        for t in 0..per_block as usize {
-            let from = acc[(b + t) % 20 + 5];
-            chain.transfer(demo, acc[0], from, 1 + t as u64).await;
-        }
-        chain.mine().await;
-    }
+    workload::run_with_transfer_blocks(&url, blocks, per_block).await;
 
     let node = NodeClient::connect(&url, Duration::from_secs(60))?.with_traces(TraceChoice::Auto).await?;
     let head = node.head().await?;

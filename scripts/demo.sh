@@ -45,6 +45,12 @@ ots-indexer is starting at ${API} (node ${NODE}, data in ${DATADIR}). Try, in an
   curl -s -H 'content-type: application/json' --data '{"jsonrpc":"2.0","id":1,"method":"ots2_getERC20TransferCount","params":["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"]}' ${API}
   curl -s -H 'content-type: application/json' --data '{"jsonrpc":"2.0","id":1,"method":"ots2_getERC20TransferList","params":["0x70997970C51812dc3A010C7d01b50e0d17dc79C8",0,2]}' ${API}
 
+Open the Otterscan explorer on this chain (Docker; then browse http://localhost:5100):
+
+  docker run --rm -p 5100:80 --name otterscan -d --env OTTERSCAN_CONFIG='{"erigonURL":"${API}","experimental":true}' otterscan/otterscan:latest
+
+(docs/operations.md, "Opening the Otterscan explorer", says what each setting does.)
+
 Ctrl-C stops the indexer and the node.
 
 EOT

@@ -15,7 +15,7 @@ use alloy::{
     sol,
     sol_types::SolCall,
 };
-use common::{anvil::Anvil, workload, Client};
+use common::{anvil::Anvil, contracts::Makers, workload, Client};
 use ots_indexer::{
     db::{AccessMode, Db},
     rpc::{self, RpcContext, ServerOptions, TxFrames},
@@ -24,11 +24,6 @@ use ots_indexer::{
 use serde_json::{json, Value};
 
 sol! {
-    function make() returns (address);
-    function make2(bytes32 salt) returns (address);
-    function makeToken(string name, string symbol) returns (address);
-    function makeAndDestroy();
-    function makeInFailingCall();
     function all(address to) external payable;
     function fail() external pure;
     function make(bytes32 salt, bool remove) external;
@@ -67,16 +62,16 @@ async fn struct_log_frames_equal_the_call_tracers() {
     }
     let (factory, ops, recreator) = (at[0], at[1], at[2]);
     for data in [
-        make_0Call {}.abi_encode(),
-        make2Call { salt: B256::repeat_byte(7) }.abi_encode(),
-        makeTokenCall { name: "Made Token".into(), symbol: "MADE".into() }.abi_encode(),
-        makeAndDestroyCall {}.abi_encode(),
-        makeInFailingCallCall {}.abi_encode(),
+        Makers::makeCall {}.abi_encode(),
+        Makers::make2Call { salt: B256::repeat_byte(7) }.abi_encode(),
+        Makers::makeTokenCall { name: "Made Token".into(), symbol: "MADE".into() }.abi_encode(),
+        Makers::makeAndDestroyCall {}.abi_encode(),
+        Makers::makeInFailingCallCall {}.abi_encode(),
     ] {
         chain.send_call(a0, factory, data).await;
     }
     let salt = B256::repeat_byte(9);
-    chain.send_call(a1, recreator, make_1Call { salt, remove: true }.abi_encode()).await;
+    chain.send_call(a1, recreator, makeCall { salt, remove: true }.abi_encode()).await;
     chain.send_call(a0, ops, failCall {}.abi_encode()).await;
     let all = chain
         .call(
@@ -86,7 +81,7 @@ async fn struct_log_frames_equal_the_call_tracers() {
         )
         .await;
     chain.mine().await;
-    chain.send_call(a1, recreator, make_1Call { salt, remove: false }.abi_encode()).await;
+    chain.send_call(a1, recreator, makeCall { salt, remove: false }.abi_encode()).await;
     chain.mine().await;
 
     let (_d1, tracer, s1) = serve(&anvil.url, TxFrames::Auto).await;

@@ -233,6 +233,11 @@ async fn summaries_equal_what_the_node_says() {
             }
         }
         assert_eq!(quantity(&got["tokens"]["erc20Held"]), held, "{what}");
+        // The workload has no NFTs and Anvil no consensus-layer withdrawals.
+        for field in ["erc721Transfers", "erc1155Transfers", "erc721Held", "erc1155Held"] {
+            assert_eq!(quantity(&got["tokens"][field]), 0, "{field}: {what}");
+        }
+        assert_eq!((wei(&e["withdrawn"]), quantity(&e["withdrawals"])), (U256::ZERO, 0), "{what}");
     }
     // The node's own accounting: the receiver of the internal moves got a quarter of the value
     // by call and the payer's 1,000 wei by selfdestruct.

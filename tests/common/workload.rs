@@ -384,3 +384,19 @@ pub async fn run(url: &str) -> Workload {
     all_sent.extend(chain.settle().await.into_iter().map(|(s, _)| s));
     Workload { accounts, tokens, others, sent: all_sent }
 }
+
+/// Runs the workload at `url`, then mines `blocks` more blocks of `per_block` ERC20 transfers
+/// each (from the first account to the traders): the chains of the sync benchmarks.
+pub async fn run_with_transfer_blocks(url: &str, blocks: u64, per_block: u64) -> Workload {
+    let work = run(url).await;
+    let mut chain = Chain::connect(url);
+    chain.per_block = usize::MAX;
+    let (acc, demo) = (&work.accounts, work.tokens[0].address);
+    for b in 0..blocks as usize {
+        for t in 0..per_block as usize {
+            chain.transfer(demo, acc[0], acc[(b + t) % 20 + 5], 1 + t as u64).await;
+        }
+        chain.mine().await;
+    }
+    work
+}
