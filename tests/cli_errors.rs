@@ -168,3 +168,25 @@ fn a_node_not_there_at_start_up_is_named_by_its_url_not_by_a_probe() {
     assert!(stderr.contains(&url), "{stderr}");
     assert!(!stderr.contains("trace_block"), "the probe that went first is not the news: {stderr}");
 }
+
+#[test]
+fn status_into_a_closed_pipe_ends_quietly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        transfer_chain::index(&db, 0, 5, 2);
+    }
+    let mut child = Command::new(BIN)
+        .args(["status", "--datadir"])
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("OTS_RPC_URL")
+        .spawn()
+        .expect("spawn ots-indexer");
+    drop(child.stdout.take()); // the reader is gone before the first line
+    let out = child.wait_with_output().expect("output");
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

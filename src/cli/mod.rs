@@ -145,14 +145,32 @@ pub async fn main_with(registry: ots_classifiers::Registry) -> std::process::Exi
     }
 }
 
+/// A read-only report piped into a reader that stops early (`status | head`) ends quietly, as
+/// Unix tools do, instead of panicking in `println!` on the closed pipe. Only for the commands
+/// that write nothing: the server and the writers keep ignoring SIGPIPE.
+#[allow(unsafe_code)]
+fn quiet_on_closed_pipe() {
+    // SAFETY: restores the default disposition of one signal before any thread writes to the
+    // pipe; no handler runs Rust code.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Runs the chosen subcommand.
 pub async fn dispatch(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Run(a) => run::run(a).await,
         Command::Sync(a) => sync::sync(a).await,
         Command::Serve(a) => serve::serve(a).await,
-        Command::Status(a) => status::status(a).await,
-        Command::Check(a) => check::check(&a),
+        Command::Status(a) => {
+            quiet_on_closed_pipe();
+            status::status(a).await
+        }
+        Command::Check(a) => {
+            quiet_on_closed_pipe();
+            check::check(&a)
+        }
         Command::Unwind(a) => unwind::unwind(&a),
         Command::Compact(a) => compact::compact(&a),
         Command::Capture(a) => capture::capture(a).await,

@@ -287,25 +287,12 @@ impl NodeClient {
                 match parity {
                     Ok(_) => TraceMode::Parity,
                     Err(e) if is_method_missing(&e) => {
-                        let geth: Result<Value, _> = self
-                            .provider
-                            .raw_request(
-                                "debug_traceBlockByNumber".into(),
-                                json!(["0x0", {"tracer": "callTracer"}]),
-                            )
-                            .await;
-                        match geth {
-                            Ok(_) => TraceMode::Geth,
-                            Err(RpcError::ErrorResp(_)) if self.has_struct_logs().await? => {
-                                TraceMode::StructLog
-                            }
-                            Err(RpcError::ErrorResp(_)) => TraceMode::None,
-                            Err(source) => {
-                                return Err(SourceError::Request {
-                                    method: "debug_traceBlockByNumber",
-                                    source,
-                                })
-                            }
+                        if self.has_call_tracer().await? {
+                            TraceMode::Geth
+                        } else if self.has_struct_logs().await? {
+                            TraceMode::StructLog
+                        } else {
+                            TraceMode::None
                         }
                     }
                     Err(source) => return Err(SourceError::Request { method: "trace_block", source }),
@@ -318,6 +305,38 @@ impl NodeClient {
             info!(target: "ots::source", tracer = self.trace_mode.name(), "taking call frames from the node's tracer");
         }
         Ok(self)
+    }
+
+    /// Whether the node has `debug_traceBlockByNumber` with `callTracer`. Block 0 is asked
+    /// first; a node that cannot trace it for another reason than a missing method or tracer
+    /// (geth: "genesis is not traceable") is asked to trace a call at its head instead.
+    async fn has_call_tracer(&self) -> Result<bool, SourceError> {
+        let lacks = |code: i64, message: &str| {
+            let m = message.to_ascii_lowercase();
+            code == -32601 || m.contains("tracer") || m.contains("method") || m.contains("not supported")
+        };
+        let block: Result<Value, _> = self
+            .provider
+            .raw_request("debug_traceBlockByNumber".into(), json!(["0x0", {"tracer": "callTracer"}]))
+            .await;
+        match block {
+            Ok(_) => return Ok(true),
+            Err(RpcError::ErrorResp(p)) if lacks(p.code, &p.message) => return Ok(false),
+            Err(RpcError::ErrorResp(_)) => {}
+            Err(source) => return Err(SourceError::Request { method: "debug_traceBlockByNumber", source }),
+        }
+        let call: Result<Value, _> = self
+            .provider
+            .raw_request(
+                "debug_traceCall".into(),
+                json!([{"to": Address::ZERO, "data": "0x"}, "latest", {"tracer": "callTracer"}]),
+            )
+            .await;
+        match call {
+            Ok(answer) => Ok(answer.get("type").is_some()),
+            Err(RpcError::ErrorResp(_)) => Ok(false),
+            Err(source) => Err(SourceError::Request { method: "debug_traceCall", source }),
+        }
     }
 
     /// Whether the node has `debug_traceTransaction` with its default tracer: asked for a
@@ -460,6 +479,8 @@ impl NodeClient {
             TraceMode::Parity => {
                 Some(batch.add_call::<_, Value>("trace_block", &[n.as_str()]).map_err(ser("trace_block"))?)
             }
+            // Genesis has no transactions, and geth refuses to trace it.
+            TraceMode::Geth if number == 0 => None,
             TraceMode::Geth => Some(
                 batch
                     .add_call::<_, Value>("debug_traceBlockByNumber", &json!([n, {"tracer": "callTracer"}]))
@@ -511,6 +532,7 @@ impl NodeClient {
         }
         let tx_count = receipts.len();
         let frames = match traces {
+            None if self.trace_mode == TraceMode::Geth => Some(Vec::new()),
             None => None,
             Some(waiter) => {
                 let method = self.trace_mode.name();

@@ -442,7 +442,13 @@ pub async fn tree_of(
     block: u64,
     with_memory: bool,
 ) -> Result<Value, SourceError> {
-    let config = json!({"disableStack": false, "disableMemory": !with_memory, "disableStorage": true});
+    // geth turns memory on with `enableMemory`, Hardhat and older nodes off with `disableMemory`.
+    let config = json!({
+        "disableStack": false,
+        "disableMemory": !with_memory,
+        "enableMemory": with_memory,
+        "disableStorage": true,
+    });
     let trace: StructLogTrace = node.raw("debug_traceTransaction", json!([hash, config])).await?;
     let reason =
         |e: StructLogError| SourceError::Inconsistent { block, reason: format!("transaction {hash}: {e}") };
