@@ -43,6 +43,14 @@ fn run_bounded(args: &[&str], limit: Duration) -> Output {
     child.wait_with_output().expect("output")
 }
 
+/// A small indexed database in a new temporary directory.
+fn small_database(to: u64, per_batch: u64) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+    transfer_chain::index(&db, 0, to, per_batch);
+    dir
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -79,11 +87,7 @@ fn serving_a_directory_without_a_database_says_which_command_creates_one() {
 
 #[test]
 fn unwinding_to_a_block_at_or_above_the_tip_says_there_is_nothing_to_unwind() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    {
-        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
-        transfer_chain::index(&db, 0, 6, 3);
-    }
+    let dir = small_database(6, 3);
     let datadir = dir.path().to_str().expect("utf-8 path");
     for to in ["5", "900"] {
         let out = run_bounded(&["unwind", "--datadir", datadir, "--to", to], Duration::from_secs(30));
@@ -128,11 +132,7 @@ fn status_reports_the_file_size_and_the_bytes_in_use_not_the_map_limit() {
 
 #[test]
 fn status_without_a_node_says_none_was_given() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    {
-        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
-        transfer_chain::index(&db, 0, 5, 2);
-    }
+    let dir = small_database(5, 2);
     let datadir = dir.path().to_str().expect("utf-8 path");
     let out = run_bounded(&["status", "--datadir", datadir], Duration::from_secs(60));
     let stdout = text(&out.stdout);
@@ -171,11 +171,7 @@ fn a_node_not_there_at_start_up_is_named_by_its_url_not_by_a_probe() {
 
 #[test]
 fn status_into_a_closed_pipe_ends_quietly() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    {
-        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
-        transfer_chain::index(&db, 0, 5, 2);
-    }
+    let dir = small_database(5, 2);
     let mut child = Command::new(BIN)
         .args(["status", "--datadir"])
         .arg(dir.path())

@@ -85,7 +85,13 @@ async fn run_indexes_follows_and_stops_cleanly() {
     let head_now = client_for(&anvil.url).call("eth_blockNumber", json!([])).await;
     let head_now =
         u64::from_str_radix(head_now.as_str().expect("hex").trim_start_matches("0x"), 16).expect("hex");
-    let page = http_get(&metrics, "/metrics");
+    // The progress the metrics read is published just after the commit that readers see.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut page = http_get(&metrics, "/metrics");
+    while !page.contains(&format!("\nots_indexed_block {head_now}\n")) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        page = http_get(&metrics, "/metrics");
+    }
     assert!(page.contains(&format!("\nots_indexed_block {head_now}\n")), "{page}");
     assert!(
         page.contains("ots_lag_blocks 0") && page.contains("ots_rpc_errors_total{kind=\"request\"} 0"),

@@ -15,7 +15,7 @@ use alloy::{
     sol,
     sol_types::SolCall,
 };
-use common::{anvil::Anvil, contracts::Makers, workload, Client};
+use common::{anvil::Anvil, contracts::factory_calls, workload, Client};
 use ots_indexer::{
     db::{AccessMode, Db},
     rpc::{self, RpcContext, ServerOptions, TxFrames},
@@ -61,13 +61,7 @@ async fn struct_log_frames_equal_the_call_tracers() {
         at.push(address_of(&chain.receipt_of(d).await));
     }
     let (factory, ops, recreator) = (at[0], at[1], at[2]);
-    for data in [
-        Makers::makeCall {}.abi_encode(),
-        Makers::make2Call { salt: B256::repeat_byte(7) }.abi_encode(),
-        Makers::makeTokenCall { name: "Made Token".into(), symbol: "MADE".into() }.abi_encode(),
-        Makers::makeAndDestroyCall {}.abi_encode(),
-        Makers::makeInFailingCallCall {}.abi_encode(),
-    ] {
+    for data in factory_calls() {
         chain.send_call(a0, factory, data).await;
     }
     let salt = B256::repeat_byte(9);

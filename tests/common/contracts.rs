@@ -187,6 +187,18 @@ sol! {
     }
 }
 
+/// Calldata of `Factory`'s ways to create: CREATE, CREATE2, a token inside a call,
+/// create-and-destroy, and a creation undone by a reverted call.
+pub fn factory_calls() -> Vec<Vec<u8>> {
+    vec![
+        Makers::makeCall {}.abi_encode(),
+        Makers::make2Call { salt: B256::repeat_byte(7) }.abi_encode(),
+        Makers::makeTokenCall { name: "Made Token".into(), symbol: "MADE".into() }.abi_encode(),
+        Makers::makeAndDestroyCall {}.abi_encode(),
+        Makers::makeInFailingCallCall {}.abi_encode(),
+    ]
+}
+
 /// What [`deploy_factories`] made.
 pub struct Factories {
     /// The block of its calls.
@@ -212,13 +224,7 @@ pub async fn deploy_factories(url: &str, a: Address, b: Address) -> Factories {
     chain.mine().await;
     let (factory, pair_factory) = (created(&chain, factory).await, created(&chain, pair_factory).await);
     let mut calls = Vec::new();
-    for data in [
-        Makers::makeCall {}.abi_encode(),
-        Makers::make2Call { salt: B256::repeat_byte(7) }.abi_encode(),
-        Makers::makeTokenCall { name: "Made Token".into(), symbol: "MADE".into() }.abi_encode(),
-        Makers::makeAndDestroyCall {}.abi_encode(),
-        Makers::makeInFailingCallCall {}.abi_encode(),
-    ] {
+    for data in factory_calls() {
         calls.push(chain.send_call(a0, factory, data).await);
     }
     let create_pair =
