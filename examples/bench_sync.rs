@@ -4,7 +4,9 @@
 //! * blocks/s and logs/s of indexing a captured recording of the chain (no node).
 //!
 //! `scripts/bench-sync.sh` starts the node and runs this in release mode.
-//! Usage: bench_sync URL [BLOCKS] [TXS_PER_BLOCK] [CONCURRENCY] [RUNS]
+//! Usage: bench_sync URL [BLOCKS] [TXS_PER_BLOCK] [CONCURRENCY] [RUNS]; with `BENCH_NODE=geth`
+//! the node is `geth --dev`: the workload signs with its own keys, and geth packs the
+//! transfers into blocks as they arrive.
 
 // The tests' workload, shared: its `pub` items are for whoever includes it.
 #[allow(unreachable_pub)]
@@ -21,6 +23,10 @@ use ots_indexer::{
     source::{fixture::Fixture, BlockSource, NodeClient, TraceChoice},
     sync::{Indexer, SyncConfig},
 };
+use workload::Faucet;
+
+/// `geth --dev`'s chain id.
+const GETH_DEV_CHAIN_ID: u64 = 1337;
 
 fn arg(n: usize, default: u64) -> u64 {
     std::env::args().nth(n).and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -38,7 +44,16 @@ async fn main() -> anyhow::Result<()> {
         (arg(2, 200), arg(3, 50), arg(4, 16) as usize, arg(5, 3) as usize);
 
     eprintln!("generating {blocks} blocks of {per_block} ERC20 transfers on {url}…");
-    workload::run_with_transfer_blocks(&url, blocks, per_block).await;
+    if std::env::var("BENCH_NODE").is_ok_and(|n| n == "geth") {
+        let accounts = workload::Chain::connect(&url).call("eth_accounts", serde_json::json!([])).await;
+        let dev = serde_json::from_value(accounts[0].clone())?;
+        let work = workload::run_with_local_keys(&url, GETH_DEV_CHAIN_ID, true, Faucet::Unlocked(dev)).await;
+        let chain =
+            workload::Chain::with_local_keys(&url, GETH_DEV_CHAIN_ID, workload::workload_keys(), true);
+        workload::add_transfer_blocks(chain, &work, blocks, per_block).await;
+    } else {
+        workload::run_with_transfer_blocks(&url, blocks, per_block).await;
+    }
 
     let node = NodeClient::connect(&url, Duration::from_secs(60))?.with_traces(TraceChoice::Auto).await?;
     let head = node.head().await?;

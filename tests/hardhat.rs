@@ -14,6 +14,7 @@ use common::{
     contracts::{deploy_everything, deploy_factories},
     hardhat::Hardhat,
     workload,
+    world::contract_world,
 };
 use ots_classifiers::Erc20Classifier;
 use ots_indexer::{
@@ -173,100 +174,6 @@ async fn the_standard_workload_indexes_from_hardhat_as_from_anvil() {
 async fn client_nonce(api: &common::Client, who: alloy::primitives::Address) -> u64 {
     let n = api.call("eth_getTransactionCount", json!([who, "latest"])).await;
     u64::from_str_radix(n.as_str().expect("hex").trim_start_matches("0x"), 16).expect("hex")
-}
-
-/// Everything the explorer lists about contracts, for a chain indexed from `url` with every
-/// built-in classifier and the node's own frames: each list's addresses (block numbers aside),
-/// each listed contract's attributes and creator, and the history of each address in `who`
-/// as (sender, nonce) pairs (transaction hashes differ between nodes).
-async fn contract_world(url: &str, who: &[Address]) -> Value {
-    let client = NodeClient::connect(url, Duration::from_secs(60))
-        .expect("node")
-        .with_traces(TraceChoice::Auto)
-        .await
-        .expect("frames");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
-    let classifiers =
-        ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();
-    let config = SyncConfig { batch_blocks: 3, ..SyncConfig::default() };
-    let indexer = Indexer::open(db.clone(), client.clone(), classifiers, config).await.expect("indexer");
-    indexer.sync_to(client.head().await.expect("head")).await.expect("sync");
-    indexer.close().await.expect("close");
-    check(&db.begin_read().expect("read")).expect("check");
-    let (api, server) = common::serve(&db, client).await;
-    let mut world = serde_json::Map::new();
-    let mut listed = std::collections::BTreeSet::new();
-    for (list, list_method, count_method) in [
-        ("AllContracts", "ots2_getAllContractsList", "ots2_getAllContractsCount"),
-        ("ERC20", "ots2_getERC20List", "ots2_getERC20Count"),
-        ("ERC721", "ots2_getERC721List", "ots2_getERC721Count"),
-        ("ERC1155", "ots2_getERC1155List", "ots2_getERC1155Count"),
-        ("ERC1167", "ots2_getERC1167List", "ots2_getERC1167Count"),
-        ("ERC4626", "ots2_getERC4626List", "ots2_getERC4626Count"),
-    ] {
-        let page = api.call(list_method, json!([0, 500])).await;
-        let mut rows: Vec<Value> = page["results"]
-            .as_array()
-            .expect("results")
-            .iter()
-            .map(|r| {
-                let mut r = r.clone();
-                if let Some(o) = r.as_object_mut() {
-                    o.remove("blockNumber");
-                }
-                listed.insert(r["address"].as_str().expect("address").to_owned());
-                r
-            })
-            .collect();
-        rows.sort_by_key(|r| r["address"].to_string());
-        let count = api.call(count_method, json!([])).await;
-        world.insert(list.to_owned(), json!({"count": count, "rows": rows}));
-    }
-    let mut contracts = serde_json::Map::new();
-    for address in &listed {
-        let creator = api.call("ots_getContractCreator", json!([address])).await;
-        let creation =
-            if creator.is_null() { Value::Null } else { sender_and_nonce(&api, &creator["hash"]).await };
-        contracts.insert(
-            address.clone(),
-            json!({
-                "attributes": api.call("ots2_getAddressAttributes", json!([address])).await,
-                "creator": creator["creator"],
-                "creation": creation,
-            }),
-        );
-    }
-    world.insert("contracts".into(), Value::Object(contracts));
-    let mut histories = serde_json::Map::new();
-    for address in who.iter().map(|a| format!("{a:#x}")).chain(listed.iter().cloned()) {
-        let (mut block, mut history) = (0u64, Vec::new());
-        loop {
-            let page = api.call("ots_searchTransactionsBefore", json!([address, block, 25])).await;
-            let txs = page["txs"].as_array().expect("txs").clone();
-            for t in &txs {
-                history.push(json!([t["from"], t["nonce"]]));
-            }
-            if page["lastPage"] == json!(true) {
-                break;
-            }
-            let oldest = txs.last().expect("a page that is not the last holds transactions");
-            block = u64::from_str_radix(
-                oldest["blockNumber"].as_str().expect("hex").trim_start_matches("0x"),
-                16,
-            )
-            .expect("hex");
-        }
-        histories.insert(address, Value::Array(history));
-    }
-    world.insert("histories".into(), Value::Object(histories));
-    let _ = server.stop();
-    Value::Object(world)
-}
-
-async fn sender_and_nonce(api: &common::Client, hash: &Value) -> Value {
-    let tx = api.call("eth_getTransactionByHash", json!([hash])).await;
-    json!([tx["from"], tx["nonce"]])
 }
 
 /// Contracts made inside calls (factory CREATE and CREATE2, a token, clones, a Uniswap-style

@@ -40,6 +40,12 @@ impl Geth {
                         "0",
                         "--datadir",
                         &dir,
+                        // Classifying a contract calls it at its deployment block: geth
+                        // keeps only the last 128 blocks' state unless it is an archive node.
+                        "--gcmode",
+                        "archive",
+                        "--state.scheme",
+                        "hash",
                         "--nodiscover",
                         "--maxpeers",
                         "0",

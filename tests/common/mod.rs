@@ -10,6 +10,7 @@ pub mod geth;
 pub mod hardhat;
 pub mod transfer_chain;
 pub mod workload;
+pub mod world;
 
 use alloy::providers::{DynProvider, Provider, ProviderBuilder};
 use jsonrpsee::server::ServerHandle;

@@ -16,6 +16,10 @@ use alloy::{
 };
 use serde_json::{json, Value};
 
+#[path = "local_keys.rs"]
+pub mod local_keys;
+use local_keys::{LegacyTx, LocalKey};
+
 sol! {
     function transfer(address to, uint256 value) returns (bool);
     function approve(address spender, uint256 value) returns (bool);
@@ -121,7 +125,8 @@ impl Workload {
     }
 }
 
-/// A node client for the workload: raw JSON-RPC, since the dev accounts sign node-side.
+/// A node client for the workload: raw JSON-RPC. The node's dev accounts sign node-side;
+/// with local keys ([`Chain::with_local_keys`]) the workload signs itself.
 #[derive(Debug, Clone)]
 pub struct Chain {
     provider: DynProvider,
@@ -129,7 +134,22 @@ pub struct Chain {
     pending: Vec<(B256, Vec<Transfer>, bool)>,
     /// Transactions per mined block.
     pub per_block: usize,
+    local: Option<LocalAccounts>,
 }
+
+/// The accounts a chain signs for itself, and how its node mines.
+#[derive(Debug, Clone)]
+struct LocalAccounts {
+    chain_id: u64,
+    keys: Vec<LocalKey>,
+    /// A node that seals a block as each transaction arrives (`geth --dev --dev.period 0`)
+    /// has no `evm_mine`.
+    seals_itself: bool,
+}
+
+/// The fee of every locally signed transaction: above any dev chain's base fee, and fixed, so
+/// that a transaction's bytes (and hash) do not depend on the node.
+const LOCAL_GAS_PRICE: u128 = 10_000_000_000;
 
 fn artifact(name: &str) -> Bytes {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/build/artifacts.json");
@@ -144,7 +164,16 @@ impl Chain {
     /// Connects to `url`.
     pub fn connect(url: &str) -> Self {
         let provider = ProviderBuilder::default().connect_http(url.parse().expect("valid URL")).erased();
-        Self { provider, nonces: BTreeMap::new(), pending: Vec::new(), per_block: 100 }
+        Self { provider, nonces: BTreeMap::new(), pending: Vec::new(), per_block: 100, local: None }
+    }
+
+    /// Connects to `url`, signing for `keys` itself on chain `chain_id`; `seals_itself` for a
+    /// node that mines each transaction as it comes. There each transaction is mined before the
+    /// next is sent (`per_block` 1): a block the node packs from several senders may order them
+    /// otherwise than they were sent.
+    pub fn with_local_keys(url: &str, chain_id: u64, keys: Vec<LocalKey>, seals_itself: bool) -> Self {
+        let per_block = if seals_itself { 1 } else { 100 };
+        Self { local: Some(LocalAccounts { chain_id, keys, seals_itself }), per_block, ..Self::connect(url) }
     }
 
     async fn rpc<R: serde::de::DeserializeOwned>(&self, method: &'static str, params: Value) -> R {
@@ -156,15 +185,30 @@ impl Chain {
         serde_json::from_value(answer).unwrap_or_else(|e| panic!("{method} answered unexpectedly: {e}"))
     }
 
-    /// The node's unlocked accounts.
+    /// The accounts the workload sends from: the local keys' if any, else the node's unlocked ones.
     pub async fn accounts(&self) -> Vec<Address> {
-        self.rpc("eth_accounts", json!([])).await
+        match &self.local {
+            Some(local) => local.keys.iter().map(|k| k.address).collect(),
+            None => self.rpc("eth_accounts", json!([])).await,
+        }
     }
 
     async fn send(
         &mut self,
         from: Address,
         to: Option<Address>,
+        data: Bytes,
+        transfers: Vec<(Address, Address, Address)>,
+        ok: bool,
+    ) -> B256 {
+        self.send_with_value(from, to, U256::ZERO, data, transfers, ok).await
+    }
+
+    async fn send_with_value(
+        &mut self,
+        from: Address,
+        to: Option<Address>,
+        value: U256,
         data: Bytes,
         transfers: Vec<(Address, Address, Address)>,
         ok: bool,
@@ -177,11 +221,23 @@ impl Chain {
             }
         };
         self.nonces.insert(from, nonce + 1);
-        let mut tx = json!({ "from": from, "data": data, "gas": "0x2dc6c0", "nonce": format!("{nonce:#x}") });
-        if let Some(to) = to {
-            tx["to"] = json!(to);
-        }
-        let hash: B256 = self.rpc("eth_sendTransaction", json!([tx])).await;
+        let local =
+            self.local.as_ref().and_then(|l| Some((l.chain_id, l.keys.iter().find(|k| k.address == from)?)));
+        let hash: B256 = match local {
+            Some((chain_id, key)) => {
+                let tx = LegacyTx { nonce, gas_price: LOCAL_GAS_PRICE, gas: 3_000_000, to, value, data };
+                self.rpc("eth_sendRawTransaction", json!([key.sign(&tx, chain_id)])).await
+            }
+            None => {
+                let mut tx = json!({
+                    "from": from, "data": data, "value": value, "gas": "0x2dc6c0", "nonce": format!("{nonce:#x}"),
+                });
+                if let Some(to) = to {
+                    tx["to"] = json!(to);
+                }
+                self.rpc("eth_sendTransaction", json!([tx])).await
+            }
+        };
         self.pending.push((hash, transfers, ok));
         if self.pending.len().is_multiple_of(self.per_block) {
             self.mine().await;
@@ -233,8 +289,20 @@ impl Chain {
         self.pending.clear();
     }
 
-    /// Mines what is pending into one block.
+    /// Sends `value` wei from `from` to `to` (mined by the next `mine`).
+    pub async fn send_value(&mut self, from: Address, to: Address, value: U256) -> B256 {
+        self.send_with_value(from, Some(to), value, Bytes::new(), Vec::new(), true).await
+    }
+
+    /// Mines what is pending into one block; on a node that seals by itself, waits until the
+    /// last sent transaction is mined.
     pub async fn mine(&self) {
+        if self.local.as_ref().is_some_and(|l| l.seals_itself) {
+            if let Some((hash, _, _)) = self.pending.last() {
+                self.receipt(*hash).await;
+            }
+            return;
+        }
         let _: Value = self.rpc("evm_mine", json!([])).await;
     }
 
@@ -246,9 +314,23 @@ impl Chain {
     }
 
     async fn receipt(&self, hash: B256) -> Value {
-        let r: Value = self.rpc("eth_getTransactionReceipt", json!([hash])).await;
-        assert!(!r.is_null(), "transaction {hash} was not mined");
-        r
+        // A node that seals by itself may still be sealing it.
+        for _ in 0..3000 {
+            let answer: Result<Value, _> =
+                self.provider.raw_request("eth_getTransactionReceipt".into(), json!([hash])).await;
+            match answer {
+                Ok(r) if !r.is_null() => return r,
+                Ok(_) => {}
+                // A fresh geth says so for a moment after it starts.
+                Err(e) if e.to_string().contains("indexing is in progress") => {}
+                Err(e) => panic!("eth_getTransactionReceipt failed: {e}"),
+            }
+            if !self.local.as_ref().is_some_and(|l| l.seals_itself) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("transaction {hash} was not mined")
     }
 
     /// Mines the rest and resolves every sent transaction's block, index and status.
@@ -297,7 +379,56 @@ impl Lcg {
 /// with more than 600; accounts 5–24 trade among themselves in two tokens, including
 /// self-transfers, a transaction with several Transfer logs and a failing transfer.
 pub async fn run(url: &str) -> Workload {
-    let mut chain = Chain::connect(url);
+    run_on(Chain::connect(url)).await
+}
+
+/// Where the workload's local accounts get their ether.
+#[derive(Debug, Clone, Copy)]
+pub enum Faucet {
+    /// The node's one unlocked account (`geth --dev`) pays.
+    Unlocked(Address),
+    /// `anvil_setBalance`.
+    SetBalance,
+}
+
+/// The standard workload from 25 accounts whose keys the test holds, on chain `chain_id`:
+/// a faucet account (also local) is given ether by `faucet` and pays each of them, then the
+/// workload runs. On two nodes with the same chain id every transaction but the faucet's own
+/// funding has the same hash.
+pub async fn run_with_local_keys(url: &str, chain_id: u64, seals_itself: bool, faucet: Faucet) -> Workload {
+    let funder = LocalKey::derive("faucet", 0);
+    let keys = workload_keys();
+    let accounts: Vec<Address> = keys.iter().map(|k| k.address).collect();
+    let mut all_keys = keys.clone();
+    all_keys.push(funder.clone());
+    let mut chain = Chain::with_local_keys(url, chain_id, all_keys, seals_itself);
+    let plenty = units(10_000_000);
+    match faucet {
+        Faucet::Unlocked(rich) => {
+            let tx = json!({ "from": rich, "to": funder.address, "value": plenty });
+            let hash: B256 = chain.rpc("eth_sendTransaction", json!([tx])).await;
+            chain.mine().await;
+            chain.receipt(hash).await;
+        }
+        Faucet::SetBalance => {
+            let _: Value = chain.rpc("anvil_setBalance", json!([funder.address, plenty])).await;
+        }
+    }
+    for &a in &accounts {
+        chain.send_value(funder.address, a, units(10_000)).await;
+    }
+    chain.settle().await;
+    chain.local = Some(LocalAccounts { keys, ..chain.local.expect("local keys") });
+    run_on(chain).await
+}
+
+/// The keys of [`run_with_local_keys`]'s 25 accounts.
+pub fn workload_keys() -> Vec<LocalKey> {
+    (0..25).map(|i| LocalKey::derive("workload", i)).collect()
+}
+
+/// The standard workload on `chain` (see [`run`]).
+pub async fn run_on(mut chain: Chain) -> Workload {
     let accounts = chain.accounts().await;
     assert!(accounts.len() >= 25, "the workload needs 25 dev accounts (anvil --accounts 30)");
     let (a0, a1) = (accounts[0], accounts[1]);
@@ -389,14 +520,24 @@ pub async fn run(url: &str) -> Workload {
 /// each (from the first account to the traders): the chains of the sync benchmarks.
 pub async fn run_with_transfer_blocks(url: &str, blocks: u64, per_block: u64) -> Workload {
     let work = run(url).await;
-    let mut chain = Chain::connect(url);
+    add_transfer_blocks(Chain::connect(url), &work, blocks, per_block).await;
+    work
+}
+
+/// Sends `blocks` × `per_block` ERC20 transfers from the workload's first account to its
+/// traders on `chain`, mining after each `per_block` (a node that seals by itself packs them as
+/// they come), and waits until the last is mined.
+pub async fn add_transfer_blocks(mut chain: Chain, work: &Workload, blocks: u64, per_block: u64) {
     chain.per_block = usize::MAX;
     let (acc, demo) = (&work.accounts, work.tokens[0].address);
+    let mut last = None;
     for b in 0..blocks as usize {
         for t in 0..per_block as usize {
-            chain.transfer(demo, acc[0], acc[(b + t) % 20 + 5], 1 + t as u64).await;
+            last = Some(chain.transfer(demo, acc[0], acc[(b + t) % 20 + 5], 1 + t as u64).await);
         }
         chain.mine().await;
     }
-    work
+    if let Some(hash) = last {
+        chain.receipt(hash).await;
+    }
 }
