@@ -207,3 +207,46 @@ async fn contracts_made_inside_calls_from_hardhat_equal_anvils() {
     assert_eq!(pair_history.as_array().map(Vec::len), Some(2), "deployed, then createPair: {pair_history}");
     common::contracts::late_clone_classes(&hardhat.url, d).await;
 }
+
+/// The State Diff tab on Hardhat's node, which has neither `trace_replayTransaction` nor the
+/// prestate tracer: rebuilt from struct logs and the state around the block (here, as with
+/// Hardhat's automine, each transaction is mined in a block of its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_diff_on_hardhat_comes_from_struct_logs() {
+    let node = Hardhat::start();
+    let rpc = common::Client::new(&node.url);
+    let sender: Address =
+        serde_json::from_value(rpc.call("eth_accounts", json!([])).await[0].clone()).expect("account");
+    let mut chain = workload::Chain::connect(&node.url);
+    chain.per_block = usize::MAX;
+    let deploy = chain.deploy_artifact(sender, "Counter").await;
+    chain.mine().await;
+    let counter: Address =
+        serde_json::from_value(chain.receipt_of(deploy).await["contractAddress"].clone()).expect("counter");
+    alloy::sol! { function increment() external; }
+    let hash =
+        chain.send_call(sender, counter, alloy::sol_types::SolCall::abi_encode(&incrementCall {})).await;
+    chain.mine().await;
+    let receipt = chain.receipt_of(hash).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
+    let client = NodeClient::connect(&node.url, Duration::from_secs(30)).expect("node");
+    let (api, server) = common::serve(&db, client).await;
+    let answer = api.call("trace_replayTransaction", json!([hash, ["stateDiff"]])).await;
+    let diff = &answer["stateDiff"];
+    let (slot0, one) = (format!("0x{}", "0".repeat(64)), format!("0x{}1", "0".repeat(63)));
+    assert_eq!(
+        diff[format!("{counter:#x}")]["storage"][&slot0],
+        json!({"*": {"from": slot0, "to": one}}),
+        "{answer}"
+    );
+    let block = receipt["blockNumber"].as_str().expect("hex");
+    let parent = format!("{:#x}", u64::from_str_radix(block.trim_start_matches("0x"), 16).expect("hex") - 1);
+    let nonce = |at: &str| rpc.call("eth_getTransactionCount", json!([sender, at]));
+    assert_eq!(
+        diff[format!("{sender:#x}")]["nonce"],
+        json!({"*": {"from": nonce(&parent).await, "to": nonce(block).await}}),
+        "{answer}"
+    );
+    let _ = server.stop();
+}

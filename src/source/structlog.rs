@@ -86,10 +86,61 @@ pub fn selfdestructing(top: &TopCall, trace: &StructLogTrace) -> Result<Vec<Addr
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    rebuild_with(top, trace, &HashMap::new(), &mut |a| out.push(a))?;
+    rebuild_with(top, trace, &HashMap::new(), &mut |seen| {
+        if let Seen::SelfDestruct(a) = seen {
+            out.push(a);
+        }
+    })?;
     out.sort_unstable();
     out.dedup();
     Ok(out)
+}
+
+/// Every storage slot an SSTORE in `trace` wrote, as (whose storage, slot), reverted frames
+/// included: what a state diff must look at.
+pub fn storage_writes(top: &TopCall, trace: &StructLogTrace) -> Result<Vec<(Address, U256)>, StructLogError> {
+    let mut out = Vec::new();
+    rebuild_with(top, trace, &HashMap::new(), &mut |seen| {
+        if let Seen::Store(a, slot) = seen {
+            out.push((a, slot));
+        }
+    })?;
+    // Init code writes under a placeholder: the creation's address once it returned.
+    let created = creations(trace)?;
+    for (a, _) in &mut out {
+        if let Some(real) = created.get(a) {
+            *a = *real;
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// The address each creation that ran returned, by the placeholder its frame ran under (zero
+/// for a creation that failed).
+fn creations(trace: &StructLogTrace) -> Result<HashMap<Address, Address>, StructLogError> {
+    let steps = &trace.struct_logs;
+    let mut out = HashMap::new();
+    for (i, step) in steps.iter().enumerate() {
+        if !matches!(step.op.as_str(), "CREATE" | "CREATE2") {
+            continue;
+        }
+        if let Some(back) = steps[i + 1..].iter().find(|s| s.depth <= step.depth) {
+            if back.depth == step.depth {
+                out.insert(placeholder(i), address_of(arg(back, 0)?));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What the rebuild reports beside the tree.
+enum Seen {
+    /// A SELFDESTRUCT by code running as this address outside its own creation.
+    SelfDestruct(Address),
+    /// An SSTORE to this address's slot (a placeholder inside init code).
+    Store(Address, U256),
 }
 
 /// The transaction's call tree in `callTracer`'s JSON shape. `balances` holds, for each address
@@ -287,7 +338,7 @@ fn rebuild_with(
     top: &TopCall,
     trace: &StructLogTrace,
     balances: &HashMap<Address, U256>,
-    on_selfdestruct: &mut dyn FnMut(Address),
+    on_seen: &mut dyn FnMut(Seen),
 ) -> Result<Value, StructLogError> {
     let steps = &trace.struct_logs;
     let mut root = Node::new(
@@ -363,7 +414,7 @@ fn rebuild_with(
             }
             "SELFDESTRUCT" => {
                 if open.iter().all(|f| f.placeholder != Some(context)) {
-                    on_selfdestruct(context);
+                    on_seen(Seen::SelfDestruct(context));
                 }
                 let beneficiary = address_of(arg(step, 0)?);
                 let value = balance_now(context, &open, balances);
@@ -378,6 +429,7 @@ fn rebuild_with(
                     ));
                 }
             }
+            "SSTORE" => on_seen(Seen::Store(context, arg(step, 0)?)),
             "RETURN" | "REVERT" if open.len() > 1 => {
                 let out = memory(step, arg(step, 0)?, arg(step, 1)?)?;
                 if let Some(current) = open.last_mut() {
@@ -411,6 +463,33 @@ pub async fn call_tree(
     hash: B256,
     with_memory: bool,
 ) -> Result<Option<Value>, SourceError> {
+    let Some((top, block)) = top_call(node, hash).await? else { return Ok(None) };
+    tree_of(node, hash, &top, block, with_memory).await.map(Some)
+}
+
+/// What a transaction touched, from its struct logs.
+#[derive(Debug, Clone)]
+pub struct Touched {
+    /// Its block.
+    pub block: u64,
+    /// Its call tree in `callTracer`'s shape, without inputs and outputs below the top.
+    pub tree: Value,
+    /// The storage slots it wrote (see [`storage_writes`]).
+    pub stores: Vec<(Address, U256)>,
+}
+
+/// The call tree and storage writes of transaction `hash`; `None` if the node knows no such
+/// transaction.
+pub async fn touched(node: &NodeClient, hash: B256) -> Result<Option<Touched>, SourceError> {
+    let Some((top, block)) = top_call(node, hash).await? else { return Ok(None) };
+    let trace = trace_of(node, hash, false).await?;
+    let stores = storage_writes(&top, &trace).map_err(|e| inconsistent(block, hash, &e))?;
+    let tree = tree_from(node, hash, &top, block, &trace).await?;
+    Ok(Some(Touched { block, tree, stores }))
+}
+
+/// Transaction `hash`'s own call and block, from the node; `None` if it knows no such one.
+async fn top_call(node: &NodeClient, hash: B256) -> Result<Option<(TopCall, u64)>, SourceError> {
     let answers = node
         .batch(&[("eth_getTransactionByHash", json!([hash])), ("eth_getTransactionReceipt", json!([hash]))])
         .await?;
@@ -431,7 +510,7 @@ pub async fn call_tree(
         value: field(tx, "value").unwrap_or_default(),
         input: field(tx, "input").unwrap_or_default(),
     };
-    tree_of(node, hash, &top, block, with_memory).await.map(Some)
+    Ok(Some((top, block)))
 }
 
 /// The call tree of transaction `hash` of block `block`, whose own call is `top`.
@@ -442,6 +521,12 @@ pub async fn tree_of(
     block: u64,
     with_memory: bool,
 ) -> Result<Value, SourceError> {
+    let trace = trace_of(node, hash, with_memory).await?;
+    tree_from(node, hash, top, block, &trace).await
+}
+
+/// The default tracer's steps of transaction `hash`, with the stack, without storage.
+async fn trace_of(node: &NodeClient, hash: B256, with_memory: bool) -> Result<StructLogTrace, SourceError> {
     // geth turns memory on with `enableMemory`, Hardhat and older nodes off with `disableMemory`.
     let config = json!({
         "disableStack": false,
@@ -449,14 +534,26 @@ pub async fn tree_of(
         "enableMemory": with_memory,
         "disableStorage": true,
     });
-    let trace: StructLogTrace = node.raw("debug_traceTransaction", json!([hash, config])).await?;
-    let reason =
-        |e: StructLogError| SourceError::Inconsistent { block, reason: format!("transaction {hash}: {e}") };
+    node.raw("debug_traceTransaction", json!([hash, config])).await
+}
+
+fn inconsistent(block: u64, hash: B256, e: &StructLogError) -> SourceError {
+    SourceError::Inconsistent { block, reason: format!("transaction {hash}: {e}") }
+}
+
+/// The call tree rebuilt from `trace`, with the parent block's balances its SELFDESTRUCTs need.
+async fn tree_from(
+    node: &NodeClient,
+    hash: B256,
+    top: &TopCall,
+    block: u64,
+    trace: &StructLogTrace,
+) -> Result<Value, SourceError> {
     let mut balances = HashMap::new();
-    for contract in selfdestructing(top, &trace).map_err(reason)? {
+    for contract in selfdestructing(top, trace).map_err(|e| inconsistent(block, hash, &e))? {
         let parent = format!("{:#x}", block.saturating_sub(1));
         let balance: U256 = node.raw("eth_getBalance", json!([contract, parent])).await?;
         balances.insert(contract, balance);
     }
-    rebuild(top, &trace, &balances).map_err(reason)
+    rebuild(top, trace, &balances).map_err(|e| inconsistent(block, hash, &e))
 }

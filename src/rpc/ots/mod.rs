@@ -1,5 +1,6 @@
 //! The `ots_` namespace: what the index serves of it.
 
+mod block_state_diff;
 pub mod blocks;
 pub mod issuance;
 pub mod search;

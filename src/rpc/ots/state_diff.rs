@@ -1,6 +1,7 @@
 //! `trace_replayTransaction [hash, ["stateDiff"]]`, the Otterscan UI's State Diff tab, on nodes
 //! without the `trace_` namespace: the node's answer where it has the method, else the state
-//! diff rebuilt from `debug_traceTransaction` with `prestateTracer` in diff mode (docs/api.md).
+//! diff rebuilt from `debug_traceTransaction` with `prestateTracer` in diff mode, else from struct
+//! logs and the state around the block (`block_state_diff`; docs/api.md).
 //!
 //! The prestate tracer's diff mode gives, for every account the transaction changed, its state
 //! before (`pre`, whole) and the fields that changed (`post`): an account missing from `post`
@@ -12,8 +13,10 @@ use alloy_primitives::B256;
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
 use serde_json::{json, Map, Value};
 
+use super::block_state_diff;
 use crate::rpc::{
-    errors::{invalid_params, lacks_tracer, node_error, node_lacks, server_error},
+    context::TxFrames,
+    errors::{invalid_params, lacks_tracer, node_error, server_error},
     RpcContext,
 };
 
@@ -160,16 +163,16 @@ impl TraceReplayApiServer for TraceReplay {
                 json!([hash, {"tracer": "callTracer", "tracerConfig": {"onlyTopCall": true}}]),
             ),
         ];
-        let answers = self.ctx.node.batch(&calls).await.map_err(|e| {
-            if lacks_tracer(&e) {
-                node_lacks(
-                    "trace_replayTransaction nor prestate tracer (debug_traceTransaction with prestateTracer)",
-                    &e,
-                )
-            } else {
-                node_error(&e)
+        if self.ctx.tx_frames == TxFrames::StructLogs {
+            return block_state_diff::replay_from_struct_logs(&self.ctx, hash).await;
+        }
+        let answers = match self.ctx.node.batch(&calls).await {
+            Ok(answers) => answers,
+            Err(e) if lacks_tracer(&e) => {
+                return block_state_diff::replay_from_struct_logs(&self.ctx, hash).await;
             }
-        })?;
+            Err(e) => return Err(node_error(&e)),
+        };
         if answers[0].is_null() {
             return Ok(Value::Null);
         }
