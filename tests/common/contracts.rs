@@ -244,27 +244,7 @@ pub async fn deploy_factories(url: &str, a: Address, b: Address) -> Factories {
 /// and initialised at once likewise in its block, and every clone's implementation is answered
 /// from its code, even the one never indexed.
 pub async fn late_clone_classes(url: &str, d: &Deployed) {
-    use std::time::Duration;
-
-    use ots_indexer::{
-        db::{AccessMode, Db},
-        index::check::check,
-        source::{NodeClient, TraceChoice},
-        sync::{Indexer, SyncConfig},
-    };
-    let node = NodeClient::connect(url, Duration::from_secs(30))
-        .expect("node")
-        .with_traces(TraceChoice::None)
-        .await
-        .expect("no traces");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
-    let classifiers =
-        ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();
-    let config = SyncConfig { batch_blocks: 2, ..Default::default() };
-    let indexer = Indexer::open(db.clone(), node.clone(), classifiers, config).await.expect("indexer");
-    indexer.sync_to(node.head().await.expect("head")).await.expect("sync");
-    check(&db.begin_read().expect("read")).expect("check");
+    let (_dir, db, node) = super::world::index_with(url, ots_indexer::source::TraceChoice::None, 2).await;
     let (client, server) = super::serve(&db, node).await;
     let attrs = |a: Address| client.call("ots2_getAddressAttributes", json!([a]));
     for clone in [d.clone, d.clone_initialised] {

@@ -16,16 +16,25 @@ use serde_json::{json, Value};
 /// A database indexed from `url` to its head with every built-in classifier and the frames
 /// `auto` finds, checked; with the client it used.
 pub async fn index_everything(url: &str) -> (tempfile::TempDir, Db, NodeClient) {
+    index_with(url, TraceChoice::Auto, 3).await
+}
+
+/// As [`index_everything`], with frames from `traces` and `batch_blocks` blocks a batch.
+pub async fn index_with(
+    url: &str,
+    traces: TraceChoice,
+    batch_blocks: u64,
+) -> (tempfile::TempDir, Db, NodeClient) {
     let client = NodeClient::connect(url, Duration::from_secs(60))
         .expect("node")
-        .with_traces(TraceChoice::Auto)
+        .with_traces(traces)
         .await
         .expect("frames");
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
     let classifiers =
         ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();
-    let config = SyncConfig { batch_blocks: 3, ..SyncConfig::default() };
+    let config = SyncConfig { batch_blocks, ..SyncConfig::default() };
     let indexer = Indexer::open(db.clone(), client.clone(), classifiers, config).await.expect("indexer");
     indexer.sync_to(client.head().await.expect("head")).await.expect("sync");
     indexer.close().await.expect("close");
