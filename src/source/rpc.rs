@@ -182,6 +182,10 @@ fn request_err(method: &'static str) -> impl FnOnce(TransportError) -> SourceErr
     move |source| SourceError::Request { method, source }
 }
 
+/// How long an idle HTTP connection to the node is kept for reuse: under the 5 s keep-alive of
+/// Node.js servers.
+const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(3);
+
 impl NodeClient {
     /// Connects to an `http://` URL; every request times out after `timeout`.
     pub fn connect(url: &str, timeout: Duration) -> Result<Self, SourceError> {
@@ -196,7 +200,14 @@ impl NodeClient {
             }
             other => return Err(bad(format!("scheme {other} is not supported; use http:// or ws://"))),
         }
-        let http = reqwest::Client::builder().timeout(timeout).build().map_err(|e| bad(e.to_string()))?;
+        // A connection idle past the server's keep-alive (Node.js servers such as Hardhat's close
+        // theirs after 5 s) can be closed just as it is reused, and the request fails with a
+        // reset: let idle connections go first.
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
+            .build()
+            .map_err(|e| bad(e.to_string()))?;
         let client = ClientBuilder::default()
             .layer(RetryBackoffLayer::new(RATE_LIMIT_RETRIES, RATE_LIMIT_BACKOFF_MS, u64::MAX))
             .http_with_client(http, parsed);
