@@ -9,6 +9,9 @@
 // Every dependency is used by the library itself (tests and examples have their own).
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+// The binary's global allocator (src/main.rs), a dependency of the package rather than the library.
+use mimalloc as _;
+
 pub mod classify;
 pub mod cli;
 pub mod db;

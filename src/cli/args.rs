@@ -97,7 +97,7 @@ pub struct SyncArgs {
     #[arg(skip)]
     pub registry: Registry,
 
-    /// Most blocks written in one database transaction.
+    /// Most blocks written in one database transaction (a bulk stage, one transaction for the whole stage, fetches at most 250 at a time: fewer blocks in flight).
     #[arg(long, env = "OTS_BATCH_BLOCKS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_blocks: u64,
 

@@ -241,8 +241,7 @@ pub(crate) async fn start_indexer(
             sync_args.batch_blocks
         );
         let fixture = crate::source::fixture::Fixture::load(path)?;
-        // A batch is asked for again while it is classified: keep it, and a little more.
-        fixture.keep_behind(sync_args.batch_blocks.saturating_add(64));
+        crate::source::BlockSource::batches_of(&fixture, sync_args.batch_blocks);
         let mut indexer = Indexer::open(db, fixture, sync_args.classifiers()?, sync_args.config()).await?;
         indexer.stop_on(stop.clone());
         return Ok(Some(with_reporting(indexer, sync_args).await?));

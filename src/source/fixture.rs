@@ -436,6 +436,10 @@ impl BlockSource for Fixture {
             )))
         })
     }
+    fn batches_of(&self, blocks: u64) {
+        // A batch is asked for again while it is classified: keep it, and a little more.
+        self.keep_behind(blocks.saturating_add(64));
+    }
     fn block_hash(&self, number: u64) -> BoxFuture<'_, Result<Option<B256>, SourceError>> {
         Box::pin(async move {
             if number < self.from || number > self.to {

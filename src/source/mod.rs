@@ -28,6 +28,9 @@ pub trait BlockSource: ChainView + std::fmt::Debug {
     fn new_heads(&self) -> BoxFuture<'_, Option<futures::stream::BoxStream<'static, u64>>> {
         Box::pin(async { None })
     }
+    /// The sync loop's batches are at most `blocks` long from now on: a source that keeps blocks
+    /// for a batch's second look (a recording) needs to keep no more than that.
+    fn batches_of(&self, _blocks: u64) {}
 }
 
 impl BlockSource for NodeClient {
