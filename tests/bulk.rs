@@ -100,6 +100,28 @@ async fn bulk_stages_give_the_tables_batches_give() {
     assert!(unwind_to(&txn, head - 40).is_err(), "unwinding a stage's blocks is refused");
 }
 
+/// A stage fetches at most 250 blocks at a time, and a recording keeps only that many (and a few)
+/// behind the newest asked for while it runs; the batch after it is longer (400 blocks) and gets
+/// the recording's longer memory back: the whole chain indexes from the recording and checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_in_short_batches_then_a_long_batch_from_a_recording() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recording = generate(dir.path(), 100_000).await;
+    let window = 400;
+    let config = SyncConfig {
+        batch_blocks: 1000,
+        reorg_window: window,
+        write_path: WritePath::Bulk,
+        ..Default::default()
+    };
+    let (db, head, stages) = index(&recording, &dir.path().join("db"), config).await;
+    assert_eq!(stages, 1);
+    assert!(head > window + 250, "the stage takes more than one 250-block batch (head {head})");
+    let txn = db.begin_read().expect("read");
+    assert_eq!(state::read_state(&txn).expect("state").checkpoint.map(|c| c.number), Some(head));
+    check(&txn).expect("check passes");
+}
+
 /// Runs `sync --source` in bulk mode until `ready` holds of a line it logs, then kills it with
 /// SIGKILL; returns whether `ready` was seen before the run ended by itself.
 fn kill_when(recording: &Path, datadir: &Path, ready: impl Fn(&str) -> bool) -> bool {

@@ -117,6 +117,8 @@ fn advise_dont_need(_start: usize, _len: usize) -> io::Result<()> {
 }
 
 /// Gives the heap's free pages back to the kernel (glibc keeps what a batch freed in its arenas).
+/// The binary allocates with mimalloc, which does this by itself; glibc's heap still holds
+/// libmdbx's allocations, and the library's whenever a program embeds it without mimalloc.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
 pub(crate) fn trim_heap() {
