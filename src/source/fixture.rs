@@ -277,14 +277,6 @@ fn read_records(
 }
 
 impl Fixture {
-    /// Keeps `blocks` (at most [`MAX_REPLAY_BATCH_BLOCKS`]) behind the newest block asked for
-    /// instead of the most: what a sync whose batches are at most that long needs, and the
-    /// replay's memory.
-    pub fn keep_behind(&self, blocks: u64) {
-        let blocks = blocks.clamp(1, KEPT_BEHIND);
-        self.shared.kept_behind.store(blocks, std::sync::atomic::Ordering::Relaxed);
-    }
-
     /// Opens a recording and starts reading it in the background.
     pub fn load(path: &Path) -> Result<Self, SourceError> {
         let file = File::open(path).map_err(|e| fixture_err(path, e.to_string()))?;
@@ -436,9 +428,12 @@ impl BlockSource for Fixture {
             )))
         })
     }
+    /// Keeps `blocks` and 64 more (at most [`MAX_REPLAY_BATCH_BLOCKS`] in all) behind the newest
+    /// block asked for instead of the most: a batch is asked for again while it is classified,
+    /// and the fewer kept, the less memory the replay takes.
     fn batches_of(&self, blocks: u64) {
-        // A batch is asked for again while it is classified: keep it, and a little more.
-        self.keep_behind(blocks.saturating_add(64));
+        let kept = blocks.saturating_add(64).clamp(1, KEPT_BEHIND);
+        self.shared.kept_behind.store(kept, std::sync::atomic::Ordering::Relaxed);
     }
     fn block_hash(&self, number: u64) -> BoxFuture<'_, Result<Option<B256>, SourceError>> {
         Box::pin(async move {
