@@ -309,7 +309,7 @@ fn main() -> anyhow::Result<()> {
         (many.logs as f64 / many.secs) / (one.logs as f64 / one.secs)
     );
 
-    // What the appearance family (sender, recipient and sent lists of every transaction) costs
+    // What the appearance family (sender and recipient of every transaction, senders marked) costs
     // the write path: runs with and without it, interleaved, on a fifth of the chain.
     let part = (logs / 5).max(logs_per_block);
     let (mut with, mut without) = (Vec::new(), Vec::new());

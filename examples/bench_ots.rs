@@ -18,7 +18,7 @@ use std::{
 use alloy_primitives::{keccak256, Address};
 use ots_indexer::{
     db::{
-        tables::{OtsAppearances, OtsContractCreators, OtsNonceAnchors, OtsSentTxs},
+        tables::{OtsAppearances, OtsContractCreators, OtsNonceAnchors},
         AccessMode, Db,
     },
     index::check::check,
@@ -164,12 +164,11 @@ async fn main() {
     let bytes = |s: ots_indexer::db::TableStats| s.bytes;
     let appearances = bytes(txn.stats::<OtsAppearances>().expect("stats"));
     let family = appearances
-        + bytes(txn.stats::<OtsSentTxs>().expect("stats"))
         + bytes(txn.stats::<OtsNonceAnchors>().expect("stats"))
         + bytes(txn.stats::<OtsContractCreators>().expect("stats"));
     let per = |b: u64| b as f64 / report.appearances.max(1) as f64;
     println!(
-        "appearance index: {} appearances of {} addresses; OtsAppearances {} bytes = {:.2} B/appearance; with sent lists, anchors and creators {} bytes = {:.2} B/appearance",
+        "appearance index: {} appearances of {} addresses; OtsAppearances {} bytes = {:.2} B/appearance; with anchors and creators {} bytes = {:.2} B/appearance",
         report.appearances,
         report.appearance_addresses,
         appearances,

@@ -56,8 +56,8 @@ use serde_json::{json, Map, Value};
 const MAINNET_MTX: f64 = 3_700.0;
 
 /// Tables of the appearance family: what `bytes_per_appearance` counts.
-const APPEARANCE_TABLES: [TableId; 4] =
-    [TableId::OtsAppearances, TableId::OtsSentTxs, TableId::OtsNonceAnchors, TableId::OtsContractCreators];
+const APPEARANCE_TABLES: [TableId; 3] =
+    [TableId::OtsAppearances, TableId::OtsNonceAnchors, TableId::OtsContractCreators];
 
 /// Tables of the address summary (totals, their undo records, code removals): what
 /// `summary_bytes_per_appearance` counts.

@@ -15,9 +15,12 @@ mod contract_info;
 mod label;
 mod totals;
 pub use appearances::{
-    gap_len, pack_chunks, varint_len, Creation, ListKey, NonceAnchor, PackedIds, Unpacked, MAX_PACKED_BYTES,
+    gap_len, pack_chunks, varint_len, ChunkCounts, Creation, ListKey, NonceAnchor, PackedIds, Unpacked,
+    MAX_PACKED_BYTES,
 };
-pub use balances::{Balance, BalancePrior, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank, TokenIdKey};
+pub use balances::{
+    Balance, BalancePrior, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank, TokenIdKey, VarKey,
+};
 pub use contract_info::ContractInfo;
 pub use label::{Label, MAX_LABEL_BYTES};
 pub use totals::{AddressTotals, TotalsDelta};
@@ -394,7 +397,8 @@ pub enum IndexKind {
     Erc1155Holdings = 10,
     /// `OtsAppearances`: the block added transactions to this address's list.
     Appearances = 11,
-    /// `OtsSentTxs` and `OtsNonceAnchors`: the block added transactions this address sent.
+    /// The sent marks of `OtsAppearances` and `OtsNonceAnchors`: the block added transactions
+    /// this address sent.
     SentTxs = 12,
     /// `OtsContractCreators`: the block created a contract at this address.
     ContractCreator = 13,

@@ -180,28 +180,28 @@ tables! {
     /// ERC1155 tokens an address ever sent or received (not part of ots2); layout of
     /// `OtsERC20Holdings`.
     OtsERC1155Holdings: DupFixed, Address => Holding;
-    /// Balances from Transfer logs (ours). Key: token (20) ‖ holder (20). Value: balance (32,
-    /// BE): ERC20 amount, or the number of ERC721 ids held. No row for a zero balance, none for
-    /// the zero address.
+    /// Balances from Transfer logs (ours). Key: token (20) ‖ holder (20). Value: balance (BE
+    /// without leading zeros, 1–32): ERC20 amount, or the number of ERC721 ids held. No row for a
+    /// zero balance, none for the zero address.
     OtsTokenBalances: Plain, PairKey => Balance;
     /// Holders of a token by balance (ours). Key: token (20). Dup: !balance (32) ‖ holder (20),
     /// so the largest balance comes first. One dup per non-zero balance.
     OtsTokenHolderRanks: DupFixed, Address => Rank;
     /// Number of holders with a non-zero balance (ours). Key: token (20). Value: count (8).
     OtsTokenHolderCounts: Plain, Address => Count;
-    /// Owner of every ERC721 token id (ours). Key: token (20) ‖ id (32). Value: owner (20).
-    /// No row for a burnt id.
+    /// Owner of every ERC721 token id (ours). Key: token (20) ‖ id length (1) ‖ id (BE without
+    /// leading zeros, 0–32), ordered as the ids are. Value: owner (20). No row for a burnt id.
     OtsERC721Owners: Plain, TokenIdKey => Address;
     /// What blocks changed in `OtsTokenBalances` (ours), for unwinds. Key: block (8). Dup:
     /// token (20) ‖ holder (20) ‖ balance before the block (32): the balance's key ‖ its old
     /// value. Kept for the reorg window, like `OtsUndoJournal`.
     OtsBalanceUndo: DupFixed, BlockNumber => BalancePrior;
     /// What blocks changed in `OtsERC721Owners` (ours), for unwinds. Key: block (8). Dup:
-    /// token (20) ‖ id (32) ‖ owner before the block (20; the zero address for none): the
-    /// owner's key ‖ its old value.
+    /// token (20) ‖ id (32, BE) ‖ owner before the block (20; the zero address for none).
     OtsOwnerUndo: DupFixed, BlockNumber => OwnerPrior;
     /// ERC1155 balances from TransferSingle/TransferBatch logs (ours). Key: token (20) ‖
-    /// holder (20) ‖ id (32). Value: balance (32, BE). No row for a zero balance, none for the zero
+    /// holder (20) ‖ id length (1) ‖ id (BE without leading zeros, 0–32). Value: balance (BE
+    /// without leading zeros, 1–32). No row for a zero balance, none for the zero
     /// address. A holder's total over all ids is its `OtsTokenBalances` row, which the holder
     /// count and ranking use.
     OtsERC1155Balances: Plain, MultiKey => Balance;
@@ -223,13 +223,13 @@ tables! {
     OtsLabels: DupSort, Address => Label;
     /// Transactions an address appears in (not part of ots2): as sender, recipient, created
     /// contract, `from` or `to` of any call or create frame (reverted ones too), or address or
-    /// beneficiary of a selfdestruct. Key: address (20) ‖ the chunk's largest TxId (8). Value:
-    /// varint count of the address's earlier ids ‖ varint count of this chunk's ‖ the gaps
-    /// between its ids newest first (`codec::PackedIds`), at most 1,000 bytes.
+    /// beneficiary of a selfdestruct; those it sent are marked, for
+    /// `ots_getTransactionBySenderAndNonce`. Key: address (20) ‖ the chunk's largest TxId (8).
+    /// Value: varint count of the address's earlier ids ‖ varint count of those it sent ‖ varint
+    /// count of this chunk's ids << 2 | sent mode (0 none, 1 all, 2 a bitmap follows) ‖ the
+    /// bitmap (one bit an id, oldest first) ‖ the gaps between its ids newest first
+    /// (`codec::PackedIds`), at most 1,000 bytes.
     OtsAppearances: Plain, ListKey => PackedIds;
-    /// Transactions an address sent (not part of ots2), for `ots_getTransactionBySenderAndNonce`;
-    /// layout of `OtsAppearances`.
-    OtsSentTxs: Plain, ListKey => PackedIds;
     /// Where a sender's nonces skip (not part of ots2). Key: sender (20). Dup: position among its
     /// sent transactions (8) ‖ that transaction's nonce (8), sorted by position; one only where
     /// the nonce is not the previous one's plus one (the first: not 0).
@@ -279,9 +279,9 @@ mod tests {
     fn registry_holds_every_ots2_table() {
         // The ots2 format: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
         // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, the 8
-        // balance tables, contract info, transfer probes, labels, the 4 appearance tables, the 2
+        // balance tables, contract info, transfer probes, labels, the 3 appearance tables, the 2
         // totals tables, code removals, undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 4 + 2 + 1 + 5);
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 3 + 2 + 1 + 5);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

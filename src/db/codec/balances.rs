@@ -1,9 +1,65 @@
 //! Codecs of the balance tables (ours): token ‖ holder keys, balances, holder ranks, and the
 //! per-block records that undo them.
+//!
+//! Token ids in keys and balances in values are stored without their leading zero bytes: most
+//! ids are small counters and most balances far below 2^256, so 32 fixed bytes were mostly
+//! zeros. A key's id keeps its order with a length byte before it (a shorter id is a smaller
+//! one). The undo records keep fixed 32-byte fields: their tables are fixed-size dups, and
+//! they hold only the reorg window.
 
 use alloy_primitives::{Address, U256};
 
 use super::{address, CodecError, KeyCodec, ValueCodec};
+
+/// The bytes of `v` without leading zeros (none for zero).
+fn trimmed(v: &U256) -> ([u8; 32], usize) {
+    let bytes = v.to_be_bytes::<32>();
+    let skip = bytes.iter().take_while(|b| **b == 0).count();
+    (bytes, skip)
+}
+
+/// Reads a number written as `length (1) ‖ its bytes without leading zeros` (ordered as the
+/// numbers are), the whole of `bytes`; canonical only (no leading zero byte).
+fn get_ordered_u256(bytes: &[u8], what: &'static str) -> Result<U256, CodecError> {
+    let bad = |reason| CodecError::new(what, reason, bytes.len());
+    let (&len, rest) = bytes.split_first().ok_or_else(|| bad("expected a length byte"))?;
+    if usize::from(len) != rest.len() || len > 32 {
+        return Err(bad("its length byte does not match its bytes"));
+    }
+    if rest.first() == Some(&0) {
+        return Err(bad("a number with a leading zero byte"));
+    }
+    Ok(U256::from_be_slice(rest))
+}
+
+/// A key of fixed fields and one ordered 256-bit number, at most `N` bytes, kept on the stack.
+#[derive(Debug, Clone, Copy)]
+pub struct VarKey<const N: usize> {
+    bytes: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> AsRef<[u8]> for VarKey<N> {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl<const N: usize> VarKey<N> {
+    /// `prefix` (at most N − 33 bytes) ‖ `number`'s length ‖ its bytes without leading zeros.
+    fn new(prefix: &[&[u8]], number: &U256) -> Self {
+        let mut bytes = [0u8; N];
+        let mut len = 0;
+        for part in prefix {
+            bytes[len..len + part.len()].copy_from_slice(part);
+            len += part.len();
+        }
+        let (be, skip) = trimmed(number);
+        bytes[len] = (32 - skip) as u8;
+        bytes[len + 1..len + 1 + 32 - skip].copy_from_slice(&be[skip..]);
+        Self { bytes, len: len + 1 + 32 - skip }
+    }
+}
 
 /// `token ‖ holder` (40 bytes): sorts by token, then holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -30,7 +86,8 @@ impl KeyCodec for PairKey {
     }
 }
 
-/// `token ‖ token id` (52 bytes): sorts by token, then id.
+/// `token (20) ‖ id length (1) ‖ token id without leading zeros` (21–53 bytes): sorts by
+/// token, then id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TokenIdKey {
     /// The ERC721 token.
@@ -40,23 +97,21 @@ pub struct TokenIdKey {
 }
 
 impl KeyCodec for TokenIdKey {
-    type Encoded = [u8; 52];
-    fn encode_key(&self) -> [u8; 52] {
-        let mut out = [0u8; 52];
-        out[..20].copy_from_slice(self.token.as_slice());
-        out[20..].copy_from_slice(&self.id.to_be_bytes::<32>());
-        out
+    type Encoded = VarKey<53>;
+    fn encode_key(&self) -> VarKey<53> {
+        VarKey::new(&[self.token.as_slice()], &self.id)
     }
     fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
-        if bytes.len() != 52 {
-            return Err(CodecError::new("token and id", "expected 52 bytes", bytes.len()));
+        if bytes.len() < 21 {
+            return Err(CodecError::new("token and id", "expected at least 21 bytes", bytes.len()));
         }
-        Ok(Self { token: address(&bytes[..20], "token")?, id: U256::from_be_slice(&bytes[20..]) })
+        Ok(Self { token: address(&bytes[..20], "token")?, id: get_ordered_u256(&bytes[20..], "token id")? })
     }
 }
 
-/// `token ‖ holder ‖ token id` (72 bytes): an ERC1155 balance; sorts by token, then holder, so
-/// that one holder's ids of a token are one range.
+/// `token (20) ‖ holder (20) ‖ id length (1) ‖ token id without leading zeros` (41–73 bytes):
+/// an ERC1155 balance; sorts by token, then holder, then id, so that one holder's ids of a
+/// token are one range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MultiKey {
     /// The ERC1155 token.
@@ -68,22 +123,18 @@ pub struct MultiKey {
 }
 
 impl KeyCodec for MultiKey {
-    type Encoded = [u8; 72];
-    fn encode_key(&self) -> [u8; 72] {
-        let mut out = [0u8; 72];
-        out[..20].copy_from_slice(self.token.as_slice());
-        out[20..40].copy_from_slice(self.holder.as_slice());
-        out[40..].copy_from_slice(&self.id.to_be_bytes::<32>());
-        out
+    type Encoded = VarKey<73>;
+    fn encode_key(&self) -> VarKey<73> {
+        VarKey::new(&[self.token.as_slice(), self.holder.as_slice()], &self.id)
     }
     fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
-        if bytes.len() != 72 {
-            return Err(CodecError::new("token, holder and id", "expected 72 bytes", bytes.len()));
+        if bytes.len() < 41 {
+            return Err(CodecError::new("token, holder and id", "expected at least 41 bytes", bytes.len()));
         }
         Ok(Self {
             token: address(&bytes[..20], "token")?,
             holder: address(&bytes[20..40], "holder")?,
-            id: U256::from_be_slice(&bytes[40..]),
+            id: get_ordered_u256(&bytes[40..], "token id")?,
         })
     }
 }
@@ -100,7 +151,10 @@ pub struct MultiPrior {
 
 impl ValueCodec for MultiPrior {
     fn encode_value(&self) -> Vec<u8> {
-        let mut out = self.key.encode_key().to_vec();
+        let mut out = Vec::with_capacity(104);
+        out.extend_from_slice(self.key.token.as_slice());
+        out.extend_from_slice(self.key.holder.as_slice());
+        out.extend_from_slice(&self.key.id.to_be_bytes::<32>());
         out.extend_from_slice(&self.old.to_be_bytes::<32>());
         out
     }
@@ -108,21 +162,31 @@ impl ValueCodec for MultiPrior {
         if bytes.len() != 104 {
             return Err(CodecError::new("ERC1155 prior balance", "expected 104 bytes", bytes.len()));
         }
-        Ok(Self { key: MultiKey::decode_key(&bytes[..72])?, old: U256::from_be_slice(&bytes[72..]) })
+        let key = MultiKey {
+            token: address(&bytes[..20], "token")?,
+            holder: address(&bytes[20..40], "holder")?,
+            id: U256::from_be_slice(&bytes[40..72]),
+        };
+        Ok(Self { key, old: U256::from_be_slice(&bytes[72..]) })
     }
 }
 
-/// A balance: 32 bytes big-endian.
+/// A balance: big-endian without leading zeros, 1–32 bytes (zero is one `00` byte, though
+/// zero balances have no rows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Balance(pub U256);
 
 impl ValueCodec for Balance {
     fn encode_value(&self) -> Vec<u8> {
-        self.0.to_be_bytes::<32>().to_vec()
+        let (bytes, skip) = trimmed(&self.0);
+        bytes[skip.min(31)..].to_vec()
     }
     fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
-        if bytes.len() != 32 {
-            return Err(CodecError::new("balance", "expected 32 bytes", bytes.len()));
+        if bytes.is_empty() || bytes.len() > 32 {
+            return Err(CodecError::new("balance", "expected 1 to 32 bytes", bytes.len()));
+        }
+        if bytes.len() > 1 && bytes[0] == 0 {
+            return Err(CodecError::new("balance", "a leading zero byte", bytes.len()));
         }
         Ok(Self(U256::from_be_slice(bytes)))
     }
@@ -188,7 +252,9 @@ pub struct OwnerPrior {
 
 impl ValueCodec for OwnerPrior {
     fn encode_value(&self) -> Vec<u8> {
-        let mut out = self.key.encode_key().to_vec();
+        let mut out = Vec::with_capacity(72);
+        out.extend_from_slice(self.key.token.as_slice());
+        out.extend_from_slice(&self.key.id.to_be_bytes::<32>());
         out.extend_from_slice(self.old.as_slice());
         out
     }
@@ -196,7 +262,9 @@ impl ValueCodec for OwnerPrior {
         if bytes.len() != 72 {
             return Err(CodecError::new("prior owner", "expected 72 bytes", bytes.len()));
         }
-        Ok(Self { key: TokenIdKey::decode_key(&bytes[..52])?, old: address(&bytes[52..], "owner")? })
+        let key =
+            TokenIdKey { token: address(&bytes[..20], "token")?, id: U256::from_be_slice(&bytes[20..52]) };
+        Ok(Self { key, old: address(&bytes[52..], "owner")? })
     }
 }
 
@@ -211,9 +279,27 @@ mod tests {
         assert_eq!(&key.encode_key()[..20], t.as_slice());
         assert_eq!(PairKey::decode_key(&key.encode_key()), Ok(key));
         let id = TokenIdKey { token: t, id: U256::from(0x0102) };
-        assert_eq!(&id.encode_key()[50..], &[1, 2]);
-        assert_eq!(TokenIdKey::decode_key(&id.encode_key()), Ok(id));
-        assert_eq!(Balance(U256::from(5)).encode_value()[31], 5);
+        assert_eq!(&id.encode_key().as_ref()[20..], &[2, 1, 2]);
+        assert_eq!(TokenIdKey::decode_key(id.encode_key().as_ref()), Ok(id));
+        let zero = TokenIdKey { token: t, id: U256::ZERO };
+        assert_eq!(zero.encode_key().as_ref().len(), 21);
+        assert_eq!(TokenIdKey::decode_key(zero.encode_key().as_ref()), Ok(zero));
+        let max = TokenIdKey { token: t, id: U256::MAX };
+        assert_eq!(max.encode_key().as_ref().len(), 53);
+        assert_eq!(TokenIdKey::decode_key(max.encode_key().as_ref()), Ok(max));
+        // Not canonical: a leading zero, a length that is not the bytes'.
+        assert!(TokenIdKey::decode_key(&[t.as_slice(), &[2, 0, 5]].concat()).is_err());
+        assert!(TokenIdKey::decode_key(&[t.as_slice(), &[3, 1, 2]].concat()).is_err());
+        assert_eq!(Balance(U256::from(5)).encode_value(), vec![5]);
+        assert_eq!(Balance(U256::from(0x0100)).encode_value(), vec![1, 0]);
+        assert_eq!(Balance(U256::ZERO).encode_value(), vec![0]);
+        assert_eq!(Balance(U256::MAX).encode_value(), vec![0xff; 32]);
+        for v in [U256::ZERO, U256::from(5), U256::from(0x0100), U256::MAX] {
+            assert_eq!(Balance::decode_value(&Balance(v).encode_value()), Ok(Balance(v)));
+        }
+        assert!(Balance::decode_value(&[]).is_err());
+        assert!(Balance::decode_value(&[0, 5]).is_err());
+        assert!(Balance::decode_value(&[1; 33]).is_err());
         let rank = Rank { balance: U256::from(1), holder: h };
         let bytes = rank.encode_value();
         assert_eq!(&bytes[..31], &[0xff; 31]);
@@ -229,7 +315,8 @@ mod tests {
         let prior = OwnerPrior { key: id, old: h };
         let bytes = prior.encode_value();
         assert_eq!(bytes.len(), 72);
-        assert_eq!(&bytes[..52], &id.encode_key()[..]);
+        assert_eq!(&bytes[..20], t.as_slice());
+        assert_eq!((&bytes[20..50], &bytes[50..52]), (&[0u8; 30][..], &[1u8, 2][..]));
         assert_eq!(&bytes[52..], h.as_slice());
         assert_eq!(OwnerPrior::decode_value(&bytes), Ok(prior));
         assert!(OwnerPrior::decode_value(&[bytes, vec![0]].concat()).is_err());
@@ -239,24 +326,28 @@ mod tests {
     fn erc1155_keys_pin_their_bytes() {
         let (t, h) = (Address::repeat_byte(0x11), Address::repeat_byte(0x22));
         let key = MultiKey { token: t, holder: h, id: U256::from(0x0304) };
-        let bytes = key.encode_key();
+        let encoded_key = key.encode_key();
+        let bytes = encoded_key.as_ref();
         assert_eq!(&bytes[..20], t.as_slice());
         assert_eq!(&bytes[20..40], h.as_slice());
-        assert_eq!(&bytes[40..70], &[0u8; 30]);
-        assert_eq!(&bytes[70..], &[3, 4]);
-        assert_eq!(MultiKey::decode_key(&bytes), Ok(key));
-        assert!(MultiKey::decode_key(&bytes[..71]).is_err());
+        assert_eq!(&bytes[40..], &[2, 3, 4]);
+        assert_eq!(MultiKey::decode_key(bytes), Ok(key));
+        assert!(MultiKey::decode_key(&bytes[..42]).is_err());
         let prior = MultiPrior { key, old: U256::from(9) };
         let encoded = prior.encode_value();
         assert_eq!(encoded.len(), 104);
-        assert_eq!(&encoded[..72], &bytes[..]);
+        assert_eq!(&encoded[..40], &bytes[..40]);
+        assert_eq!((&encoded[40..70], &encoded[70..72]), (&[0u8; 30][..], &[3u8, 4][..]));
         assert_eq!(encoded[103], 9);
         assert_eq!(MultiPrior::decode_value(&encoded), Ok(prior));
-        // A holder's ids of a token are contiguous, in id order.
-        let next = MultiKey { id: U256::from(0x0305), ..key }.encode_key();
-        let other_holder =
-            MultiKey { holder: Address::repeat_byte(0x23), id: U256::ZERO, ..key }.encode_key();
-        assert!(bytes < next && next < other_holder);
+        // A holder's ids of a token are contiguous, in id order, whatever their lengths.
+        let encoded = |k: MultiKey| k.encode_key().as_ref().to_vec();
+        let ids =
+            [U256::ZERO, U256::from(1), U256::from(0xff), U256::from(0x0100), U256::from(0x0304), U256::MAX];
+        let in_order: Vec<Vec<u8>> = ids.iter().map(|&id| encoded(MultiKey { id, ..key })).collect();
+        assert!(in_order.windows(2).all(|w| w[0] < w[1]), "ids sort as numbers");
+        let other_holder = encoded(MultiKey { holder: Address::repeat_byte(0x23), id: U256::ZERO, ..key });
+        assert!(in_order.iter().all(|k| *k < other_holder));
     }
 
     #[test]

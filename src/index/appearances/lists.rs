@@ -1,15 +1,15 @@
-//! One packed TxId list (`OtsAppearances`, `OtsSentTxs`): appending, truncating, counting and
-//! reading it in either direction (docs/format.md, "Appearances").
+//! One packed TxId list (`OtsAppearances`) with its sent marks: appending, truncating, counting
+//! all ids or the sent ones, and reading it in either direction (docs/format.md, "Appearances").
 //!
 //! Chunks are packed greedily from each chunk's first id, and an append re-packs only the last
-//! chunk, so the chunks of a list depend on its ids alone, not on where batches fell.
+//! chunk, so the chunks of a list depend on its ids and marks alone, not on where batches fell.
 
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
 
 use crate::{
     db::{
-        codec::{pack_chunks, ListKey, PackedIds, Unpacked},
+        codec::{pack_chunks, ChunkCounts, ListKey, PackedIds, Unpacked},
         tables::Table,
         DbError, DbResult, TableCursor, Txn, WriteTxn,
     },
@@ -45,12 +45,26 @@ fn last_chunk<T: PackedList, K: TransactionKind>(
     Ok(entry.filter(|(key, _)| key.address == *address))
 }
 
-/// Appends `ids` (ascending, all above the list's last id) to `address`'s list; returns how
-/// many ids the list held before.
-pub fn append<T: PackedList>(txn: &WriteTxn, address: &Address, ids: &[u64]) -> DbResult<u64> {
-    let Some(&first_new) = ids.first() else { return Ok(0) };
+/// How many ids a list holds, and how many of them the address sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ListCounts {
+    /// Every id.
+    pub all: u64,
+    /// The ids the address sent.
+    pub sent: u64,
+}
+
+/// Appends `ids` (ascending, all above the list's last id) with their sent marks (same
+/// positions) to `address`'s list; returns what the list held before.
+pub fn append<T: PackedList>(
+    txn: &WriteTxn,
+    address: &Address,
+    ids: &[u64],
+    sent: &[bool],
+) -> DbResult<ListCounts> {
+    let Some(&first_new) = ids.first() else { return count::<T, _>(txn, address) };
     let mut cursor = txn.cursor::<T>()?;
-    let (base, mut all) = match last_chunk(&mut cursor, address)? {
+    let (base, sent_base, mut all, mut marks) = match last_chunk(&mut cursor, address)? {
         Some((key, packed)) => {
             if key.last >= first_new {
                 return Err(corrupt::<T>(
@@ -58,21 +72,26 @@ pub fn append<T: PackedList>(txn: &WriteTxn, address: &Address, ids: &[u64]) -> 
                     format!("appending TxId {} at or below the list's last one", TxId(first_new)),
                 ));
             }
-            let Unpacked { base, ids } = unpack::<T>(&key, &packed)?;
+            let Unpacked { base, sent_base, ids, sent } = unpack::<T>(&key, &packed)?;
             cursor.delete(&key)?;
-            (base, ids)
+            (base, sent_base, ids, sent)
         }
-        None => (0, Vec::new()),
+        None => (0, 0, Vec::new(), Vec::new()),
     };
-    let before = base + all.len() as u64;
+    let before = ListCounts {
+        all: base + all.len() as u64,
+        sent: sent_base + marks.iter().filter(|&&s| s).count() as u64,
+    };
     all.extend_from_slice(ids);
-    for (last, packed) in pack_chunks(base, &all) {
+    marks.extend_from_slice(sent);
+    for (last, packed) in pack_chunks(base, sent_base, &all, &marks) {
         cursor.put(&ListKey { address: *address, last }, &packed)?;
     }
     Ok(before)
 }
 
-/// Cuts `address`'s list back to its ids below `cut`.
+/// Cuts `address`'s list back to its ids below `cut`. Cutting again at the same id changes
+/// nothing.
 pub fn truncate<T: PackedList>(txn: &WriteTxn, address: &Address, cut: u64) -> DbResult<()> {
     let mut cursor = txn.cursor::<T>()?;
     let mut doomed = Vec::new();
@@ -86,38 +105,49 @@ pub fn truncate<T: PackedList>(txn: &WriteTxn, address: &Address, cut: u64) -> D
     for (key, _) in &doomed {
         cursor.delete(key)?;
     }
-    let below: Vec<u64> = kept.ids.into_iter().filter(|&id| id < cut).collect();
-    for (last, packed) in pack_chunks(kept.base, &below) {
+    let below = kept.ids.partition_point(|&id| id < cut);
+    for (last, packed) in pack_chunks(kept.base, kept.sent_base, &kept.ids[..below], &kept.sent[..below]) {
         cursor.put(&ListKey { address: *address, last }, &packed)?;
     }
     Ok(())
 }
 
-/// Number of ids in `address`'s list.
-pub fn count<T: PackedList, K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<u64> {
+fn counts_of<T: PackedList>(key: &ListKey, packed: &PackedIds) -> DbResult<ChunkCounts> {
+    packed.counts().map_err(|e| corrupt::<T>(key, e.to_string()))
+}
+
+/// Number of ids in `address`'s list, and of those it sent.
+pub fn count<T: PackedList, K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<ListCounts> {
     let mut cursor = txn.cursor::<T>()?;
     match last_chunk(&mut cursor, address)? {
         Some((key, packed)) => {
-            let (base, n) = packed.counts().map_err(|e| corrupt::<T>(&key, e.to_string()))?;
-            Ok(base + n)
+            let c = counts_of::<T>(&key, &packed)?;
+            Ok(ListCounts { all: c.base + c.n, sent: c.sent_base + c.sent })
         }
-        None => Ok(0),
+        None => Ok(ListCounts::default()),
     }
 }
 
-/// The `position`-th id (0 first) of `address`'s list.
+/// The `position`-th id (0 first) of `address`'s list, or with `sent` of the ids it sent.
 pub fn nth<T: PackedList, K: TransactionKind>(
     txn: &Txn<K>,
     address: &Address,
     position: u64,
+    sent: bool,
 ) -> DbResult<Option<u64>> {
     let mut cursor = txn.cursor::<T>()?;
     let mut next = cursor.seek(&ListKey { address: *address, last: 0 })?;
     while let Some((key, packed)) = next.filter(|(k, _)| k.address == *address) {
-        let (base, n) = packed.counts().map_err(|e| corrupt::<T>(&key, e.to_string()))?;
+        let c = counts_of::<T>(&key, &packed)?;
+        let (base, n) = if sent { (c.sent_base, c.sent) } else { (c.base, c.n) };
         if position < base + n {
             let chunk = unpack::<T>(&key, &packed)?;
-            return Ok(position.checked_sub(base).and_then(|i| chunk.ids.get(i as usize).copied()));
+            let Some(i) = position.checked_sub(base) else { return Ok(None) };
+            return Ok(if sent {
+                chunk.sent_ids().nth(i as usize)
+            } else {
+                chunk.ids.get(i as usize).copied()
+            });
         }
         next = cursor.next_entry()?;
     }
@@ -194,26 +224,31 @@ pub fn after<T: PackedList, K: TransactionKind>(
     Ok(page)
 }
 
-/// Checks every list of table `T`: chunks decode, each key is its chunk's last id, counts run
-/// on from chunk to chunk, ids grow, none at or above `below`. Returns (addresses, ids).
+/// Checks every list of table `T`: chunks decode, each key is its chunk's last id, counts (of
+/// all ids and of sent ones) run on from chunk to chunk, ids grow, none at or above `below`.
+/// Returns (addresses, ids).
 pub fn check<T: PackedList, K: TransactionKind>(txn: &Txn<K>, below: u64) -> DbResult<(u64, u64)> {
     let (mut addresses, mut total) = (0, 0);
     let mut cursor = txn.walking_cursor::<T>()?;
     let mut next = cursor.first()?;
-    let mut current: Option<(Address, u64, u64)> = None; // address, ids so far, last id
+    // Address, ids so far, sent ids so far, last id.
+    let mut current: Option<(Address, ListCounts, u64)> = None;
     while let Some((key, packed)) = next {
         let chunk = unpack::<T>(&key, &packed)?;
         let (seen, last) = match current {
             Some((a, seen, last)) if a == key.address => (seen, Some(last)),
             _ => {
                 addresses += 1;
-                (0, None)
+                (ListCounts::default(), None)
             }
         };
-        if chunk.base != seen {
+        if chunk.base != seen.all || chunk.sent_base != seen.sent {
             return Err(corrupt::<T>(
                 &key,
-                format!("counts {} earlier ids, the list has {seen}", chunk.base),
+                format!(
+                    "counts {} earlier ids ({} sent), the list has {} ({} sent)",
+                    chunk.base, chunk.sent_base, seen.all, seen.sent
+                ),
             ));
         }
         if last.is_some_and(|l| chunk.ids[0] <= l) {
@@ -223,8 +258,93 @@ pub fn check<T: PackedList, K: TransactionKind>(txn: &Txn<K>, below: u64) -> DbR
             return Err(corrupt::<T>(&key, format!("holds TxId {}, beyond the indexed tip", TxId(key.last))));
         }
         total += chunk.ids.len() as u64;
-        current = Some((key.address, seen + chunk.ids.len() as u64, key.last));
+        let now = ListCounts {
+            all: seen.all + chunk.ids.len() as u64,
+            sent: seen.sent + chunk.sent_ids().count() as u64,
+        };
+        current = Some((key.address, now, key.last));
         next = cursor.next_entry()?;
     }
     Ok((addresses, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::{tables::OtsAppearances, AccessMode, Db};
+
+    fn id(block: u64, index: u64) -> u64 {
+        TxId::new(block, index).expect("fits").0
+    }
+
+    /// A list long enough for many chunks, whose sent marks come in runs of both kinds and
+    /// mixed, appended in uneven batches, then cut back: counts, the k-th id and the k-th sent id
+    /// always equal a plain vector's, and the chunks equal a list written in one append.
+    #[test]
+    fn sent_marks_survive_appends_and_cuts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let (a, b) = (Address::repeat_byte(0xa1), Address::repeat_byte(0xb2));
+        // Three ids a block, then a gap of blocks: both kinds of gap occur.
+        let ids: Vec<u64> = (0..3_000u64).map(|i| id(10 + i / 3 * 7, (i % 3) * 50 + (i * 37) % 40)).collect();
+        let sent: Vec<bool> =
+            (0..3_000u64).map(|i| (i / 400) % 3 == 1 || ((i / 400) % 3 == 2 && i % 3 == 0)).collect();
+        let txn = db.begin_write().expect("write");
+        let mut at = 0;
+        for step in [1, 7, 300, 2, 900, 1_790] {
+            let before = append::<OtsAppearances>(&txn, &a, &ids[at..at + step], &sent[at..at + step])
+                .expect("append");
+            let sent_before = sent[..at].iter().filter(|&&s| s).count() as u64;
+            assert_eq!(before, ListCounts { all: at as u64, sent: sent_before });
+            at += step;
+        }
+        assert_eq!(at, ids.len());
+        append::<OtsAppearances>(&txn, &b, &ids, &sent).expect("append at once");
+        let chunks = |who: &Address| -> Vec<(u64, Vec<u8>)> {
+            let mut cursor = txn.cursor::<OtsAppearances>().expect("cursor");
+            let mut out = Vec::new();
+            let mut next = cursor.seek(&ListKey { address: *who, last: 0 }).expect("seek");
+            while let Some((key, packed)) = next.filter(|(k, _)| k.address == *who) {
+                out.push((key.last, packed.0));
+                next = cursor.next_entry().expect("next");
+            }
+            out
+        };
+        assert!(chunks(&a).len() > 3, "several chunks");
+        assert_eq!(chunks(&a), chunks(&b), "batches do not change the bytes");
+
+        let sent_ids: Vec<u64> = ids.iter().zip(&sent).filter(|(_, &s)| s).map(|(&i, _)| i).collect();
+        let model_check = |who: &Address, len: usize| {
+            let sent_ids: Vec<u64> =
+                sent_ids.iter().copied().filter(|&i| i < ids.get(len).copied().unwrap_or(u64::MAX)).collect();
+            assert_eq!(
+                count::<OtsAppearances, _>(&txn, who).expect("count"),
+                ListCounts { all: len as u64, sent: sent_ids.len() as u64 }
+            );
+            for k in (0..len).step_by(97).chain([len.saturating_sub(1), len]) {
+                assert_eq!(
+                    nth::<OtsAppearances, _>(&txn, who, k as u64, false).expect("nth"),
+                    ids[..len].get(k).copied(),
+                    "id {k}"
+                );
+            }
+            for k in (0..sent_ids.len()).step_by(61).chain([sent_ids.len().saturating_sub(1), sent_ids.len()])
+            {
+                assert_eq!(
+                    nth::<OtsAppearances, _>(&txn, who, k as u64, true).expect("nth"),
+                    sent_ids.get(k).copied(),
+                    "sent {k}"
+                );
+            }
+        };
+        model_check(&a, ids.len());
+        for keep in [2_500, 1_201, 1_200, 5, 0] {
+            truncate::<OtsAppearances>(&txn, &a, ids.get(keep).copied().unwrap_or(u64::MAX)).expect("cut");
+            model_check(&a, keep);
+            // Cutting at the same id again changes nothing.
+            truncate::<OtsAppearances>(&txn, &a, ids.get(keep).copied().unwrap_or(u64::MAX)).expect("cut");
+            model_check(&a, keep);
+        }
+        check::<OtsAppearances, _>(&txn, u64::MAX).expect("consistent");
+    }
 }

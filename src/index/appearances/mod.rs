@@ -16,13 +16,13 @@ use alloy_primitives::Address;
 use ots_classifiers::{BlockData, FrameKind};
 use signet_libmdbx::tx::TransactionKind;
 
-pub use lists::BlockPage;
+pub use lists::{BlockPage, ListCounts};
 
 use super::{integrity::broken, undo::UndoLog};
 use crate::{
     db::{
         codec::{Creation, IndexKind, NonceAnchor},
-        tables::{OtsAppearances, OtsContractCreators, OtsNonceAnchors, OtsSentTxs},
+        tables::{OtsAppearances, OtsContractCreators, OtsNonceAnchors, Table},
         DbError, DbResult, Txn, WriteTxn,
     },
     etl::{Buffer, RunDir, Sorter},
@@ -111,18 +111,40 @@ impl Appearances {
         Ok(())
     }
 
-    /// Writes what was collected, address by address in key order.
+    /// Writes what was collected, address by address in key order: each address's new ids
+    /// with the marks of those it sent, and a sender's nonce anchors.
     pub fn write(self, txn: &WriteTxn) -> DbResult<AppearanceStats> {
         let mut stats = AppearanceStats::default();
         let mut seen = self.seen.into_sorted()?.groups(|row| row);
+        let mut sent = self.sent.into_sorted()?.groups(|(sender, id, nonce)| (sender, (id, nonce)));
+        let mut next_sent = sent.next();
         for (address, ids) in seen.by_ref() {
-            lists::append::<OtsAppearances>(txn, &address, &ids)?;
+            // Both streams are in address order, and every sender appears in its transactions.
+            let run = match next_sent.take() {
+                Some((sender, run)) if sender == address => {
+                    next_sent = sent.next();
+                    run
+                }
+                Some((sender, _)) if sender < address => {
+                    return Err(DbError::Corrupt {
+                        table: OtsAppearances::ID.name(),
+                        key: sender.to_string(),
+                        reason: "a sender the batch did not see in its transactions".into(),
+                    });
+                }
+                other => {
+                    next_sent = other;
+                    Vec::new()
+                }
+            };
+            let mut run_ids = run.iter().map(|&(id, _)| id).peekable();
+            let marks: Vec<bool> = ids.iter().map(|&id| run_ids.next_if_eq(&id).is_some()).collect();
+            let before = lists::append::<OtsAppearances>(txn, &address, &ids, &marks)?;
+            if !run.is_empty() {
+                stats.anchors += write_anchors(txn, &address, before.sent, &run)?;
+            }
         }
         stats.appearances = seen.finish()?;
-        let mut sent = self.sent.into_sorted()?.groups(|(sender, id, nonce)| (sender, (id, nonce)));
-        for (sender, run) in sent.by_ref() {
-            stats.anchors += write_sent(txn, &sender, &run)?;
-        }
         sent.finish()?;
         let mut creators = txn.cursor::<OtsContractCreators>()?;
         for row in self.created.into_sorted()? {
@@ -150,11 +172,9 @@ fn expected_nonce(last_anchor: Option<NonceAnchor>, position: u64) -> u64 {
     last_anchor.map_or(position, |a| a.nonce.wrapping_add(position - a.position))
 }
 
-/// Appends one sender's transactions of the batch (`(TxId, nonce)`, ascending) and the anchors
-/// where their nonces skip; returns how many anchors it wrote.
-fn write_sent(txn: &WriteTxn, sender: &Address, run: &[(u64, u64)]) -> DbResult<u64> {
-    let ids: Vec<u64> = run.iter().map(|&(id, _)| id).collect();
-    let before = lists::append::<OtsSentTxs>(txn, sender, &ids)?;
+/// Writes the anchors where the nonces of one sender's transactions of the batch (`(TxId,
+/// nonce)`, ascending; `before` sent earlier) skip; returns how many it wrote.
+fn write_anchors(txn: &WriteTxn, sender: &Address, before: u64, run: &[(u64, u64)]) -> DbResult<u64> {
     let mut anchors = txn.cursor::<OtsNonceAnchors>()?;
     let mut last = if anchors.seek_exact(sender)?.is_some() { anchors.last_dup()? } else { None };
     let mut written = 0;
@@ -174,10 +194,11 @@ pub fn unwind_appearances(txn: &WriteTxn, address: &Address, cut: u64) -> DbResu
     lists::truncate::<OtsAppearances>(txn, address, cut)
 }
 
-/// Cuts `sender`'s sent transactions back to TxIds below `cut`, and its anchors with them.
+/// Cuts `sender`'s transactions back to TxIds below `cut`, and its anchors past the ones it
+/// sent before that.
 pub fn unwind_sent(txn: &WriteTxn, sender: &Address, cut: u64) -> DbResult<()> {
-    lists::truncate::<OtsSentTxs>(txn, sender, cut)?;
-    let kept = lists::count::<OtsSentTxs, _>(txn, sender)?;
+    lists::truncate::<OtsAppearances>(txn, sender, cut)?;
+    let kept = lists::count::<OtsAppearances, _>(txn, sender)?.sent;
     let mut cursor = txn.cursor::<OtsNonceAnchors>()?;
     for anchor in cursor.dups(sender)? {
         if anchor.position >= kept {
@@ -199,7 +220,7 @@ pub fn unwind_creator(txn: &WriteTxn, contract: &Address, cut: u64) -> DbResult<
 }
 
 /// The transaction `sender` sent with `nonce`, if the index holds one: its position among the
-/// sender's transactions follows from the anchors, its TxId from the sent list.
+/// sender's transactions follows from the anchors, its TxId from the sent marks of its list.
 pub fn sent_with_nonce<K: TransactionKind>(
     txn: &Txn<K>,
     sender: &Address,
@@ -219,7 +240,7 @@ pub fn sent_with_nonce<K: TransactionKind>(
         // A nonce past its run's end was used up by something other than a transaction of the
         // sender (an EIP-7702 authorization), or lies in a later run.
         if runs.get(i + 1).is_none_or(|&(next, _)| candidate < next) {
-            return Ok(lists::nth::<OtsSentTxs, K>(txn, sender, candidate)?.map(TxId));
+            return Ok(lists::nth::<OtsAppearances, K>(txn, sender, candidate, true)?.map(TxId));
         }
     }
     Ok(None)
@@ -254,16 +275,15 @@ pub fn after<K: TransactionKind>(
     lists::after::<OtsAppearances, K>(txn, address, from, want)
 }
 
-/// Checks the family: both lists (see [`lists::check`]), anchors inside their sender's list
+/// Checks the family: the lists (see [`lists::check`]), anchors inside their sender's sent ids
 /// with nonces that grow, creations below `below`. Returns (addresses, appearances).
 pub fn check<K: TransactionKind>(txn: &Txn<K>, below: u64) -> DbResult<(u64, u64)> {
     let seen = lists::check::<OtsAppearances, K>(txn, below)?;
-    lists::check::<OtsSentTxs, K>(txn, below)?;
     let mut cursor = txn.walking_cursor::<OtsNonceAnchors>()?;
     let mut next = cursor.first()?;
     while let Some((sender, _)) = next {
         let anchors = txn.cursor::<OtsNonceAnchors>()?.dups(&sender)?;
-        let sent = lists::count::<OtsSentTxs, K>(txn, &sender)?;
+        let sent = lists::count::<OtsAppearances, K>(txn, &sender)?.sent;
         let mut previous: Option<NonceAnchor> = None;
         for a in &anchors {
             // Nonces only ever skip forward.

@@ -196,7 +196,7 @@ fn check_multi_balances<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbError>
     while let Some((key, Balance(balance))) = next {
         if balance.is_zero() || key.holder == Address::ZERO {
             return Err(broken::<OtsERC1155Balances>(
-                &key.encode_key(),
+                key.encode_key().as_ref(),
                 "a zero balance or the zero address".into(),
             ));
         }

@@ -12,7 +12,7 @@ use crate::{
     db::{
         codec::{BlockNumber, Count},
         state::{self, CallFrames},
-        tables::{OtsAppearances, OtsSentTxs, OtsWithdrawalIdx2Block},
+        tables::{OtsAppearances, OtsWithdrawalIdx2Block},
         DbError, ReadTxn,
     },
     decode::TokenKind,
@@ -192,15 +192,14 @@ fn held(txn: &ReadTxn, kind: TokenKind, holder: &Address) -> Result<u64, DbError
 }
 
 fn read(txn: &ReadTxn, address: Address) -> Result<Read, DbError> {
-    let all = lists::count::<OtsAppearances, _>(txn, &address)?;
-    let sent = lists::count::<OtsSentTxs, _>(txn, &address)?;
+    let lists::ListCounts { all, sent } = lists::count::<OtsAppearances, _>(txn, &address)?;
     let totals = totals::of(txn, &address)?;
     let count = |list| address_index::count(txn, list, &address);
     let withdrawals = count(IdList::Withdrawals)?;
     let mut active: Vec<u64> = Vec::new();
     if all > 0 {
         for position in [0, all - 1] {
-            if let Some(id) = lists::nth::<OtsAppearances, _>(txn, &address, position)? {
+            if let Some(id) = lists::nth::<OtsAppearances, _>(txn, &address, position, false)? {
                 active.push(TxId(id).block());
             }
         }
