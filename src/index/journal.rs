@@ -6,9 +6,10 @@
 //! cut every address list the undo journal names back to ids below the first id of block
 //! `to + 1` (docs/architecture.md, "Invariants").
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, time::Instant};
 
 use alloy_primitives::Address;
+use tracing::debug;
 
 use super::{
     address_index::{self, Cuts, IdList},
@@ -117,7 +118,9 @@ pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
         touched.extend(record.touched);
         txn.delete::<OtsUndoJournal>(&BlockNumber(block), None)?;
     }
+    let started = Instant::now();
     balances::unwind(txn, to, tip.number)?;
+    let balance_seconds = started.elapsed().as_secs_f64();
     totals::unwind(txn, to, tip.number)?;
     let cuts = Cuts {
         tx: TxId::first_of_block(to + 1).0,
@@ -128,6 +131,15 @@ pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
         unwind_row(txn, *kind, address, to, cuts)?;
     }
     matches::unwind(txn, to)?;
+    // Where an unwind's time goes (docs/benchmarks.md reads these): the rest is the commit.
+    debug!(
+        target: "ots::index",
+        blocks = tip.number - to,
+        rows = touched.len(),
+        balance_seconds,
+        seconds = started.elapsed().as_secs_f64(),
+        "unwound in the transaction"
+    );
     let checkpoint = Checkpoint { number: to, hash: target.hash };
     state::set_checkpoint(txn, checkpoint)?;
     Ok(checkpoint)

@@ -154,6 +154,25 @@ pub fn nth<T: PackedList, K: TransactionKind>(
     Ok(None)
 }
 
+/// The first and the last id of `address`'s list, if it has any: two chunk reads however long
+/// the list is (a chunk's key is its last id).
+pub fn ends<T: PackedList, K: TransactionKind>(
+    txn: &Txn<K>,
+    address: &Address,
+) -> DbResult<Option<(u64, u64)>> {
+    let mut cursor = txn.cursor::<T>()?;
+    let Some((key, packed)) =
+        cursor.seek(&ListKey { address: *address, last: 0 })?.filter(|(k, _)| k.address == *address)
+    else {
+        return Ok(None);
+    };
+    let Some(&first) = unpack::<T>(&key, &packed)?.ids.first() else {
+        return Err(corrupt::<T>(&key, "an empty chunk".into()));
+    };
+    let last = last_chunk(&mut cursor, address)?.map_or(key.last, |(key, _)| key.last);
+    Ok(Some((first, last)))
+}
+
 /// A page of ids in whole blocks, and whether the list goes on past it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BlockPage {
@@ -321,6 +340,8 @@ mod tests {
                 count::<OtsAppearances, _>(&txn, who).expect("count"),
                 ListCounts { all: len as u64, sent: sent_ids.len() as u64 }
             );
+            let first_and_last = ids[..len].first().zip(ids[..len].last()).map(|(&f, &l)| (f, l));
+            assert_eq!(ends::<OtsAppearances, _>(&txn, who).expect("ends"), first_and_last);
             for k in (0..len).step_by(97).chain([len.saturating_sub(1), len]) {
                 assert_eq!(
                     nth::<OtsAppearances, _>(&txn, who, k as u64, false).expect("nth"),

@@ -125,13 +125,7 @@ impl Appearances {
                     next_sent = sent.next();
                     run
                 }
-                Some((sender, _)) if sender < address => {
-                    return Err(DbError::Corrupt {
-                        table: OtsAppearances::ID.name(),
-                        key: sender.to_string(),
-                        reason: "a sender the batch did not see in its transactions".into(),
-                    });
-                }
+                Some((sender, _)) if sender < address => return Err(unseen_sender(&sender)),
                 other => {
                     next_sent = other;
                     Vec::new()
@@ -139,10 +133,16 @@ impl Appearances {
             };
             let mut run_ids = run.iter().map(|&(id, _)| id).peekable();
             let marks: Vec<bool> = ids.iter().map(|&id| run_ids.next_if_eq(&id).is_some()).collect();
+            if run_ids.next().is_some() {
+                return Err(unseen_sender(&address));
+            }
             let before = lists::append::<OtsAppearances>(txn, &address, &ids, &marks)?;
             if !run.is_empty() {
                 stats.anchors += write_anchors(txn, &address, before.sent, &run)?;
             }
+        }
+        if let Some((sender, _)) = next_sent {
+            return Err(unseen_sender(&sender));
         }
         stats.appearances = seen.finish()?;
         sent.finish()?;
@@ -152,6 +152,16 @@ impl Appearances {
             creators.put(&contract, &Creation { tx, creator })?;
         }
         Ok(stats)
+    }
+}
+
+/// A sent transaction missing from its sender's appearances: the batch's rows contradict each
+/// other, and writing either would leave the list and its marks disagreeing.
+fn unseen_sender(sender: &Address) -> DbError {
+    DbError::Corrupt {
+        table: OtsAppearances::ID.name(),
+        key: sender.to_string(),
+        reason: "a sender the batch did not see in its transactions".into(),
     }
 }
 
@@ -309,4 +319,42 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, below: u64) -> DbResult<(u64, u64
         next = cursor.next_entry()?;
     }
     Ok(seen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::{AccessMode, Db};
+
+    fn gathered(seen: &[(Address, u64)], sent: &[(Address, u64, u64)]) -> Appearances {
+        let mut family = Appearances::default();
+        for &row in seen {
+            family.seen.push(row).expect("push");
+        }
+        for &row in sent {
+            family.sent.push(row).expect("push");
+        }
+        family
+    }
+
+    /// A sent transaction must be among its sender's appearances: one that is not (before the
+    /// first seen address, between two, after the last, or a sender's id it did not see) is a
+    /// refusal, never a silently dropped mark.
+    #[test]
+    fn a_sent_transaction_its_sender_did_not_see_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let [a, b, c] = [1, 2, 3].map(Address::repeat_byte);
+        let seen = [(b, 10), (b, 11)];
+        {
+            let txn = db.begin_write().expect("write");
+            let written = gathered(&seen, &[(b, 11, 0)]).write(&txn).expect("consistent rows");
+            assert_eq!(written.appearances, 2);
+        }
+        for sent in [(a, 10, 0), (c, 10, 0), (b, 12, 1)] {
+            let txn = db.begin_write().expect("write");
+            let refused = gathered(&seen, &[sent]).write(&txn);
+            assert!(matches!(refused, Err(DbError::Corrupt { .. })), "{sent:?}: {refused:?}");
+        }
+    }
 }

@@ -13,6 +13,8 @@ mod book;
 mod bulk;
 mod read;
 
+use std::collections::BTreeMap;
+
 use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::TransactionKind;
 use tracing::warn;
@@ -25,7 +27,7 @@ pub use read::{balance, holder_count, holders_page, multi_balance, multi_balance
 use super::integrity::broken;
 use crate::{
     db::{
-        codec::{Balance, BlockNumber, Count, KeyCodec, MultiKey, PairKey, Rank, ValueCodec},
+        codec::{Balance, BlockNumber, Count, KeyCodec, MultiKey, PairKey, Rank, TokenIdKey, ValueCodec},
         tables::*,
         Db, DbError, DbResult, Txn, WriteTxn,
     },
@@ -104,42 +106,41 @@ enum Resolving {
     Serially(BalanceBook),
 }
 
-/// Puts back what blocks `to + 1..=tip` changed, newest first.
+/// Puts back what blocks `to + 1..=tip` changed. Each value is restored once, to what the
+/// oldest unwound block found, so that a holder moved in many of those blocks costs one balance
+/// write and one rank move, not one per block.
 pub fn unwind(txn: &WriteTxn, to: u64, tip: u64) -> DbResult<()> {
+    let mut balances: BTreeMap<PairKey, U256> = BTreeMap::new();
+    let mut owners: BTreeMap<TokenIdKey, Address> = BTreeMap::new();
+    let mut multi: BTreeMap<MultiKey, U256> = BTreeMap::new();
+    // Newest first: an older block's prior replaces a newer one's.
     for block in (to + 1..=tip).rev() {
-        undo_block(txn, block)?;
+        let key = BlockNumber(block);
+        balances.extend(txn.cursor::<OtsBalanceUndo>()?.dups(&key)?.into_iter().map(|p| (p.key, p.old)));
+        owners.extend(txn.cursor::<OtsOwnerUndo>()?.dups(&key)?.into_iter().map(|p| (p.key, p.old)));
+        multi.extend(txn.cursor::<OtsERC1155BalanceUndo>()?.dups(&key)?.into_iter().map(|p| (p.key, p.old)));
+        txn.delete::<OtsBalanceUndo>(&key, None)?;
+        txn.delete::<OtsOwnerUndo>(&key, None)?;
+        txn.delete::<OtsERC1155BalanceUndo>(&key, None)?;
     }
-    Ok(())
-}
-
-fn set_multi_balance(txn: &WriteTxn, key: &MultiKey, value: U256) -> DbResult<()> {
-    if value.is_zero() {
-        txn.delete::<OtsERC1155Balances>(key, None)?;
-        Ok(())
-    } else {
-        txn.put::<OtsERC1155Balances>(key, &Balance(value))
-    }
-}
-
-/// Puts back what `block` changed (blocks must be undone newest first).
-fn undo_block(txn: &WriteTxn, block: u64) -> Result<(), DbError> {
-    let key = BlockNumber(block);
-    let priors: Vec<(PairKey, U256)> =
-        txn.cursor::<OtsBalanceUndo>()?.dups(&key)?.into_iter().map(|prior| (prior.key, prior.old)).collect();
+    let priors: Vec<(PairKey, U256)> = balances.into_iter().collect();
     restore_balances(txn, &priors)?;
-    txn.delete::<OtsBalanceUndo>(&key, None)?;
-    for prior in txn.cursor::<OtsOwnerUndo>()?.dups(&key)? {
-        if prior.old == Address::ZERO {
-            txn.delete::<OtsERC721Owners>(&prior.key, None)?;
+    let mut cursor = txn.cursor::<OtsERC721Owners>()?;
+    for (key, old) in owners {
+        if old == Address::ZERO {
+            cursor.delete(&key)?;
         } else {
-            txn.put::<OtsERC721Owners>(&prior.key, &prior.old)?;
+            cursor.put(&key, &old)?;
         }
     }
-    txn.delete::<OtsOwnerUndo>(&key, None)?;
-    for prior in txn.cursor::<OtsERC1155BalanceUndo>()?.dups(&key)? {
-        set_multi_balance(txn, &prior.key, prior.old)?;
+    let mut cursor = txn.cursor::<OtsERC1155Balances>()?;
+    for (key, old) in multi {
+        if old.is_zero() {
+            cursor.delete(&key)?;
+        } else {
+            cursor.put(&key, &Balance(old))?;
+        }
     }
-    txn.delete::<OtsERC1155BalanceUndo>(&key, None)?;
     Ok(())
 }
 

@@ -197,12 +197,8 @@ fn read(txn: &ReadTxn, address: Address) -> Result<Read, DbError> {
     let count = |list| address_index::count(txn, list, &address);
     let withdrawals = count(IdList::Withdrawals)?;
     let mut active: Vec<u64> = Vec::new();
-    if all > 0 {
-        for position in [0, all - 1] {
-            if let Some(id) = lists::nth::<OtsAppearances, _>(txn, &address, position, false)? {
-                active.push(TxId(id).block());
-            }
-        }
+    if let Some((first, last)) = lists::ends::<OtsAppearances, _>(txn, &address)? {
+        active.extend([TxId(first).block(), TxId(last).block()]);
     }
     let rewarded = count(IdList::BlocksRewarded)?;
     if rewarded > 0 {
