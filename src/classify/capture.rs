@@ -15,6 +15,7 @@ use ots_classifiers::{
 };
 
 use super::{
+    known::emitters_per_block,
     late_metadata::{describe, is_named, tokens_to_describe, Stored},
     reprobe::{emitters_to_reprobe, reprobe},
 };
@@ -98,11 +99,12 @@ pub async fn capture<S: BlockSource + ?Sized>(
         let created = block.created_contracts();
         let facts = classify_block(classifiers, &block, &created, &[], &view).await?;
         let mut batch = [ClassifiedBlock { block, facts, probe_misses: Vec::new() }];
-        let todo = emitters_to_reprobe(&batch, |a| Ok::<_, Infallible>(known.contains(a)))
+        let emitters = emitters_per_block(&batch);
+        let todo = emitters_to_reprobe(&batch, &emitters, |a| Ok::<_, Infallible>(known.contains(a)))
             .unwrap_or_else(|never| match never {});
         reprobe(classifiers, &mut batch, &todo, &view).await?;
         // Tokens whose metadata the indexer reads again at their first transfer, as it will.
-        let late = tokens_to_describe(&batch, &settled, |a| {
+        let late = tokens_to_describe(&batch, &emitters, &settled, |a| {
             Ok::<_, Infallible>(Stored { token: tokens.contains(a), named: named.contains(a) })
         })
         .unwrap_or_else(|never| match never {});

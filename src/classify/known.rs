@@ -3,7 +3,7 @@
 //! path, from the stage's own transaction on the bulk path (whose blocks are not committed yet),
 //! so that both paths ask the node the same questions and store the same answers.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
@@ -37,10 +37,16 @@ impl Known {
     }
 }
 
-/// Every Transfer emitter of `blocks`, once.
-pub fn emitters(blocks: &[ClassifiedBlock]) -> Vec<Address> {
-    let mut seen = HashSet::new();
-    blocks.iter().flat_map(|b| b.block.transfer_log_emitters()).filter(|a| seen.insert(*a)).collect()
+/// Each block's Transfer emitters, in order of first appearance: found once per batch, since
+/// the lookup of what is known, the re-probes and the late metadata all walk them.
+pub fn emitters_per_block(blocks: &[ClassifiedBlock]) -> Vec<Vec<Address>> {
+    blocks.iter().map(|b| b.block.transfer_log_emitters()).collect()
+}
+
+/// Every emitter of `per_block`, once.
+pub fn distinct(per_block: &[Vec<Address>]) -> Vec<Address> {
+    let mut seen = foldhash::HashSet::default();
+    per_block.iter().flatten().filter(|a| seen.insert(**a)).copied().collect()
 }
 
 /// What `txn` holds of each of `addresses`.

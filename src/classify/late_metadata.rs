@@ -46,21 +46,23 @@ pub struct ToDescribe {
     pub named: Vec<Address>,
 }
 
-/// For each block, the tokens to read again there: each Transfer emitter at its first block in
+/// For each block, the tokens to read again there: each Transfer emitter (`emitters[i]` are
+/// `blocks[i]`'s, as [`super::known::emitters_per_block`] gives them) at its first block in
 /// `blocks`, if it is a token (stored, or matched earlier in the batch) that has no name or
 /// symbol yet (stored, or described earlier in the batch), was not created in that block (its
 /// deployment read is that block's), and is not `settled` (asked, or named, before).
 pub fn tokens_to_describe<E>(
     blocks: &[ClassifiedBlock],
+    emitters: &[Vec<Address>],
     settled: &HashSet<Address>,
     mut stored: impl FnMut(&Address) -> Result<Stored, E>,
 ) -> Result<ToDescribe, E> {
     let mut named_now = Vec::new();
     let mut matched: HashSet<Address> = HashSet::new();
     let mut described: HashSet<Address> = HashSet::new();
-    let mut seen: HashSet<Address> = HashSet::new();
+    let mut seen: foldhash::HashSet<Address> = foldhash::HashSet::default();
     let mut out = Vec::with_capacity(blocks.len());
-    for b in blocks {
+    for (b, emitters) in blocks.iter().zip(emitters) {
         for fact in &b.facts {
             match fact {
                 Fact::Matched { standard: Standard::Erc20 | Standard::Erc721, address } => {
@@ -74,7 +76,7 @@ pub fn tokens_to_describe<E>(
         }
         let created = b.block.created_contracts();
         let mut todo = Vec::new();
-        for emitter in b.block.transfer_log_emitters() {
+        for &emitter in emitters {
             if created.contains(&emitter)
                 || settled.contains(&emitter)
                 || described.contains(&emitter)

@@ -18,20 +18,22 @@ fn is_token_fact(fact: &Fact) -> Option<Address> {
     }
 }
 
-/// For each block, the Transfer emitters to re-probe there: each address at its first block in
+/// For each block, the Transfer emitters to re-probe there (`emitters[i]` are `blocks[i]`'s, as
+/// [`super::known::emitters_per_block`] gives them): each address at its first block in
 /// `blocks`, unless it was created in that block (it was just judged), matched as a token by an
 /// earlier fact of the batch, or `known` (a token, or re-probed before).
 pub fn emitters_to_reprobe<E>(
     blocks: &[ClassifiedBlock],
+    emitters: &[Vec<Address>],
     mut known: impl FnMut(&Address) -> Result<bool, E>,
 ) -> Result<Vec<Vec<Address>>, E> {
-    let mut seen: HashSet<Address> = HashSet::new();
+    let mut seen: foldhash::HashSet<Address> = foldhash::HashSet::default();
     let mut out = Vec::with_capacity(blocks.len());
-    for b in blocks {
+    for (b, emitters) in blocks.iter().zip(emitters) {
         seen.extend(b.facts.iter().filter_map(is_token_fact));
         let created = b.block.created_contracts();
         let mut todo = Vec::new();
-        for emitter in b.block.transfer_log_emitters() {
+        for &emitter in emitters {
             if created.contains(&emitter) || !seen.insert(emitter) {
                 continue;
             }

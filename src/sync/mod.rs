@@ -24,7 +24,7 @@ use stage_writer::StageWriter;
 
 use crate::{
     classify::{
-        known::{emitters, known, Known},
+        known::{distinct, emitters_per_block, known, Known},
         late_metadata::{describe, tokens_to_describe, Stored},
         reprobe::{emitters_to_reprobe, reprobe},
     },
@@ -309,10 +309,10 @@ impl Indexer {
     /// What the index knows of the batch's Transfer emitters.
     async fn known(
         &self,
-        blocks: &[ClassifiedBlock],
+        emitters: &[Vec<Address>],
         lookups: Lookups<'_>,
     ) -> Result<HashMap<Address, Known>, SyncError> {
-        let emitters = emitters(blocks);
+        let emitters = distinct(emitters);
         match lookups {
             Lookups::Committed => {
                 let txn = self.db.begin_read()?;
@@ -326,12 +326,13 @@ impl Indexer {
     async fn describe_late(
         &self,
         blocks: &mut [ClassifiedBlock],
+        emitters: &[Vec<Address>],
         known: &HashMap<Address, Known>,
     ) -> Result<(), SyncError> {
         let found = {
             // The set only ever gains addresses: what a panicking holder left in it is usable.
             let settled = self.settled.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            tokens_to_describe(blocks, &settled, |address| -> Result<Stored, SyncError> {
+            tokens_to_describe(blocks, emitters, &settled, |address| -> Result<Stored, SyncError> {
                 Ok(known.get(address).copied().unwrap_or_default().stored())
             })?
         };
@@ -348,9 +349,10 @@ impl Indexer {
     async fn reprobe(
         &self,
         blocks: &mut [ClassifiedBlock],
+        emitters: &[Vec<Address>],
         known: &HashMap<Address, Known>,
     ) -> Result<(), SyncError> {
-        let todo = emitters_to_reprobe(blocks, |address| -> Result<bool, SyncError> {
+        let todo = emitters_to_reprobe(blocks, emitters, |address| -> Result<bool, SyncError> {
             Ok(known.get(address).is_some_and(|k| k.settled_as_emitter()))
         })?;
         if todo.iter().any(|t| !t.is_empty()) {
@@ -387,9 +389,10 @@ impl Indexer {
             }
         }
         drop(fetched);
-        let known = self.known(&blocks, lookups).await?;
-        self.reprobe(&mut blocks, &known).await?;
-        self.describe_late(&mut blocks, &known).await?;
+        let emitters = emitters_per_block(&blocks);
+        let known = self.known(&emitters, lookups).await?;
+        self.reprobe(&mut blocks, &emitters, &known).await?;
+        self.describe_late(&mut blocks, &emitters, &known).await?;
         for pair in blocks.windows(2) {
             if pair[1].block.parent_hash != pair[0].block.hash {
                 return Err(SyncError::Moved {
