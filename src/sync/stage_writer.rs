@@ -7,13 +7,14 @@
 use std::{collections::HashMap, time::Instant};
 
 use alloy_primitives::Address;
+use ots_classifiers::Fact;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
 use super::SyncError;
 use crate::{
     classify::known::{known, Known},
-    db::{Db, DbError},
+    db::{Db, DbError, WriteTxn},
     index::{ClassifiedBlock, Stage, StageOptions, StageSummary, WriteError, WrittenBatch},
     status::SharedProgress,
 };
@@ -100,6 +101,43 @@ pub(super) async fn written(pending: PendingAdd) -> Result<WrittenBatch, SyncErr
     pending.await.map_err(|_| gone())?
 }
 
+/// What the stage knows of Transfer emitters, kept across its batches. Every batch asks about
+/// the same busy tokens, and each look-up walks the stage's own transaction, which grows (and
+/// slows) for as long as the stage gathers. An answer changes only through a batch's facts (a
+/// match, metadata) or its probe misses, so a batch forgets the answers for those addresses.
+#[derive(Debug, Default)]
+struct KnownEmitters(foldhash::HashMap<Address, Known>);
+
+impl KnownEmitters {
+    /// Answers kept at most; past that they are all forgotten (a mainnet stage sees millions of
+    /// emitters once each).
+    const MOST: usize = 1 << 20;
+
+    fn forget_written(&mut self, blocks: &[ClassifiedBlock]) {
+        for block in blocks {
+            for fact in &block.facts {
+                let (Fact::Matched { address, .. }
+                | Fact::Flagged { address, .. }
+                | Fact::Labeled { address, .. }
+                | Fact::Described { address, .. }) = fact;
+                self.0.remove(address);
+            }
+            for address in &block.probe_misses {
+                self.0.remove(address);
+            }
+        }
+    }
+
+    fn lookup(&mut self, txn: &WriteTxn, addresses: &[Address]) -> Result<HashMap<Address, Known>, DbError> {
+        if self.0.len() > Self::MOST {
+            self.0.clear();
+        }
+        let unknown: Vec<Address> = addresses.iter().filter(|a| !self.0.contains_key(*a)).copied().collect();
+        self.0.extend(known(txn, &unknown)?);
+        Ok(addresses.iter().map(|a| (*a, self.0.get(a).copied().unwrap_or_default())).collect())
+    }
+}
+
 fn serve(
     db: &Db,
     options: StageOptions,
@@ -117,11 +155,13 @@ fn serve(
     if started.send(Ok(())).is_err() {
         return;
     }
+    let mut emitters = KnownEmitters::default();
     while let Some(command) = commands.blocking_recv() {
         match command {
             Command::Add { blocks, activity, reply } => {
                 let started = Instant::now();
                 let result = stage.add(&blocks, activity);
+                emitters.forget_written(&blocks);
                 drop(blocks);
                 let secs = started.elapsed().as_secs_f64();
                 let failed = result.is_err();
@@ -140,7 +180,7 @@ fn serve(
                 }
             }
             Command::Lookup { addresses, reply } => {
-                let _ = reply.send(known(stage.txn(), &addresses).map_err(|e: DbError| SyncError::Db(e)));
+                let _ = reply.send(emitters.lookup(stage.txn(), &addresses).map_err(SyncError::Db));
             }
             Command::Commit { rate, reply } => {
                 progress.update(|p| p.stage.phase = crate::status::StagePhase::Merging);
