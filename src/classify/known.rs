@@ -1,7 +1,8 @@
 //! What the index already knows of the batch's Transfer emitters, read once per batch: whether
 //! each is a token, was re-probed before, has a name. Read from a snapshot on the incremental
-//! path, from the stage's own transaction on the bulk path (whose blocks are not committed yet),
-//! so that both paths ask the node the same questions and store the same answers.
+//! path, from the stage's own transaction on the bulk path (whose blocks are not committed yet;
+//! the stage's writer keeps the answers across its batches), so that both paths ask the node the
+//! same questions and store the same answers.
 
 use std::collections::HashMap;
 
