@@ -83,21 +83,12 @@ mod tests {
     #[test]
     fn emitters_come_once_in_order_of_first_transfer() {
         let block = BlockData {
-            number: 1,
-            hash: B256::ZERO,
-            parent_hash: B256::ZERO,
-            timestamp: 0,
-            coinbase: Address::ZERO,
-            gas_limit: 0,
-            transactions: Vec::new(),
             receipts: vec![
                 receipt(true, vec![log(9, 3), log(2, 2), log(5, 4), log(9, 3)]),
                 receipt(false, vec![log(1, 3)]),
                 receipt(true, vec![log(2, 3), log(5, 3), log(7, 3), log(9, 3)]),
             ],
-            frames: None,
-            withdrawals: Vec::new(),
-            code_removed: Vec::new(),
+            ..BlockData::default()
         };
         // 2's first log has too few topics; 1's transaction failed.
         let expected: Vec<Address> = [9, 5, 2, 7].map(Address::repeat_byte).to_vec();
