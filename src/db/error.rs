@@ -93,8 +93,33 @@ pub enum DbError {
         reason: String,
     },
     /// A bulk stage's run files failed; nothing of the stage was committed.
-    #[error("{0} (nothing of the stage was committed; free disk space under the datadir and restart)")]
-    Runs(#[from] crate::etl::EtlError),
+    #[error("{error} (nothing of the stage was committed; {hint})")]
+    Runs {
+        /// What failed (its message says all: not repeated as a cause).
+        error: crate::etl::EtlError,
+        /// What to do about it.
+        hint: &'static str,
+    },
+}
+
+impl From<crate::etl::EtlError> for DbError {
+    fn from(error: crate::etl::EtlError) -> Self {
+        let hint = match &error {
+            crate::etl::EtlError::Io { error, .. } => match error.kind() {
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+                    "free disk space under the datadir, or lower --stage-max-run-mib, and restart"
+                }
+                _ if error.raw_os_error() == Some(libc::EMFILE) => {
+                    "raise the open-file limit (ulimit -n) or --stage-buffer-mib, and restart"
+                }
+                _ => "restart; if it happens again, free disk space under the datadir",
+            },
+            crate::etl::EtlError::Malformed { .. } => {
+                "a run file was damaged while the stage ran; restart, which writes them again"
+            }
+        };
+        Self::Runs { error, hint }
+    }
 }
 
 /// Advice for MDBX errors a user can act on.
@@ -119,5 +144,28 @@ pub(crate) fn read_err(op: &'static str, table: &'static str, key: &[u8], err: R
         ReadError::Decoding(e) => {
             DbError::Binding { op, table, key: alloy_primitives::hex::encode(key), message: e.to_string() }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::etl::EtlError;
+
+    #[test]
+    fn a_run_file_error_says_what_to_do_once() {
+        let too_many = DbError::from(EtlError::Io {
+            path: "etl-tmp/run-002647.bin".into(),
+            error: std::io::Error::from_raw_os_error(libc::EMFILE),
+        });
+        let shown = format!("{:#}", anyhow::Error::new(too_many));
+        assert!(shown.contains("ulimit -n"), "{shown}");
+        assert!(!shown.contains("free disk space"), "{shown}");
+        assert_eq!(shown.matches("run-002647.bin").count(), 1, "{shown}");
+        let full = DbError::from(EtlError::Io {
+            path: "etl-tmp/run-000002.bin".into(),
+            error: std::io::Error::from(std::io::ErrorKind::StorageFull),
+        });
+        assert!(full.to_string().contains("free disk space under the datadir"), "{full}");
     }
 }

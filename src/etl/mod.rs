@@ -20,19 +20,19 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum EtlError {
     /// The file system failed (a full disk, a removed directory).
-    #[error("run file {path}: {source}")]
+    #[error("run file {path}: {error}")]
     Io {
         /// The file or directory.
         path: PathBuf,
-        /// What the OS said.
-        source: std::io::Error,
+        /// What the OS said (part of the message, not a separate cause: shown once).
+        error: std::io::Error,
     },
     /// A run file holds bytes no row encodes to (damaged while the stage ran).
-    #[error("run file {path} holds a malformed row: {source}")]
+    #[error("run file {path} holds a malformed row: {problem}")]
     Malformed {
         /// The file.
         path: PathBuf,
         /// What was wrong.
-        source: RecordError,
+        problem: RecordError,
     },
 }

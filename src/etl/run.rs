@@ -24,7 +24,7 @@ pub const RUN_DIR_NAME: &str = "etl-tmp";
 const IO_BUFFER: usize = 64 << 10;
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> EtlError + '_ {
-    move |source| EtlError::Io { path: path.to_path_buf(), source }
+    move |error| EtlError::Io { path: path.to_path_buf(), error }
 }
 
 /// Work for the spill thread.
@@ -53,7 +53,7 @@ impl PendingRun {
         self.0.recv().unwrap_or_else(|_| {
             Err(EtlError::Io {
                 path: PathBuf::new(),
-                source: std::io::Error::other("the spill thread stopped"),
+                error: std::io::Error::other("the spill thread stopped"),
             })
         })
     }
@@ -135,30 +135,67 @@ impl RunDir {
 
     /// Writes `rows` (sorted) as a new run file.
     fn write_run<R: Record>(self: &Arc<Self>, rows: &[R]) -> Result<Run, EtlError> {
+        let mut run = self.writer()?;
+        for row in rows {
+            run.push(row)?;
+        }
+        run.finish()
+    }
+
+    /// A new run file, to write rows into in order.
+    pub(super) fn writer(self: &Arc<Self>) -> Result<RunWriter, EtlError> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let path = self.path.join(format!("run-{n:06}.bin"));
         let file = File::create(&path).map_err(io_err(&path))?;
-        let mut out = BufWriter::with_capacity(IO_BUFFER, file);
-        let (mut previous, mut row) = (Vec::new(), Vec::new());
-        let mut bytes = 0u64;
-        for r in rows {
-            row.clear();
-            r.encode(&mut row);
-            let shared = previous.iter().zip(&row).take(255).take_while(|(a, b)| a == b).count();
-            let suffix = &row[shared..];
-            // Rows are tens of bytes; a longer one is a bug in its encoder, not bad input.
-            let suffix_len = u8::try_from(suffix.len()).map_err(|_| EtlError::Io {
-                path: path.clone(),
-                source: std::io::Error::other("a row longer than 255 bytes"),
-            })?;
-            out.write_all(&[shared as u8, suffix_len]).map_err(io_err(&path))?;
-            out.write_all(suffix).map_err(io_err(&path))?;
-            bytes += 2 + suffix.len() as u64;
-            std::mem::swap(&mut previous, &mut row);
-        }
-        out.flush().map_err(io_err(&path))?;
-        self.grew(bytes);
-        Ok(Run { dir: self.clone(), path, bytes, rows: rows.len() as u64 })
+        Ok(RunWriter {
+            dir: self.clone(),
+            out: BufWriter::with_capacity(IO_BUFFER, file),
+            path,
+            previous: Vec::new(),
+            row: Vec::new(),
+            bytes: 0,
+            rows: 0,
+        })
+    }
+}
+
+/// A run file being written, row by row in order. One dropped unfinished stays in the
+/// directory, which the next stage empties.
+pub(super) struct RunWriter {
+    dir: Arc<RunDir>,
+    path: PathBuf,
+    out: BufWriter<File>,
+    previous: Vec<u8>,
+    row: Vec<u8>,
+    bytes: u64,
+    rows: u64,
+}
+
+impl RunWriter {
+    /// Appends `r`, which must not sort before the row pushed last.
+    pub(super) fn push<R: Record>(&mut self, r: &R) -> Result<(), EtlError> {
+        self.row.clear();
+        r.encode(&mut self.row);
+        let shared = self.previous.iter().zip(&self.row).take(255).take_while(|(a, b)| a == b).count();
+        let suffix = &self.row[shared..];
+        // Rows are tens of bytes; a longer one is a bug in its encoder, not bad input.
+        let suffix_len = u8::try_from(suffix.len()).map_err(|_| EtlError::Io {
+            path: self.path.clone(),
+            error: std::io::Error::other("a row longer than 255 bytes"),
+        })?;
+        self.out.write_all(&[shared as u8, suffix_len]).map_err(io_err(&self.path))?;
+        self.out.write_all(suffix).map_err(io_err(&self.path))?;
+        self.bytes += 2 + suffix.len() as u64;
+        self.rows += 1;
+        std::mem::swap(&mut self.previous, &mut self.row);
+        Ok(())
+    }
+
+    /// Flushes the file and gives the run.
+    pub(super) fn finish(mut self) -> Result<Run, EtlError> {
+        self.out.flush().map_err(io_err(&self.path))?;
+        self.dir.grew(self.bytes);
+        Ok(Run { dir: self.dir, path: self.path, bytes: self.bytes, rows: self.rows })
     }
 }
 
@@ -228,7 +265,7 @@ impl<R: Record> RunReader<R> {
         if shared > self.row.len() {
             return Err(EtlError::Malformed {
                 path: path.clone(),
-                source: super::RecordError("a row shares more bytes than the row before it has"),
+                problem: super::RecordError("a row shares more bytes than the row before it has"),
             });
         }
         self.row.truncate(shared);
@@ -236,7 +273,7 @@ impl<R: Record> RunReader<R> {
         self.input.read_exact(&mut self.row[shared..]).map_err(io_err(path))?;
         let mut bytes = self.row.as_slice();
         let row =
-            R::decode(&mut bytes).map_err(|source| EtlError::Malformed { path: path.clone(), source })?;
+            R::decode(&mut bytes).map_err(|problem| EtlError::Malformed { path: path.clone(), problem })?;
         self.left -= 1;
         Ok(Some(row))
     }
