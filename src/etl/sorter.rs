@@ -120,37 +120,13 @@ impl<R: Record> Sorter<R> {
         if runs.is_empty() {
             return Ok(Sorted { inner: Inner::Memory(self.buffer.into_iter()), rows });
         }
-        let mut readers = Vec::with_capacity(runs.len());
-        for run in runs {
-            readers.push(run.reader()?);
-        }
-        let mut merge = Merge {
-            heap: BinaryHeap::with_capacity(readers.len() + 1),
-            readers,
-            memory: self.buffer.into_iter(),
-        };
-        for source in 0..merge.readers.len() {
-            merge.refill(source)?;
-        }
-        merge.refill(MEMORY)?;
-        Ok(Sorted { inner: Inner::Merging(prefetch(merge)), rows })
+        Ok(Sorted { inner: Inner::Merging(prefetch(Merge::start(runs, self.buffer)?)), rows })
     }
 }
 
 /// Merges `runs` into one new run under `dir` (their files go once read).
 fn merge_runs<R: Record>(dir: &Arc<RunDir>, runs: Vec<Run>) -> Result<Run, EtlError> {
-    let mut readers = Vec::with_capacity(runs.len());
-    for run in runs {
-        readers.push(run.reader()?);
-    }
-    let mut merge = Merge::<R> {
-        heap: BinaryHeap::with_capacity(readers.len()),
-        readers,
-        memory: Vec::new().into_iter(),
-    };
-    for source in 0..merge.readers.len() {
-        merge.refill(source)?;
-    }
+    let mut merge = Merge::<R>::start(runs, Vec::new())?;
     let mut out = dir.writer()?;
     while let Some(row) = merge.next_row()? {
         out.push(&row)?;
@@ -170,6 +146,21 @@ struct Merge<R: Record> {
 }
 
 impl<R: Record> Merge<R> {
+    /// The merge of `runs` and the sorted rows of `memory`, each source's first row in the heap.
+    fn start(runs: Vec<Run>, memory: Vec<R>) -> Result<Self, EtlError> {
+        let mut readers = Vec::with_capacity(runs.len());
+        for run in runs {
+            readers.push(run.reader()?);
+        }
+        let mut merge =
+            Self { heap: BinaryHeap::with_capacity(readers.len() + 1), readers, memory: memory.into_iter() };
+        for source in 0..merge.readers.len() {
+            merge.refill(source)?;
+        }
+        merge.refill(MEMORY)?;
+        Ok(merge)
+    }
+
     fn refill(&mut self, source: usize) -> Result<(), EtlError> {
         let next = match source {
             MEMORY => self.memory.next(),
