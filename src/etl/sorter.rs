@@ -99,16 +99,18 @@ impl<R: Record> Sorter<R> {
     /// for an in-memory sorter). The buffer is freed once written: the memory goes to whichever
     /// sorter fills up next.
     ///
-    /// The next buffer is reserved at once as large as this one grew: growing it push by push
-    /// copied every row into fresh pages at each doubling, which the kernel zeroes first (a
-    /// tenth of the gathering thread's time, docs/benchmarks.md); reserved, each page is zeroed
-    /// once, when its first row lands, and pages no row reaches are never touched.
+    /// The next buffer is reserved at once as large as this sorter's buffers grew: growing it
+    /// push by push copied every row into fresh pages at each doubling, which the kernel zeroes
+    /// first (a tenth of the gathering thread's time, docs/benchmarks.md); reserved, each page
+    /// is zeroed once, when its first row lands, and pages no row reaches are never touched.
     pub fn flush(&mut self) -> Result<(), EtlError> {
         let Some(spill) = &mut self.spill else { return Ok(()) };
         if self.buffer.is_empty() {
             return Ok(());
         }
-        let reserve = self.buffer.len().next_power_of_two().min(self.capacity);
+        // As large as any buffer of this sorter grew: a spill forced by the stage's budget can
+        // come early, and the fill after it then grows past a smaller reservation.
+        let reserve = self.buffer.capacity().max(self.buffer.len().next_power_of_two()).min(self.capacity);
         let rows = std::mem::replace(&mut self.buffer, Vec::with_capacity(reserve));
         spill.rows += rows.len() as u64;
         spill.pending.push(spill.dir.spill(rows));
