@@ -1,11 +1,6 @@
 //! The sorter: rows in, rows out in order, spilling sorted runs to disk when its buffer is full.
 
-use std::{
-    cmp::Reverse,
-    collections::{BinaryHeap, VecDeque},
-    sync::mpsc::{Receiver, SyncSender},
-    sync::Arc,
-};
+use std::{cmp::Reverse, collections::BinaryHeap, sync::mpsc::SyncSender, sync::Arc};
 
 use tracing::debug;
 
@@ -84,34 +79,20 @@ impl<R: Record> Sorter<R> {
         self.buffer.len() as u64 + self.spill.as_ref().map_or(0, |s| s.rows)
     }
 
-    /// Bytes the buffer's rows hold in memory as the stage weighs them: the allocation a buffer
-    /// grown push by push from empty would have (the least power of two rows, and at least four,
-    /// as `Vec` grows). A buffer reserved ahead at a flush is larger, but only the pages its rows
-    /// fill are ever touched, so the rest is never resident and the stage spills as before.
+    /// Bytes the buffer holds in memory (its allocation).
     pub fn buffered_bytes(&self) -> usize {
-        match self.buffer.len() {
-            0 => 0,
-            rows => rows.next_power_of_two().max(4) * std::mem::size_of::<R>(),
-        }
+        self.buffer.capacity() * std::mem::size_of::<R>()
     }
 
     /// Hands the buffer to the spill thread, which sorts it and writes it out as a run (nothing
     /// for an in-memory sorter). The buffer is freed once written: the memory goes to whichever
     /// sorter fills up next.
-    ///
-    /// The next buffer is reserved at once as large as this sorter's buffers grew: growing it
-    /// push by push copied every row into fresh pages at each doubling, which the kernel zeroes
-    /// first (a tenth of the gathering thread's time, docs/benchmarks.md); reserved, each page
-    /// is zeroed once, when its first row lands, and pages no row reaches are never touched.
     pub fn flush(&mut self) -> Result<(), EtlError> {
         let Some(spill) = &mut self.spill else { return Ok(()) };
         if self.buffer.is_empty() {
             return Ok(());
         }
-        // As large as any buffer of this sorter grew: a spill forced by the stage's budget can
-        // come early, and the fill after it then grows past a smaller reservation.
-        let reserve = self.buffer.capacity().max(self.buffer.len().next_power_of_two()).min(self.capacity);
-        let rows = std::mem::replace(&mut self.buffer, Vec::with_capacity(reserve));
+        let rows = std::mem::take(&mut self.buffer);
         spill.rows += rows.len() as u64;
         spill.pending.push(spill.dir.spill(rows));
         Ok(())
@@ -211,21 +192,13 @@ impl<R: Record> Merge<R> {
 /// Rows the merge thread hands over at a time.
 const PREFETCH_ROWS: usize = 8192;
 
-/// Chunks the merge thread fills ahead of the reader.
-const PREFETCH_CHUNKS: usize = 4;
-
 /// The merged rows, as a thread of their own merges them ahead of the reader (the heap merge and
 /// the decoding take a core; the reader writes the rows into MDBX on another). An empty chunk
 /// ends them: a thread that stopped without one is an error, never a short stream.
-///
-/// Read chunks go back to the merge thread to be filled again: a chunk allocated anew each time
-/// lands on fresh pages the kernel zeroes first, which took a third of the merge thread's time
-/// in the balances' merge (docs/benchmarks.md).
 #[derive(Debug)]
 struct Prefetched<R> {
-    chunks: Receiver<Result<VecDeque<R>, EtlError>>,
-    spent: SyncSender<VecDeque<R>>,
-    current: VecDeque<R>,
+    chunks: std::sync::mpsc::Receiver<Result<Vec<R>, EtlError>>,
+    current: std::vec::IntoIter<R>,
     ended: bool,
 }
 
@@ -233,14 +206,13 @@ struct Prefetched<R> {
 /// stopped reading.
 fn pump<R: Record>(
     merge: &mut Merge<R>,
-    out: &SyncSender<Result<VecDeque<R>, EtlError>>,
-    spent: &Receiver<VecDeque<R>>,
+    out: &SyncSender<Result<Vec<R>, EtlError>>,
 ) -> Result<bool, EtlError> {
     loop {
-        let mut chunk = spent.try_recv().unwrap_or_else(|_| VecDeque::with_capacity(PREFETCH_ROWS));
+        let mut chunk = Vec::with_capacity(PREFETCH_ROWS);
         while chunk.len() < PREFETCH_ROWS {
             match merge.next_row()? {
-                Some(row) => chunk.push_back(row),
+                Some(row) => chunk.push(row),
                 None if chunk.is_empty() => return Ok(true),
                 None => break,
             }
@@ -252,14 +224,13 @@ fn pump<R: Record>(
 }
 
 fn prefetch<R: Record>(mut merge: Merge<R>) -> Prefetched<R> {
-    let (out, chunks) = std::sync::mpsc::sync_channel(PREFETCH_CHUNKS);
-    let (spent, refill) = std::sync::mpsc::sync_channel(2);
+    let (out, chunks) = std::sync::mpsc::sync_channel(4);
     let spawned = std::thread::Builder::new().name("ots-merge".into()).spawn(move || {
-        let pumped = pump(&mut merge, &out, &refill);
+        let pumped = pump(&mut merge, &out);
         // The runs are removed before the reader hears the end.
         drop(merge);
         let _ = match pumped {
-            Ok(true) => out.send(Ok(VecDeque::new())),
+            Ok(true) => out.send(Ok(Vec::new())),
             Ok(false) => Ok(()),
             Err(e) => out.send(Err(e)),
         };
@@ -268,15 +239,15 @@ fn prefetch<R: Record>(mut merge: Merge<R>) -> Prefetched<R> {
         // No thread to be had: the reader sees the error where it would see a run's.
         let (failed, chunks) = std::sync::mpsc::sync_channel(1);
         let _ = failed.send(Err(EtlError::Io { path: std::path::PathBuf::new(), error: e }));
-        return Prefetched { chunks, spent, current: VecDeque::new(), ended: false };
+        return Prefetched { chunks, current: Vec::new().into_iter(), ended: false };
     }
-    Prefetched { chunks, spent, current: VecDeque::new(), ended: false }
+    Prefetched { chunks, current: Vec::new().into_iter(), ended: false }
 }
 
 impl<R> Prefetched<R> {
     fn next_row(&mut self) -> Option<Result<R, EtlError>> {
         loop {
-            if let Some(row) = self.current.pop_front() {
+            if let Some(row) = self.current.next() {
                 return Some(Ok(row));
             }
             if self.ended {
@@ -284,10 +255,7 @@ impl<R> Prefetched<R> {
             }
             match self.chunks.recv() {
                 Ok(Ok(chunk)) if chunk.is_empty() => self.ended = true,
-                Ok(Ok(chunk)) => {
-                    // A full queue of spent chunks (or a finished thread) drops this one.
-                    let _ = self.spent.try_send(std::mem::replace(&mut self.current, chunk));
-                }
+                Ok(Ok(chunk)) => self.current = chunk.into_iter(),
                 Ok(Err(e)) => {
                     self.ended = true;
                     return Some(Err(e));
@@ -509,28 +477,6 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(runs.bytes(), 0, "run files are removed once read");
         assert_eq!(files(), 0);
-    }
-
-    #[test]
-    fn a_flushed_buffer_is_reserved_ahead_and_weighed_by_its_rows() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let runs = RunDir::create(dir.path()).expect("run dir");
-        let row_bytes = std::mem::size_of::<(Address, u64)>();
-        let mut sorter = Sorter::spilling(runs, 1_000 * row_bytes);
-        for row in rows(600) {
-            sorter.push(row).expect("push");
-        }
-        // 600 rows, as a buffer grown push by push holds them: room for 1,024.
-        assert_eq!(sorter.buffered_bytes(), 1_024 * row_bytes);
-        sorter.flush().expect("flush");
-        assert!(sorter.buffer.capacity() >= 600, "the next buffer is reserved at once");
-        assert_eq!(sorter.buffered_bytes(), 0, "a reservation no row has reached weighs nothing");
-        for row in rows(600) {
-            sorter.push(row).expect("push");
-        }
-        assert_eq!(sorter.buffered_bytes(), 1_024 * row_bytes, "weighed as the first buffer was");
-        assert_eq!(sorter.buffer.capacity(), 1_000, "never grown: reserved up to the sorter's own limit");
-        assert_eq!(sorter.into_sorted().expect("merge").count(), 1_200);
     }
 
     #[test]

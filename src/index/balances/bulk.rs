@@ -180,7 +180,7 @@ fn replay_books(
     out: &SyncSender<DbResult<Book>>,
 ) -> DbResult<()> {
     let snapshot = db.begin_read()?;
-    let mut book = BalanceBook::with_capacity(limits.per_book);
+    let mut book = BalanceBook::default();
     // The token of the book's last move, and whether the book continues a cut token.
     let mut last: Option<Address> = None;
     let mut continues = false;
@@ -197,10 +197,7 @@ fn replay_books(
         let boundary = last.is_some_and(|t| t != m.token);
         if (boundary && book.len() >= limits.per_book) || book.len() >= limits.most {
             let cut = !boundary;
-            // Reserved whole: grown move by move, each doubling copied the book into fresh
-            // pages the kernel zeroes first.
-            let next = BalanceBook::with_capacity(limits.per_book);
-            if !send(std::mem::replace(&mut book, next), continues)? {
+            if !send(std::mem::take(&mut book), continues)? {
                 return Ok(());
             }
             continues = cut;
