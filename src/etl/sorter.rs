@@ -1,6 +1,11 @@
 //! The sorter: rows in, rows out in order, spilling sorted runs to disk when its buffer is full.
 
-use std::{cmp::Reverse, collections::BinaryHeap, sync::mpsc::SyncSender, sync::Arc};
+use std::{
+    cmp::Reverse,
+    collections::{BinaryHeap, VecDeque},
+    sync::mpsc::{Receiver, SyncSender},
+    sync::Arc,
+};
 
 use tracing::debug;
 
@@ -192,13 +197,21 @@ impl<R: Record> Merge<R> {
 /// Rows the merge thread hands over at a time.
 const PREFETCH_ROWS: usize = 8192;
 
+/// Chunks the merge thread fills ahead of the reader.
+const PREFETCH_CHUNKS: usize = 4;
+
 /// The merged rows, as a thread of their own merges them ahead of the reader (the heap merge and
 /// the decoding take a core; the reader writes the rows into MDBX on another). An empty chunk
 /// ends them: a thread that stopped without one is an error, never a short stream.
+///
+/// Read chunks go back to the merge thread to be filled again: a chunk allocated anew each time
+/// lands on fresh pages the kernel zeroes first, which took a third of the merge thread's time
+/// in the balances' merge (docs/benchmarks.md).
 #[derive(Debug)]
 struct Prefetched<R> {
-    chunks: std::sync::mpsc::Receiver<Result<Vec<R>, EtlError>>,
-    current: std::vec::IntoIter<R>,
+    chunks: Receiver<Result<VecDeque<R>, EtlError>>,
+    spent: SyncSender<VecDeque<R>>,
+    current: VecDeque<R>,
     ended: bool,
 }
 
@@ -206,13 +219,14 @@ struct Prefetched<R> {
 /// stopped reading.
 fn pump<R: Record>(
     merge: &mut Merge<R>,
-    out: &SyncSender<Result<Vec<R>, EtlError>>,
+    out: &SyncSender<Result<VecDeque<R>, EtlError>>,
+    spent: &Receiver<VecDeque<R>>,
 ) -> Result<bool, EtlError> {
     loop {
-        let mut chunk = Vec::with_capacity(PREFETCH_ROWS);
+        let mut chunk = spent.try_recv().unwrap_or_else(|_| VecDeque::with_capacity(PREFETCH_ROWS));
         while chunk.len() < PREFETCH_ROWS {
             match merge.next_row()? {
-                Some(row) => chunk.push(row),
+                Some(row) => chunk.push_back(row),
                 None if chunk.is_empty() => return Ok(true),
                 None => break,
             }
@@ -224,13 +238,14 @@ fn pump<R: Record>(
 }
 
 fn prefetch<R: Record>(mut merge: Merge<R>) -> Prefetched<R> {
-    let (out, chunks) = std::sync::mpsc::sync_channel(4);
+    let (out, chunks) = std::sync::mpsc::sync_channel(PREFETCH_CHUNKS);
+    let (spent, refill) = std::sync::mpsc::sync_channel(2);
     let spawned = std::thread::Builder::new().name("ots-merge".into()).spawn(move || {
-        let pumped = pump(&mut merge, &out);
+        let pumped = pump(&mut merge, &out, &refill);
         // The runs are removed before the reader hears the end.
         drop(merge);
         let _ = match pumped {
-            Ok(true) => out.send(Ok(Vec::new())),
+            Ok(true) => out.send(Ok(VecDeque::new())),
             Ok(false) => Ok(()),
             Err(e) => out.send(Err(e)),
         };
@@ -239,15 +254,15 @@ fn prefetch<R: Record>(mut merge: Merge<R>) -> Prefetched<R> {
         // No thread to be had: the reader sees the error where it would see a run's.
         let (failed, chunks) = std::sync::mpsc::sync_channel(1);
         let _ = failed.send(Err(EtlError::Io { path: std::path::PathBuf::new(), error: e }));
-        return Prefetched { chunks, current: Vec::new().into_iter(), ended: false };
+        return Prefetched { chunks, spent, current: VecDeque::new(), ended: false };
     }
-    Prefetched { chunks, current: Vec::new().into_iter(), ended: false }
+    Prefetched { chunks, spent, current: VecDeque::new(), ended: false }
 }
 
 impl<R> Prefetched<R> {
     fn next_row(&mut self) -> Option<Result<R, EtlError>> {
         loop {
-            if let Some(row) = self.current.next() {
+            if let Some(row) = self.current.pop_front() {
                 return Some(Ok(row));
             }
             if self.ended {
@@ -255,7 +270,10 @@ impl<R> Prefetched<R> {
             }
             match self.chunks.recv() {
                 Ok(Ok(chunk)) if chunk.is_empty() => self.ended = true,
-                Ok(Ok(chunk)) => self.current = chunk.into_iter(),
+                Ok(Ok(chunk)) => {
+                    // A full queue of spent chunks (or a finished thread) drops this one.
+                    let _ = self.spent.try_send(std::mem::replace(&mut self.current, chunk));
+                }
                 Ok(Err(e)) => {
                     self.ended = true;
                     return Some(Err(e));

@@ -11,9 +11,6 @@
 
 use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::{Rw, TransactionKind};
-// Hashed millions of times per batch: a fast hasher, randomly seeded per process so that
-// addresses ground to collide cannot slow the writer down.
-use foldhash::HashMap;
 
 use crate::db::{
     codec::{
@@ -83,6 +80,10 @@ impl<V: Copy> Slot<V> {
     }
 }
 
+/// A reference to no slot: a move's side whose holder is the zero address, or a move of another
+/// kind.
+const NO_SLOT: u32 = u32::MAX;
+
 /// The slots of a batch, one per key its moves touch, in table order.
 #[derive(Debug)]
 struct Slots<K, V> {
@@ -90,41 +91,42 @@ struct Slots<K, V> {
     keys: Vec<K>,
     /// The slot of `keys[i]`.
     slots: Vec<Slot<V>>,
-    /// Where each key is in `keys`: the moves are replayed in chain order, the writes walk
-    /// `keys` and `slots` in table order without hashing.
-    position: HashMap<K, usize>,
 }
 
-impl<K: Copy + Ord + std::hash::Hash, V: Copy> Slots<K, V> {
-    /// Reads the stored value of every key in `keys` through one cursor, walking them in order
-    /// (`absent` where the table has none).
+impl<K: Copy + Ord, V: Copy> Slots<K, V> {
+    /// Reads the stored value of every key in `refs` through one cursor, walking them in order
+    /// (`absent` where the table has none). Each key comes with the place in `slot_of` that is
+    /// to say which slot holds it: the moves are then replayed in chain order straight to their
+    /// slots, with no lookup (hashing every move's keys was a fifth of the balances' merge).
     fn read<T: Table<Key = K>, Kind: TransactionKind>(
         txn: &Txn<Kind>,
-        keys: impl Iterator<Item = K>,
+        mut refs: Vec<(K, u32)>,
+        slot_of: &mut [u32],
         absent: V,
         value: impl Fn(T::Value) -> V,
     ) -> DbResult<Self> {
-        let mut keys: Vec<K> = keys.collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let position = keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
+        refs.sort_unstable_by_key(|r| r.0);
+        let mut keys: Vec<K> = Vec::new();
+        for (key, at) in refs {
+            if keys.last() != Some(&key) {
+                keys.push(key);
+            }
+            if let Some(slot) = slot_of.get_mut(at as usize) {
+                *slot = (keys.len() - 1) as u32;
+            }
+        }
         let mut slots = Vec::with_capacity(keys.len());
         let mut cursor = txn.walking_cursor::<T>()?;
         for key in &keys {
             slots.push(Slot::new(cursor.seek_exact(key)?.map_or(absent, &value)));
         }
-        Ok(Self { keys, slots, position })
+        Ok(Self { keys, slots })
     }
 
-    /// Frees the key lookup once the moves are replayed: the writes walk the keys in order.
-    fn replayed(&mut self) {
-        self.position = HashMap::default();
-    }
-
-    /// The slot of `key`, if the batch touches it (until `replayed`).
-    fn get_mut(&mut self, key: &K) -> Option<&mut Slot<V>> {
-        let at = *self.position.get(key)?;
-        self.slots.get_mut(at)
+    /// Slot `at` with its key (`None` for [`NO_SLOT`]).
+    fn get_mut(&mut self, at: u32) -> Option<(K, &mut Slot<V>)> {
+        let key = *self.keys.get(at as usize)?;
+        Some((key, self.slots.get_mut(at as usize)?))
     }
 
     /// Every changed key in table order, with its value before the batch and now.
@@ -160,27 +162,23 @@ pub(super) struct Resolved {
 }
 
 impl Resolved {
-    /// Moves `amount` into or out of a token-wide balance. Logs cannot see every balance change
-    /// (docs/format.md), so a balance never wraps around.
-    fn shift(&mut self, block: u64, key: PairKey, add: bool, amount: U256) {
-        if key.holder == Address::ZERO {
-            return;
-        }
-        let Some(slot) = self.balances.get_mut(&key) else { return };
+    /// Moves `amount` into or out of the token-wide balance in slot `at` (none for the zero
+    /// address). Logs cannot see every balance change (docs/format.md), so a balance never wraps
+    /// around.
+    fn shift(&mut self, block: u64, at: u32, add: bool, amount: U256) {
+        let Some((key, slot)) = self.balances.get_mut(at) else { return };
         if let Some(old) = slot.first_change_in(block, self.keep_from) {
             self.balance_undo.push((block, BalancePrior { key, old }));
         }
         slot.now = if add { slot.now.saturating_add(amount) } else { slot.now.saturating_sub(amount) };
     }
 
-    /// Moves `amount` of one ERC1155 id in or out; returns the units actually moved (an outflow
-    /// never takes more than is held), which the token-wide balance then moves too, so that it
-    /// stays the exact sum over ids.
-    fn shift_multi(&mut self, block: u64, key: MultiKey, add: bool, amount: U256) -> U256 {
-        if key.holder == Address::ZERO {
-            return amount;
-        }
-        let Some(slot) = self.multi.get_mut(&key) else { return U256::ZERO };
+    /// Moves `amount` of one ERC1155 id in or out of slot `at` (none for the zero address);
+    /// returns the units actually moved (an outflow never takes more than is held, the zero
+    /// address moves all), which the token-wide balance then moves too, so that it stays the
+    /// exact sum over ids.
+    fn shift_multi(&mut self, block: u64, at: u32, add: bool, amount: U256) -> U256 {
+        let Some((key, slot)) = self.multi.get_mut(at) else { return amount };
         if let Some(old) = slot.first_change_in(block, self.keep_from) {
             self.multi_undo.push((block, MultiPrior { key, old }));
         }
@@ -193,11 +191,10 @@ impl Resolved {
         }
     }
 
-    fn apply(&mut self, block: u64, m: &BalanceMove) {
+    fn apply(&mut self, block: u64, m: &BalanceMove, slots: MoveSlots) {
         match m.kind {
             TokenKind::Erc721 => {
-                let key = TokenIdKey { token: m.token, id: m.id };
-                if let Some(slot) = self.owners.get_mut(&key) {
+                if let Some((key, slot)) = self.owners.get_mut(slots.owner) {
                     if let Some(old) = slot.first_change_in(block, self.keep_from) {
                         self.owner_undo.push((block, OwnerPrior { key, old }));
                     }
@@ -205,19 +202,27 @@ impl Resolved {
                 }
             }
             TokenKind::Erc1155 => {
-                let key = |holder| MultiKey { token: m.token, holder, id: m.id };
-                let out = self.shift_multi(block, key(m.from), false, m.amount);
-                let into = self.shift_multi(block, key(m.to), true, m.amount);
-                self.shift(block, PairKey { token: m.token, holder: m.from }, false, out);
-                self.shift(block, PairKey { token: m.token, holder: m.to }, true, into);
+                let out = self.shift_multi(block, slots.multi[0], false, m.amount);
+                let into = self.shift_multi(block, slots.multi[1], true, m.amount);
+                self.shift(block, slots.pair[0], false, out);
+                self.shift(block, slots.pair[1], true, into);
                 return;
             }
             TokenKind::Erc20 => {}
         }
         // The token-wide balance: ERC20 amount, ERC721 ids held.
-        self.shift(block, PairKey { token: m.token, holder: m.from }, false, m.amount);
-        self.shift(block, PairKey { token: m.token, holder: m.to }, true, m.amount);
+        self.shift(block, slots.pair[0], false, m.amount);
+        self.shift(block, slots.pair[1], true, m.amount);
     }
+}
+
+/// The slots one move changes: token-wide balances of its sender and receiver, the ERC721
+/// owner, the ERC1155 balances of sender and receiver ([`NO_SLOT`] where it changes none).
+#[derive(Debug, Clone, Copy)]
+struct MoveSlots {
+    pair: [u32; 2],
+    owner: u32,
+    multi: [u32; 2],
 }
 
 impl BalanceBook {
@@ -244,38 +249,49 @@ impl BalanceBook {
         txn: &Txn<Kind>,
         keep_from: u64,
     ) -> DbResult<Resolved> {
-        let holders = |m: &BalanceMove| [m.from, m.to].into_iter().filter(|h| *h != Address::ZERO);
-        let pairs =
-            self.moves.iter().flat_map(|(_, m)| holders(m).map(|holder| PairKey { token: m.token, holder }));
-        let ids = self.moves.iter().filter(|(_, m)| m.kind == TokenKind::Erc721);
-        let multi = self.moves.iter().filter(|(_, m)| m.kind == TokenKind::Erc1155);
+        // Each move's sides are numbered 2·i (sender) and 2·i + 1 (receiver); its ERC721 owner i.
+        let sides = |i: usize, m: &BalanceMove| {
+            [(2 * i as u32, m.from), (2 * i as u32 + 1, m.to)]
+                .into_iter()
+                .filter(|(_, h)| *h != Address::ZERO)
+        };
+        let moves = self.moves.iter().enumerate();
+        let mut pairs: Vec<(PairKey, u32)> = Vec::with_capacity(2 * self.moves.len());
+        pairs.extend(moves.clone().flat_map(|(i, (_, m))| {
+            sides(i, m).map(|(at, holder)| (PairKey { token: m.token, holder }, at))
+        }));
+        let ids: Vec<(TokenIdKey, u32)> = moves
+            .clone()
+            .filter(|(_, (_, m))| m.kind == TokenKind::Erc721)
+            .map(|(i, (_, m))| (TokenIdKey { token: m.token, id: m.id }, i as u32))
+            .collect();
+        let multi: Vec<(MultiKey, u32)> = moves
+            .filter(|(_, (_, m))| m.kind == TokenKind::Erc1155)
+            .flat_map(|(i, (_, m))| {
+                sides(i, m).map(|(at, holder)| (MultiKey { token: m.token, holder, id: m.id }, at))
+            })
+            .collect();
+        let mut pair_slots = vec![NO_SLOT; 2 * self.moves.len()];
+        let mut owner_slots = vec![NO_SLOT; if ids.is_empty() { 0 } else { self.moves.len() }];
+        let mut multi_slots = vec![NO_SLOT; if multi.is_empty() { 0 } else { 2 * self.moves.len() }];
         let mut resolved = Resolved {
-            balances: Slots::read::<OtsTokenBalances, _>(txn, pairs, U256::ZERO, |b| b.0)?,
-            owners: Slots::read::<OtsERC721Owners, _>(
-                txn,
-                ids.map(|(_, m)| TokenIdKey { token: m.token, id: m.id }),
-                Address::ZERO,
-                |o| o,
-            )?,
-            multi: Slots::read::<OtsERC1155Balances, _>(
-                txn,
-                multi.flat_map(|(_, m)| {
-                    holders(m).map(|holder| MultiKey { token: m.token, holder, id: m.id })
-                }),
-                U256::ZERO,
-                |b| b.0,
-            )?,
+            balances: Slots::read::<OtsTokenBalances, _>(txn, pairs, &mut pair_slots, U256::ZERO, |b| b.0)?,
+            owners: Slots::read::<OtsERC721Owners, _>(txn, ids, &mut owner_slots, Address::ZERO, |o| o)?,
+            multi: Slots::read::<OtsERC1155Balances, _>(txn, multi, &mut multi_slots, U256::ZERO, |b| b.0)?,
             balance_undo: Vec::new(),
             owner_undo: Vec::new(),
             multi_undo: Vec::new(),
             keep_from,
         };
-        for (block, m) in &self.moves {
-            resolved.apply(*block, m);
+        let slot = |slots: &[u32], at: usize| slots.get(at).copied().unwrap_or(NO_SLOT);
+        for (i, (block, m)) in self.moves.iter().enumerate() {
+            let slots = MoveSlots {
+                pair: [slot(&pair_slots, 2 * i), slot(&pair_slots, 2 * i + 1)],
+                owner: slot(&owner_slots, i),
+                multi: [slot(&multi_slots, 2 * i), slot(&multi_slots, 2 * i + 1)],
+            };
+            resolved.apply(*block, m, slots);
         }
-        resolved.balances.replayed();
-        resolved.owners.replayed();
-        resolved.multi.replayed();
         Ok(resolved)
     }
 }
@@ -313,10 +329,11 @@ impl Resolved {
 /// Sets token-wide balances back to `priors` (one per (token, holder)), keeping ranks and holder
 /// counts in step the way a batch does: how an unwind restores a block's balances.
 pub(super) fn restore_balances(txn: &WriteTxn, priors: &[(PairKey, U256)]) -> DbResult<()> {
-    let mut slots =
-        Slots::read::<OtsTokenBalances, _>(txn, priors.iter().map(|(key, _)| *key), U256::ZERO, |b| b.0)?;
-    for (key, old) in priors {
-        if let Some(slot) = slots.get_mut(key) {
+    let refs = priors.iter().enumerate().map(|(i, (key, _))| (*key, i as u32)).collect();
+    let mut slot_of = vec![NO_SLOT; priors.len()];
+    let mut slots = Slots::read::<OtsTokenBalances, _>(txn, refs, &mut slot_of, U256::ZERO, |b| b.0)?;
+    for ((_, old), at) in priors.iter().zip(slot_of) {
+        if let Some((_, slot)) = slots.get_mut(at) {
             slot.now = *old;
         }
     }
