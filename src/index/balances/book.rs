@@ -95,8 +95,8 @@ struct Slots<K, V> {
 
 impl<K: Copy + Ord, V: Copy> Slots<K, V> {
     /// Reads the stored value of every key in `refs` through one cursor, walking them in order
-    /// (`absent` where the table has none). Each key comes with the place in `slot_of` that is
-    /// to say which slot holds it: the moves are then replayed in chain order straight to their
+    /// (`absent` where the table has none). Each key comes with an index into `slot_of`, which
+    /// is set to the key's slot: the moves are then replayed in chain order straight to their
     /// slots, with no lookup (hashing every move's keys was a fifth of the balances' merge).
     fn read<T: Table<Key = K>, Kind: TransactionKind>(
         txn: &Txn<Kind>,
