@@ -197,8 +197,11 @@ impl<R: Record> Merge<R> {
 /// Rows the merge thread hands over at a time.
 const PREFETCH_ROWS: usize = 8192;
 
-/// Chunks the merge thread fills ahead of the reader.
-const PREFETCH_CHUNKS: usize = 4;
+/// Chunks the merge thread fills ahead of the reader: more than a balance book's moves (at most
+/// 131,072), so that the merge goes on while its reader replays a book instead of waiting for it.
+/// With 4 the balances' merge alternated the two (21 M chain: 14.0-14.2 s, 11.7-12.2 s with 20;
+/// docs/benchmarks.md, "Merging ahead of the balance books").
+const PREFETCH_CHUNKS: usize = 20;
 
 /// The merged rows, as a thread of their own merges them ahead of the reader (the heap merge and
 /// the decoding take a core; the reader writes the rows into MDBX on another). An empty chunk
@@ -239,7 +242,7 @@ fn pump<R: Record>(
 
 fn prefetch<R: Record>(mut merge: Merge<R>) -> Prefetched<R> {
     let (out, chunks) = std::sync::mpsc::sync_channel(PREFETCH_CHUNKS);
-    let (spent, refill) = std::sync::mpsc::sync_channel(2);
+    let (spent, refill) = std::sync::mpsc::sync_channel(PREFETCH_CHUNKS);
     let spawned = std::thread::Builder::new().name("ots-merge".into()).spawn(move || {
         let pumped = pump(&mut merge, &out, &refill);
         // The runs are removed before the reader hears the end.
