@@ -203,6 +203,10 @@ const PREFETCH_ROWS: usize = 8192;
 /// docs/benchmarks.md, "Merging ahead of the balance books").
 const PREFETCH_CHUNKS: usize = 20;
 
+/// Rows a merge reads ahead of its reader, at most (a reader that replays rows in groups keeps
+/// its groups smaller than this to overlap with the merge).
+pub const ROWS_AHEAD: usize = PREFETCH_ROWS * PREFETCH_CHUNKS;
+
 /// The merged rows, as a thread of their own merges them ahead of the reader (the heap merge and
 /// the decoding take a core; the reader writes the rows into MDBX on another). An empty chunk
 /// ends them: a thread that stopped without one is an error, never a short stream.

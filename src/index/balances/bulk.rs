@@ -32,6 +32,9 @@ const MOVES_PER_BOOK: usize = 1 << 16;
 /// A token with more moves than this is cut into several books, in order, the later ones
 /// replayed from what the earlier ones wrote: a bound on the memory a book takes.
 const MOST_MOVES_PER_BOOK: usize = 1 << 17;
+// The merge reads the next book's moves while this one is replayed only if a whole book fits in
+// what it reads ahead.
+const _: () = assert!(MOST_MOVES_PER_BOOK < crate::etl::ROWS_AHEAD);
 
 /// One move with its place in the stage: sorted by token, then by `seq`, the order the chain made
 /// it in.
