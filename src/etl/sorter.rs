@@ -67,6 +67,13 @@ impl<R: Record> Sorter<R> {
 
     /// Adds a row.
     pub fn push(&mut self, row: R) -> Result<(), EtlError> {
+        if self.buffer.capacity() == 0 && self.spill.is_some() {
+            // A spilling buffer's whole room is reserved at once: grown by doubling, each step
+            // copied the rows into fresh pages the kernel zeroed first, twice the memory touched
+            // per run (a fifth of the stage writer's time on the 21 M chain). Pages untouched
+            // stay unused address space: what the buffer holds is counted by its rows.
+            self.buffer.reserve_exact(self.capacity);
+        }
         self.buffer.push(row);
         if self.buffer.len() >= self.capacity {
             self.flush()?;
@@ -84,9 +91,10 @@ impl<R: Record> Sorter<R> {
         self.buffer.len() as u64 + self.spill.as_ref().map_or(0, |s| s.rows)
     }
 
-    /// Bytes the buffer holds in memory (its allocation).
+    /// Bytes the buffer's rows take in memory (a spilling buffer's room beyond them is reserved
+    /// address space the rows have not touched yet).
     pub fn buffered_bytes(&self) -> usize {
-        self.buffer.capacity() * std::mem::size_of::<R>()
+        self.buffer.len() * std::mem::size_of::<R>()
     }
 
     /// Hands the buffer to the spill thread, which sorts it and writes it out as a run (nothing
@@ -452,6 +460,24 @@ mod tests {
         want.sort_unstable();
         assert_eq!(got, want);
         assert_eq!(runs.bytes(), 0, "run files are removed once read");
+    }
+
+    #[test]
+    fn a_spilling_buffer_takes_its_room_at_once_and_counts_its_rows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let runs = RunDir::create(dir.path()).expect("run dir");
+        let size = std::mem::size_of::<(Address, u64)>();
+        let mut sorter = Sorter::spilling(runs, 1_000 * size);
+        for row in rows(10) {
+            sorter.push(row).expect("push");
+        }
+        // No reallocation (and copy into fresh pages) as it fills up to its spill.
+        assert!(sorter.buffer.capacity() >= 1_000, "room for {} rows", sorter.buffer.capacity());
+        // The budget weighs rows, not the room reserved for them.
+        assert_eq!(sorter.buffered_bytes(), 10 * size);
+        let mut memory = Sorter::in_memory();
+        memory.push((Address::ZERO, 1_u64)).expect("push");
+        assert!(memory.buffer.capacity() < 1_000, "an in-memory sorter grows as it goes");
     }
 
     #[test]

@@ -6,8 +6,6 @@
 //! whole batch in memory and write each key once, in key order: MDBX pays per dirtied page, so
 //! one sorted pass beats log-by-log writes (docs/benchmarks.md).
 
-use std::collections::HashMap;
-
 use alloy_primitives::Address;
 use ots_classifiers::{BlockData, Fact};
 use tracing::debug;
@@ -175,7 +173,7 @@ impl From<LabelError> for WriteError {
 /// How each token's logs are indexed, as the batch goes: from its attributes, updated by the
 /// matches the batch writes.
 #[derive(Debug, Default)]
-struct Kinds(HashMap<Address, TokenKinds>);
+struct Kinds(foldhash::HashMap<Address, TokenKinds>);
 
 impl Kinds {
     fn of(&mut self, txn: &WriteTxn, token: &Address) -> Result<TokenKinds, WriteError> {

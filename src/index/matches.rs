@@ -151,7 +151,7 @@ pub fn write_block(
     txn: &WriteTxn,
     block: &BlockData,
     facts: &[Fact],
-    kinds: &mut std::collections::HashMap<Address, TokenKinds>,
+    kinds: &mut foldhash::HashMap<Address, TokenKinds>,
 ) -> DbResult<(u64, u64)> {
     let created: BTreeSet<Address> = block.created_contracts().into_iter().collect();
     let created: Vec<Address> = created.into_iter().collect();
