@@ -15,7 +15,7 @@ use super::{
     address_index::IdLists,
     appearances::Appearances,
     balances::BulkBalances,
-    batch::{write_blocks, Rows},
+    batch::{write_blocks, Kinds, Rows},
     holdings::Holdings,
     journal,
     totals::Totals,
@@ -87,6 +87,7 @@ impl Stage {
             seen: Appearances::spilling(&runs, each),
             totals: Totals::spilling(&runs, each),
             balances: BulkBalances::spilling(&runs, each),
+            kinds: Kinds::default(),
         };
         Ok(Self { db: db.clone(), txn, runs, rows, from: None, tip, stats: BatchStats::default(), options })
     }
@@ -140,7 +141,7 @@ impl Stage {
         let (Some(from), Some(tip)) = (from, tip) else { return Ok(None) };
         // Every row goes to a run first: the merge then holds no buffer, only what it writes.
         rows.spill_over(0)?;
-        let Rows { lists, held, seen, totals, balances } = rows;
+        let Rows { lists, held, seen, totals, balances, .. } = rows;
         let lap = |family: &'static str, since: &mut std::time::Instant| {
             debug!(target: "ots::index", family, seconds = since.elapsed().as_secs_f64(), "stage family merged");
             *since = std::time::Instant::now();
