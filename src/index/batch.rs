@@ -173,8 +173,8 @@ impl From<LabelError> for WriteError {
 /// How each token's logs are indexed, as the writes go: from its attributes, updated by the
 /// matches written meanwhile (inside a write transaction only matches change the bits a
 /// `TokenKinds` reads). A batch of the incremental path starts with none; a bulk stage keeps
-/// them (in its [`Rows`]) across its batches, whose look-ups of the same busy tokens were a fifth of the stage
-/// writer's time on the 21 M chain.
+/// them (in its [`Rows`]) across its batches, which would otherwise read the same busy tokens'
+/// attributes again every 250 blocks.
 #[derive(Debug, Default)]
 pub(super) struct Kinds(foldhash::HashMap<Address, TokenKinds>);
 
