@@ -130,6 +130,13 @@ pub(crate) const fn hint_for(err: &MdbxError) -> &'static str {
         }
         MdbxError::Busy => " (another process holds the database for writing: stop it first)",
         MdbxError::Incompatible => " (the database was created with different table settings)",
+        MdbxError::Other(libc::ENOSPC) => {
+            " (the disk is full: free disk space under the datadir and restart; nothing of the failed write was committed)"
+        }
+        // What a commit on a full tmpfs returned (measured), and what a failing disk returns.
+        MdbxError::Other(libc::EIO) => {
+            " (an I/O error writing the database: the disk may be full or failing; free disk space under the datadir and restart; nothing of the failed write was committed)"
+        }
         _ => "",
     }
 }
@@ -151,6 +158,15 @@ pub(crate) fn read_err(op: &'static str, table: &'static str, key: &[u8], err: R
 mod tests {
     use super::*;
     use crate::etl::EtlError;
+
+    #[test]
+    fn a_full_or_failing_disk_says_what_to_do() {
+        for errno in [libc::ENOSPC, libc::EIO] {
+            let hint = hint_for(&MdbxError::Other(errno));
+            assert!(hint.contains("free disk space under the datadir"), "errno {errno}: {hint:?}");
+        }
+        assert_eq!(hint_for(&MdbxError::Other(libc::EINVAL)), "");
+    }
 
     #[test]
     fn a_run_file_error_says_what_to_do_once() {
