@@ -119,9 +119,10 @@ struct SyncRun {
 
 /// The last block of a recording, from its header line.
 fn last_block_of(recording: &Path) -> anyhow::Result<u64> {
-    let file = std::fs::File::open(recording)?;
     let mut header = String::new();
-    BufReader::new(flate2::read::GzDecoder::new(file)).read_line(&mut header)?;
+    ots_indexer::source::compression::open(recording)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", recording.display()))?
+        .read_line(&mut header)?;
     let header: Value = serde_json::from_str(&header).context("the recording's header line")?;
     header["to"].as_u64().context("no `to` in the recording's header")
 }

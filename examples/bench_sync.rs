@@ -81,11 +81,9 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let dir = tempfile::tempdir()?;
-    let file = dir.path().join("chain.jsonl.gz");
+    let file = dir.path().join("chain.rec.zst");
     let t = Instant::now();
-    let stats =
-        capture(&node, &[Box::new(Erc20Classifier)], (0, head), &file, flate2::Compression::default())
-            .await?;
+    let stats = capture(&node, &[Box::new(Erc20Classifier)], (0, head), &file).await?;
     let capture_secs = t.elapsed().as_secs_f64();
     let mut replay = Vec::new();
     for _ in 0..runs {

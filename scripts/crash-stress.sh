@@ -31,7 +31,7 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 cargo build --release --locked --bin ots-indexer --example gen_chain
 BIN=./target/release/ots-indexer
-RECORDING="$WORK/chain.rec.gz"
+RECORDING="$WORK/chain.rec.zst"
 ./target/release/examples/gen_chain "$SIZE" 7 "$RECORDING"
 SYNC=(sync --exit-at-head --write-path bulk --batch-blocks 50 --stage-buffer-mib 1 --stage-max-run-mib 2
   --source "$RECORDING" --datadir "$WORK/db")

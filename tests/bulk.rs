@@ -33,9 +33,7 @@ fn classifiers() -> Vec<Box<dyn ots_classifiers::Classifier>> {
 async fn generate(dir: &Path, transactions: u64) -> PathBuf {
     let out = dir.join("chain.rec");
     let chain = SyntheticChain::new(11, transactions, Shape::MAINNET);
-    capture(&chain, &classifiers(), (0, chain.last_block()), &out, flate2::Compression::fast())
-        .await
-        .expect("generate");
+    capture(&chain, &classifiers(), (0, chain.last_block()), &out).await.expect("generate");
     out
 }
 

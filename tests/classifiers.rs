@@ -312,10 +312,8 @@ async fn every_builtin_classifier_on_real_contracts() {
     );
 
     // Recorded and replayed with no node: the same database.
-    let file = dir.path().join("chain.jsonl.gz");
-    capture(&node, &all_classifiers(), (0, head), &file, flate2::Compression::default())
-        .await
-        .expect("capture");
+    let file = dir.path().join("chain.rec.zst");
+    capture(&node, &all_classifiers(), (0, head), &file).await.expect("capture");
     anvil.stop();
     let replayed = Db::open(&dir.path().join("file"), AccessMode::ReadWrite).expect("open");
     let fixture = Fixture::load(&file).expect("load");

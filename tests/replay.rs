@@ -41,11 +41,8 @@ async fn replay_gives_the_same_database_as_the_node() {
     let config = SyncConfig { batch_blocks: 4, concurrency: 4, ..Default::default() };
 
     let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("chain.jsonl.gz");
-    let stats =
-        capture(&node, &[Box::new(Erc20Classifier)], (0, head), &file, flate2::Compression::default())
-            .await
-            .expect("capture");
+    let file = dir.path().join("chain.rec.zst");
+    let stats = capture(&node, &[Box::new(Erc20Classifier)], (0, head), &file).await.expect("capture");
     assert_eq!(stats.blocks, head + 1);
     // Two tokens and the junk contract get four probes, the two others three.
     assert_eq!(stats.probes, 4 * 3 + 3 * 2, "{stats:?}");
@@ -93,5 +90,8 @@ async fn replay_gives_the_same_database_as_the_node() {
     let junk = dir.path().join("junk.gz");
     std::fs::write(&junk, b"not gzip").expect("write");
     let err = Fixture::load(&junk).expect_err("junk");
-    assert!(err.to_string().contains("junk.gz"), "{err}");
+    assert!(
+        err.to_string().contains("junk.gz") && err.to_string().contains("neither zstd nor gzip"),
+        "{err}"
+    );
 }

@@ -26,18 +26,16 @@ fn classifiers() -> Vec<Box<dyn ots_classifiers::Classifier>> {
 async fn generate(dir: &std::path::Path, name: &str, seed: u64) -> std::path::PathBuf {
     let out = dir.join(name);
     let chain = SyntheticChain::new(seed, 12_000, Shape::MAINNET);
-    capture(&chain, &classifiers(), (0, chain.last_block()), &out, flate2::Compression::fast())
-        .await
-        .expect("generate");
+    capture(&chain, &classifiers(), (0, chain.last_block()), &out).await.expect("generate");
     out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_generated_chain_is_deterministic_and_indexes_whole() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let a = generate(dir.path(), "a.jsonl.gz", 7).await;
-    let b = generate(dir.path(), "b.jsonl.gz", 7).await;
-    let c = generate(dir.path(), "c.jsonl.gz", 8).await;
+    let a = generate(dir.path(), "a.rec.zst", 7).await;
+    let b = generate(dir.path(), "b.rec.zst", 7).await;
+    let c = generate(dir.path(), "c.rec.zst", 8).await;
     let bytes = |p: &std::path::Path| std::fs::read(p).expect("read");
     assert_eq!(bytes(&a), bytes(&b), "same seed, same recording");
     assert_ne!(bytes(&a), bytes(&c), "another seed, another chain");

@@ -9,7 +9,6 @@ use std::{
 };
 
 use alloy_primitives::{Address, Bytes};
-use flate2::Compression;
 use ots_classifiers::{
     classify_block, BoxFuture, CallOutcome, ChainError, ChainView, Classifier, Fact, Standard,
 };
@@ -84,10 +83,9 @@ pub async fn capture<S: BlockSource + ?Sized>(
     classifiers: &[Box<dyn Classifier>],
     (from, to): (u64, u64),
     out: &Path,
-    compression: Compression,
 ) -> Result<CaptureStats, CaptureError> {
     let chain = node.chain_identity().await?;
-    let mut w = RecordingWriter::create(out, chain, (from, to), node.tracer(), compression)?;
+    let mut w = RecordingWriter::create(out, chain, (from, to), node.tracer())?;
     let mut stats = CaptureStats { blocks: 0, probes: 0, bytes: 0 };
     // Tokens and failed re-probes seen so far: the indexer, starting from the same block, knows
     // no more than this, so it never asks for a probe this file lacks.

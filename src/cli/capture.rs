@@ -23,7 +23,8 @@ pub struct CaptureArgs {
     /// Last block to record (default: the node's head).
     #[arg(long)]
     pub to: Option<u64>,
-    /// The recording to write (gzip-compressed JSON lines); replay it with `sync --source`.
+    /// The recording to write: zstd-compressed, or gzip if the name ends in `.gz`; replay it with
+    /// `sync --source`.
     #[arg(long)]
     pub out: PathBuf,
 }
@@ -36,8 +37,7 @@ pub async fn capture(args: CaptureArgs) -> anyhow::Result<()> {
         None => node.head().await.context("reading the node's head")?,
     };
     anyhow::ensure!(args.from <= to, "--from {} is after --to {to}", args.from);
-    let compression = flate2::Compression::default();
-    let stats = record(&node, &args.sync.classifiers()?, (args.from, to), &args.out, compression).await?;
+    let stats = record(&node, &args.sync.classifiers()?, (args.from, to), &args.out).await?;
     println!(
         "recorded blocks {}..={to} ({} blocks, {} probe answers) to {} ({} bytes)",
         args.from,

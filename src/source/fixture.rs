@@ -1,7 +1,8 @@
 //! Recorded chains: `capture` writes a node's blocks (with receipts and call frames) and the
 //! answers to every probe the classifiers made, and [`Fixture`] replays them with no node.
 //!
-//! File: gzip-compressed. The first line is the JSON header; then, per block, the block and the
+//! File: zstd-compressed (gzip, what older recordings used, is read too; `compression.rs`). The
+//! first line is the JSON header; then, per block, the block and the
 //! `eth_call`/`eth_getCode` answers its classification needed, sorted: each a 4-byte
 //! little-endian length and the entry in bincode (format 3, which added transaction values and
 //! fees to format 2's blocks; format 1, read still, had a JSON line per record). [`Fixture`]
@@ -10,18 +11,20 @@
 use std::{
     collections::{BTreeMap, HashMap},
     fs::File,
-    io::{BufRead, BufReader, BufWriter, Read, Write},
+    io::{BufRead, Read, Write},
     path::{Path, PathBuf},
     sync::{Arc, Condvar, Mutex},
 };
 
 use alloy_primitives::{Address, Bytes, B256};
-use flate2::{read::GzDecoder, write::GzEncoder, Compression};
 use ots_classifiers::{BlockData, BoxFuture, CallOutcome, ChainError, ChainView};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::{BlockSource, SourceError};
+use super::{
+    compression::{self, Codec, Compressor, Decompressed},
+    BlockSource, SourceError,
+};
 use crate::db::state::ChainIdentity;
 
 /// Version of the recording format written: 3, a JSON header line and then length-prefixed
@@ -55,7 +58,7 @@ enum Entry {
 type CallKey = (Address, Bytes, u64);
 type CodeKey = (Address, u64);
 
-type Decoder = BufReader<GzDecoder<File>>;
+type Decoder = Decompressed;
 
 /// The records after the header, in either format.
 enum Entries {
@@ -279,8 +282,7 @@ fn read_records(
 impl Fixture {
     /// Opens a recording and starts reading it in the background.
     pub fn load(path: &Path) -> Result<Self, SourceError> {
-        let file = File::open(path).map_err(|e| fixture_err(path, e.to_string()))?;
-        let mut reader = BufReader::with_capacity(1 << 20, GzDecoder::new(file));
+        let mut reader = compression::open(path).map_err(|e| fixture_err(path, e))?;
         let mut first = String::new();
         reader.read_line(&mut first).map_err(|e| fixture_err(path, e.to_string()))?;
         if first.is_empty() {
@@ -482,24 +484,23 @@ pub enum CaptureError {
 pub struct RecordingWriter {
     out: PathBuf,
     tmp: PathBuf,
-    w: GzEncoder<BufWriter<File>>,
+    w: Compressor,
 }
 
 impl RecordingWriter {
     /// Starts a recording of blocks `from..=to` of `chain`, whose call frames came from
-    /// `tracer`.
+    /// `tracer`, compressed as `out`'s name says ([`Codec::for_path`]).
     pub fn create(
         out: &Path,
         chain: ChainIdentity,
         (from, to): (u64, u64),
         tracer: &str,
-        compression: Compression,
     ) -> Result<Self, CaptureError> {
         let tmp = out.with_extension("partial");
-        let file =
-            File::create(&tmp).map_err(|source| CaptureError::Io { path: out.to_path_buf(), source })?;
+        let io = |source| CaptureError::Io { path: out.to_path_buf(), source };
+        let file = File::create(&tmp).map_err(io)?;
         let mut writer =
-            Self { out: out.to_path_buf(), tmp, w: GzEncoder::new(BufWriter::new(file), compression) };
+            Self { out: out.to_path_buf(), tmp, w: Compressor::new(Codec::for_path(out), file).map_err(io)? };
         writer.write_header(&Record::Header {
             format: FIXTURE_FORMAT,
             chain_id: chain.chain_id,
@@ -554,8 +555,7 @@ impl RecordingWriter {
     pub fn finish(self) -> Result<u64, CaptureError> {
         let out = self.out.clone();
         let io = |source| CaptureError::Io { path: out.clone(), source };
-        let inner = self.w.finish().map_err(io)?;
-        inner.into_inner().map_err(|e| io(e.into_error()))?.sync_all().map_err(io)?;
+        self.w.finish().map_err(io)?.sync_all().map_err(io)?;
         std::fs::rename(&self.tmp, &self.out).map_err(io)?;
         std::fs::metadata(&self.out).map(|m| m.len()).map_err(io)
     }
@@ -569,8 +569,7 @@ pub fn write_recording(out: &Path, chain: ChainIdentity, blocks: &[BlockData]) -
         let error = std::io::Error::new(std::io::ErrorKind::InvalidInput, "no blocks to record");
         return Err(CaptureError::Io { path: out.to_path_buf(), source: error });
     };
-    let mut writer =
-        RecordingWriter::create(out, chain, (first.number, last.number), "none", Compression::fast())?;
+    let mut writer = RecordingWriter::create(out, chain, (first.number, last.number), "none")?;
     for block in blocks {
         writer.block(block)?;
     }
@@ -601,10 +600,9 @@ mod tests {
 
     /// A recording of blocks `0..blocks` with one `eth_call` answer per block (its number).
     fn recording(dir: &Path, blocks: u64) -> PathBuf {
-        let out = dir.join("chain.jsonl.gz");
+        let out = dir.join("chain.rec.zst");
         let chain = ChainIdentity { chain_id: 1, genesis_hash: keccak256(0u64.to_be_bytes()) };
-        let mut w = RecordingWriter::create(&out, chain, (0, blocks - 1), "none", Compression::fast())
-            .expect("create");
+        let mut w = RecordingWriter::create(&out, chain, (0, blocks - 1), "none").expect("create");
         for n in 0..blocks {
             w.block(&block(n)).expect("block");
             let answer = CallOutcome::Returned(Bytes::from(n.to_be_bytes().to_vec()));
@@ -645,7 +643,8 @@ mod tests {
     async fn a_format_1_recording_of_json_lines_still_replays() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("old.jsonl.gz");
-        let mut w = GzEncoder::new(File::create(&path).expect("create"), Compression::fast());
+        let mut w =
+            flate2::write::GzEncoder::new(File::create(&path).expect("create"), flate2::Compression::fast());
         let header = Record::Header {
             format: JSON_LINES_FORMAT,
             chain_id: 1,
@@ -690,12 +689,13 @@ mod tests {
     #[tokio::test]
     async fn a_cut_short_file_gives_its_error_and_not_a_hang() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = recording(dir.path(), 500);
+        // Long enough that its first half holds whole compressed blocks, the header among them.
+        let path = recording(dir.path(), 5_000);
         let bytes = std::fs::read(&path).expect("read");
-        let cut = dir.path().join("cut.jsonl.gz");
+        let cut = dir.path().join("cut.rec.zst");
         std::fs::write(&cut, &bytes[..bytes.len() / 2]).expect("write");
         let fixture = Fixture::load(&cut).expect("the header is whole");
-        let err = fixture.block(499).await.expect_err("cut short");
+        let err = fixture.block(4_999).await.expect_err("cut short");
         assert!(matches!(err, SourceError::Fixture { .. } | SourceError::Missing { .. }), "{err}");
     }
 }

@@ -1,5 +1,6 @@
 //! Where block data comes from: the node over JSON-RPC, or a recording of it.
 
+pub mod compression;
 pub mod fixture;
 mod rpc;
 pub mod structlog;
