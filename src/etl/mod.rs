@@ -12,7 +12,7 @@ mod sorter;
 
 pub use record::{Record, RecordError};
 pub use run::{RunDir, RUN_DIR_NAME};
-pub use sorter::{spill_over, Buffer, Groups, Sorted, Sorter, ROWS_AHEAD};
+pub use sorter::{spill_over, Buffer, Collapse, Groups, Sorted, Sorter, ROWS_AHEAD};
 
 use std::path::PathBuf;
 

@@ -15,7 +15,10 @@ use std::{
     },
 };
 
-use super::{EtlError, Record};
+use super::{
+    sorter::{collapse, Collapse},
+    EtlError, Record,
+};
 
 /// The directory, inside a database directory, that holds a stage's run files.
 pub const RUN_DIR_NAME: &str = "etl-tmp";
@@ -81,12 +84,18 @@ impl RunDir {
         }))
     }
 
-    /// Sorts `rows` and writes them as a run on the spill thread (here, if it is gone).
-    pub(super) fn spill<R: Record>(self: &Arc<Self>, mut rows: Vec<R>) -> PendingRun {
+    /// Sorts `rows` (collapsed by `same`, [`super::Sorter::collapsing`]) and writes them as a run
+    /// on the spill thread (here, if it is gone).
+    pub(super) fn spill<R: Record>(
+        self: &Arc<Self>,
+        mut rows: Vec<R>,
+        same: Option<Collapse<R>>,
+    ) -> PendingRun {
         let (done, run) = std::sync::mpsc::channel();
         let dir = self.clone();
         let job: SpillJob = Box::new(move || {
             rows.sort_unstable();
+            collapse(&mut rows, same);
             let _ = done.send(dir.write_run(&rows));
         });
         let job = match self.spill_thread.lock().ok().as_ref().and_then(|t| t.as_ref()) {

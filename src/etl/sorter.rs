@@ -30,6 +30,18 @@ pub struct Sorter<R: Record> {
     spill: Option<Spill>,
     /// The most runs merged at once.
     merge_width: usize,
+    /// Rows equal under it are collapsed into the least of them, see [`Sorter::collapsing`].
+    collapse: Option<Collapse<R>>,
+}
+
+/// Whether two rows are the same for the family reading them (the first argument sorts first).
+pub type Collapse<R> = fn(&R, &R) -> bool;
+
+/// Keeps only the least of each run of rows `same` calls equal in sorted `rows`.
+pub(super) fn collapse<R>(rows: &mut Vec<R>, same: Option<Collapse<R>>) {
+    if let Some(same) = same {
+        rows.dedup_by(|later, kept| same(kept, later));
+    }
 }
 
 #[derive(Debug)]
@@ -50,7 +62,13 @@ impl<R: Record> Default for Sorter<R> {
 impl<R: Record> Sorter<R> {
     /// A sorter that keeps every row in memory (a batch of the incremental path).
     pub const fn in_memory() -> Self {
-        Self { buffer: Vec::new(), capacity: usize::MAX, spill: None, merge_width: MERGE_WIDTH }
+        Self {
+            buffer: Vec::new(),
+            capacity: usize::MAX,
+            spill: None,
+            merge_width: MERGE_WIDTH,
+            collapse: None,
+        }
     }
 
     /// A sorter that spills a sorted run into `dir` whenever its buffer holds `budget_bytes` of
@@ -62,7 +80,18 @@ impl<R: Record> Sorter<R> {
             capacity,
             spill: Some(Spill { dir, pending: Vec::new(), rows: 0 }),
             merge_width: MERGE_WIDTH,
+            collapse: None,
         }
+    }
+
+    /// The sorter for a family that keeps only the least of the rows `same` calls equal (a
+    /// holding keeps its pair's first transaction): once sorted, the buffer and every run keep
+    /// only the least of each such group, so the rest are neither written out nor merged. Rows
+    /// from different runs are not compared: the sorted rows may still hold several of a group,
+    /// least first.
+    pub fn collapsing(mut self, same: Collapse<R>) -> Self {
+        self.collapse = Some(same);
+        self
     }
 
     /// Adds a row.
@@ -107,13 +136,14 @@ impl<R: Record> Sorter<R> {
         }
         let rows = std::mem::take(&mut self.buffer);
         spill.rows += rows.len() as u64;
-        spill.pending.push(spill.dir.spill(rows));
+        spill.pending.push(spill.dir.spill(rows, self.collapse));
         Ok(())
     }
 
     /// Every row, in order.
     pub fn into_sorted(mut self) -> Result<Sorted<R>, EtlError> {
         self.buffer.sort_unstable();
+        collapse(&mut self.buffer, self.collapse);
         let mut runs = Vec::new();
         let dir = self.spill.as_ref().map(|s| s.dir.clone());
         for pending in self.spill.map(|s| s.pending).unwrap_or_default() {
@@ -460,6 +490,35 @@ mod tests {
         want.sort_unstable();
         assert_eq!(got, want);
         assert_eq!(runs.bytes(), 0, "run files are removed once read");
+    }
+
+    #[test]
+    fn a_collapsing_sorter_keeps_the_least_of_each_group_in_every_run() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let runs = RunDir::create(dir.path()).expect("run dir");
+        let same = |a: &(Address, u64), b: &(Address, u64)| a.0 == b.0;
+        let mut sorter =
+            Sorter::spilling(runs.clone(), 100 * std::mem::size_of::<(Address, u64)>()).collapsing(same);
+        // 1,000 rows over 4 addresses, ids falling: every run holds each address many times.
+        for i in 0..1_000_u64 {
+            sorter.push((Address::with_last_byte((i % 4) as u8), 1_000 - i)).expect("push");
+        }
+        let got: Vec<_> = sorter.into_sorted().expect("merge").collect::<Result<_, _>>().expect("rows");
+        // Ten runs of at most four rows each: one per address and run, the least first.
+        assert!(runs.peak_bytes() > 0, "spilled");
+        assert!(got.len() <= 40, "{} rows", got.len());
+        assert!(got.windows(2).all(|w| w[0] <= w[1]));
+        // Address a's least id is 4 - a (its last row pushed), and it comes first.
+        for a in 0..4_u8 {
+            let first = got.iter().find(|r| r.0 == Address::with_last_byte(a)).copied();
+            assert_eq!(first, Some((Address::with_last_byte(a), 4 - u64::from(a))));
+        }
+        let mut memory = Sorter::in_memory().collapsing(same);
+        for row in [(Address::ZERO, 5_u64), (Address::ZERO, 3), (Address::repeat_byte(1), 9)] {
+            memory.push(row).expect("push");
+        }
+        let got: Vec<_> = memory.into_sorted().expect("sort").collect::<Result<_, _>>().expect("rows");
+        assert_eq!(got, [(Address::ZERO, 3), (Address::repeat_byte(1), 9)]);
     }
 
     #[test]
