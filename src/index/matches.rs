@@ -144,14 +144,13 @@ fn corrupt_counter<C: Table>(at: u64, reason: &str) -> DbError {
     }
 }
 
-/// Writes block `block`'s contracts and matches, and the attribute bits they set; updates
-/// `kinds` (how the batch indexes each token's logs) for every address matched. Returns
-/// (contracts, matches).
+/// Writes block `block`'s contracts and matches, and the attribute bits they set; tells
+/// `set_kind` how each address matched is now indexed. Returns (contracts, matches).
 pub fn write_block(
     txn: &WriteTxn,
     block: &BlockData,
     facts: &[Fact],
-    kinds: &mut foldhash::HashMap<Address, TokenKinds>,
+    mut set_kind: impl FnMut(Address, TokenKinds),
 ) -> DbResult<(u64, u64)> {
     let created: BTreeSet<Address> = block.created_contracts().into_iter().collect();
     let created: Vec<Address> = created.into_iter().collect();
@@ -176,7 +175,7 @@ pub fn write_block(
         let bit = view_standard(standard, &mut Append { txn, block: block.number, addresses: &addresses })?;
         for address in &addresses {
             let attrs = add_attribute(txn, address, bit)?;
-            kinds.insert(*address, TokenKinds::of(&attrs));
+            set_kind(*address, TokenKinds::of(&attrs));
         }
         matches += addresses.len() as u64;
     }
