@@ -86,6 +86,19 @@ fn serving_a_directory_without_a_database_says_which_command_creates_one() {
 }
 
 #[test]
+fn a_file_that_is_not_a_database_is_named_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join(DATA_FILE), vec![0x5a_u8; 64 << 10]).expect("write");
+    let datadir = dir.path().to_str().expect("utf-8");
+    let out = run_bounded(&["status", "--datadir", datadir], Duration::from_secs(60));
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("cannot open the database at"), "{stderr}");
+    // MDBX's reason, once: the message quotes its cause, which the error chain also holds.
+    assert_eq!(stderr.matches("not an MDBX file").count(), 1, "{stderr}");
+}
+
+#[test]
 fn unwinding_to_a_block_at_or_above_the_tip_says_there_is_nothing_to_unwind() {
     let dir = small_database(6, 3);
     let datadir = dir.path().to_str().expect("utf-8 path");

@@ -139,10 +139,27 @@ pub async fn main_with(registry: ots_classifiers::Registry) -> std::process::Exi
     match dispatch(cli.command).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", describe(&e));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, joined by `: `, each cause left out when the message before it
+/// already says it: most errors here put their cause in their own message, and anyhow's `{:#}`
+/// printed such a cause twice ("file is not an MDBX file: file is not an MDBX file").
+fn describe(error: &anyhow::Error) -> String {
+    let mut out = error.to_string();
+    let mut before = out.clone();
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        if !before.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        before = text;
+    }
+    out
 }
 
 /// A read-only report piped into a reader that stops early (`status | head`) ends quietly, as
@@ -281,5 +298,33 @@ pub(crate) async fn start_indexer(
             }
             Err(e) => return Err(anyhow::Error::new(e).context("cannot start indexing")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot open {path}: {source}")]
+    struct Quoting {
+        path: &'static str,
+        source: std::io::Error,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the run stopped")]
+    struct Silent {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_is_said_once_whether_or_not_its_error_quotes_it() {
+        let io = || std::io::Error::other("disk on fire");
+        let quoted =
+            anyhow::Error::new(Quoting { path: "/db", source: io() }).context("opening the database");
+        assert_eq!(describe(&quoted), "opening the database: cannot open /db: disk on fire");
+        let silent = anyhow::Error::new(Silent { source: io() });
+        assert_eq!(describe(&silent), "the run stopped: disk on fire");
     }
 }
