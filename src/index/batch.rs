@@ -224,9 +224,9 @@ impl Kinds {
     /// `address` is now indexed as `kind` (a match written).
     fn set(&mut self, address: Address, kind: TokenKinds) {
         self.all.insert(address, kind);
-        if let Some(Some((cached, _))) = self.recent.get(Self::slot(&address)) {
+        if let Some(Some((cached, known))) = self.recent.get_mut(Self::slot(&address)) {
             if *cached == address {
-                self.recent[Self::slot(&address)] = Some((address, kind));
+                *known = kind;
             }
         }
     }

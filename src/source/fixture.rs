@@ -58,12 +58,10 @@ enum Entry {
 type CallKey = (Address, Bytes, u64);
 type CodeKey = (Address, u64);
 
-type Decoder = Decompressed;
-
 /// The records after the header, in either format.
 enum Entries {
-    JsonLines { lines: std::io::Lines<Decoder>, at: usize },
-    Binary { reader: Decoder, at: u64 },
+    JsonLines { lines: std::io::Lines<Decompressed>, at: usize },
+    Binary { reader: Decompressed, at: u64 },
 }
 
 impl Entries {
