@@ -168,6 +168,29 @@ impl RunDir {
     }
 }
 
+/// How many leading bytes `a` and `b` share, at most 255 (what a row's header can say). Eight
+/// bytes at a time: byte by byte, rows of up to 168 bytes took an eighth longer to write
+/// (docs/benchmarks.md, "run rows' shared prefixes").
+fn shared_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len()).min(255);
+    let (a, b) = (&a[..n], &b[..n]);
+    let word = |w: &[u8]| {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(w);
+        u64::from_le_bytes(bytes)
+    };
+    let mut shared = 0;
+    for (x, y) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
+        let differ = word(x) ^ word(y);
+        if differ != 0 {
+            // Little-endian: the first differing byte holds the lowest set bit.
+            return shared + (differ.trailing_zeros() / 8) as usize;
+        }
+        shared += 8;
+    }
+    shared + a[shared..].iter().zip(&b[shared..]).take_while(|(x, y)| x == y).count()
+}
+
 /// A run file being written, row by row in order. One dropped unfinished stays in the
 /// directory, which the next stage empties.
 pub(super) struct RunWriter {
@@ -185,7 +208,7 @@ impl RunWriter {
     pub(super) fn push<R: Record>(&mut self, r: &R) -> Result<(), EtlError> {
         self.row.clear();
         r.encode(&mut self.row);
-        let shared = self.previous.iter().zip(&self.row).take(255).take_while(|(a, b)| a == b).count();
+        let shared = shared_prefix(&self.previous, &self.row);
         let suffix = &self.row[shared..];
         // Rows are tens of bytes; a longer one is a bug in its encoder, not bad input.
         let suffix_len = u8::try_from(suffix.len()).map_err(|_| EtlError::Io {
@@ -285,5 +308,31 @@ impl<R: Record> RunReader<R> {
             R::decode(&mut bytes).map_err(|problem| EtlError::Malformed { path: path.clone(), problem })?;
         self.left -= 1;
         Ok(Some(row))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shared_prefix;
+
+    fn bytewise(a: &[u8], b: &[u8]) -> usize {
+        a.iter().zip(b).take(255).take_while(|(x, y)| x == y).count()
+    }
+
+    #[test]
+    fn the_shared_prefix_counts_bytes_not_words() {
+        let base: Vec<u8> = (0..300_u32).map(|i| (i * 7 % 251) as u8).collect();
+        // Every length up to past the cap, and a difference at every place within it.
+        for len in [0, 1, 7, 8, 9, 15, 16, 17, 20, 28, 32, 144, 168, 255, 256, 300] {
+            let a = &base[..len];
+            assert_eq!(shared_prefix(a, a), len.min(255), "equal rows of {len} bytes");
+            for at in 0..len {
+                let mut b = a.to_vec();
+                b[at] ^= 0x80;
+                assert_eq!(shared_prefix(a, &b), bytewise(a, &b), "{len} bytes, differing at {at}");
+            }
+            // One row a prefix of the other.
+            assert_eq!(shared_prefix(a, &base[..len / 2]), (len / 2).min(255));
+        }
     }
 }

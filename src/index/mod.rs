@@ -35,6 +35,7 @@ pub mod lifetimes;
 pub mod matches;
 pub mod probes;
 mod rewrite;
+mod seen_in_tx;
 pub mod stage;
 mod stamped;
 pub mod totals;

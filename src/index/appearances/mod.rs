@@ -13,12 +13,12 @@ pub mod lists;
 use std::sync::Arc;
 
 use alloy_primitives::Address;
-use ots_classifiers::{BlockData, FrameKind};
+use ots_classifiers::{BlockData, CallFrame, FrameKind};
 use signet_libmdbx::tx::TransactionKind;
 
 pub use lists::{BlockPage, ListCounts};
 
-use super::{integrity::broken, undo::UndoLog};
+use super::{integrity::broken, seen_in_tx::SeenInTx, undo::UndoLog};
 use crate::{
     db::{
         codec::{Creation, IndexKind, NonceAnchor},
@@ -38,6 +38,10 @@ pub struct Appearances {
     sent: Sorter<(Address, u64, u64)>,
     /// (contract, creating TxId, creator).
     created: Sorter<(Address, TxId, Address)>,
+    /// A transaction's top call frame names its sender and recipient again, and its inner
+    /// frames name the same contracts over and over: on the 21 M-transaction benchmark chain
+    /// 188 M appearances came for 88.6 M distinct ones.
+    in_tx: SeenInTx,
 }
 
 /// What a batch wrote to the family.
@@ -57,6 +61,7 @@ impl Appearances {
             seen: Sorter::spilling(runs.clone(), budget),
             sent: Sorter::spilling(runs.clone(), budget / 4),
             created: Sorter::spilling(runs.clone(), budget / 16),
+            in_tx: SeenInTx::default(),
         }
     }
 
@@ -66,8 +71,23 @@ impl Appearances {
     }
 
     fn see(&mut self, address: Address, tx: TxId, undo: &mut UndoLog) -> DbResult<()> {
-        self.seen.push((address, tx.0))?;
-        undo.touch(IndexKind::Appearances, address);
+        if self.in_tx.first_time(address, tx) {
+            self.seen.push((address, tx.0))?;
+            undo.touch(IndexKind::Appearances, address);
+        }
+        Ok(())
+    }
+
+    fn see_frame(&mut self, frame: &CallFrame, id: TxId, undo: &mut UndoLog) -> DbResult<()> {
+        let creates = matches!(frame.kind, FrameKind::Create | FrameKind::Create2);
+        self.see(frame.from, id, undo)?;
+        // A create frame that failed before an address was known names none.
+        if !(creates && frame.to.is_zero()) {
+            self.see(frame.to, id, undo)?;
+        }
+        if creates && frame.success {
+            self.create(frame.to, Creation { tx: id, creator: frame.from }, undo)?;
+        }
         Ok(())
     }
 
@@ -80,6 +100,10 @@ impl Appearances {
     /// Collects `block`'s appearances, senders and created contracts.
     pub fn collect_block(&mut self, block: &BlockData, undo: &mut UndoLog) -> Result<(), CollectError> {
         let mut ids = Vec::with_capacity(block.transactions.len());
+        let frames = block.frames.as_deref().unwrap_or_default();
+        // Frames come in execution order, so a transaction's follow it; any left over (out of
+        // order) are collected after the transactions.
+        let mut next_frame = 0;
         for (i, (tx, receipt)) in block.transactions.iter().zip(&block.receipts).enumerate() {
             let id = TxId::new(block.number, i as u64)?;
             ids.push(id);
@@ -95,18 +119,14 @@ impl Appearances {
             }
             self.sent.push((tx.from, id.0, tx.nonce)).map_err(DbError::from)?;
             undo.touch(IndexKind::SentTxs, tx.from);
+            while let Some(frame) = frames.get(next_frame).filter(|f| f.tx_index == i as u64) {
+                self.see_frame(frame, id, undo)?;
+                next_frame += 1;
+            }
         }
-        for frame in block.frames.iter().flatten() {
+        for frame in frames.get(next_frame..).unwrap_or_default() {
             let Some(&id) = ids.get(frame.tx_index as usize) else { continue };
-            let creates = matches!(frame.kind, FrameKind::Create | FrameKind::Create2);
-            self.see(frame.from, id, undo)?;
-            // A create frame that failed before an address was known names none.
-            if !(creates && frame.to.is_zero()) {
-                self.see(frame.to, id, undo)?;
-            }
-            if creates && frame.success {
-                self.create(frame.to, Creation { tx: id, creator: frame.from }, undo)?;
-            }
+            self.see_frame(frame, id, undo)?;
         }
         Ok(())
     }
@@ -335,6 +355,67 @@ mod tests {
             family.sent.push(row).expect("push");
         }
         family
+    }
+
+    /// A transaction's top call frame repeats its sender and recipient, and inner frames repeat
+    /// contracts: each (address, transaction) is gathered once. A frame out of execution order
+    /// is still gathered (its repeats too, which the merge drops).
+    #[test]
+    fn an_address_is_gathered_once_per_transaction() {
+        use ots_classifiers::{ReceiptData, TxData};
+        let [a, b, c, d] = [1, 2, 3, 4].map(Address::repeat_byte);
+        let frame = |tx_index, depth, from, to| CallFrame {
+            tx_index,
+            depth,
+            kind: FrameKind::Call,
+            from,
+            to,
+            value: alloy_primitives::U256::ZERO,
+            success: true,
+        };
+        let tx = |from, to| TxData {
+            hash: alloy_primitives::B256::ZERO,
+            from,
+            to: Some(to),
+            nonce: 0,
+            value: alloy_primitives::U256::ZERO,
+        };
+        let receipt = ReceiptData {
+            success: true,
+            contract_address: None,
+            logs: Vec::new(),
+            fee: alloy_primitives::U256::ZERO,
+        };
+        let block = BlockData {
+            number: 5,
+            transactions: vec![tx(a, b), tx(c, b)],
+            receipts: vec![receipt.clone(), receipt],
+            frames: Some(vec![
+                frame(0, 0, a, b),
+                frame(0, 1, b, c),
+                frame(0, 1, b, c),
+                frame(0, 2, c, b),
+                frame(1, 0, c, b),
+                frame(1, 1, b, d),
+                // Out of order: the first transaction's again.
+                frame(0, 1, b, d),
+            ]),
+            ..Default::default()
+        };
+        let mut family = Appearances::default();
+        let mut undo = UndoLog::keeping_from(0);
+        family.collect_block(&block, &mut undo).expect("collect");
+        // {a, b, c} in the first, {c, b, d} in the second, then b again and d out of order.
+        assert_eq!(family.seen.len(), 8);
+        let mut rows: Vec<_> =
+            family.seen.into_sorted().expect("sorted").collect::<Result<_, _>>().expect("rows");
+        rows.dedup();
+        let first = TxId::new(5, 0).expect("id").0;
+        let second = TxId::new(5, 1).expect("id").0;
+        let mut want =
+            vec![(a, first), (b, first), (c, first), (d, first), (b, second), (c, second), (d, second)];
+        want.sort_unstable();
+        assert_eq!(rows, want);
     }
 
     /// A sent transaction must be among its sender's appearances: one that is not (before the
