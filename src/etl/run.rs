@@ -84,18 +84,18 @@ impl RunDir {
         }))
     }
 
-    /// Sorts `rows` (collapsed by `same`, [`super::Sorter::collapsing`]) and writes them as a run
+    /// Sorts `rows` (collapsed by `absorb`, [`super::Sorter::collapsing`]) and writes them as a run
     /// on the spill thread (here, if it is gone).
     pub(super) fn spill<R: Record>(
         self: &Arc<Self>,
         mut rows: Vec<R>,
-        same: Option<Collapse<R>>,
+        absorb: Option<Collapse<R>>,
     ) -> PendingRun {
         let (done, run) = std::sync::mpsc::channel();
         let dir = self.clone();
         let job: SpillJob = Box::new(move || {
             rows.sort_unstable();
-            collapse(&mut rows, same);
+            collapse(&mut rows, absorb);
             let _ = done.send(dir.write_run(&rows));
         });
         let job = match self.spill_thread.lock().ok().as_ref().and_then(|t| t.as_ref()) {

@@ -30,17 +30,19 @@ pub struct Sorter<R: Record> {
     spill: Option<Spill>,
     /// The most runs merged at once.
     merge_width: usize,
-    /// Rows equal under it are collapsed into the least of them, see [`Sorter::collapsing`].
+    /// Folds rows of one group into the least of them, see [`Sorter::collapsing`].
     collapse: Option<Collapse<R>>,
 }
 
-/// Whether two rows are the same for the family reading them (the first argument sorts first).
-pub type Collapse<R> = fn(&R, &R) -> bool;
+/// Whether `later` belongs to the group of `kept` (which sorts before it) for the family reading
+/// them, having folded into `kept` whatever of `later` the family needs: `later` is then left
+/// out. A family that keeps a group's least row folds nothing; one that sums folds the sum.
+pub type Collapse<R> = fn(&mut R, &R) -> bool;
 
-/// Keeps only the least of each run of rows `same` calls equal in sorted `rows`.
-pub(super) fn collapse<R>(rows: &mut Vec<R>, same: Option<Collapse<R>>) {
-    if let Some(same) = same {
-        rows.dedup_by(|later, kept| same(kept, later));
+/// Folds each group of adjacent rows of sorted `rows` into its first (see [`Collapse`]).
+pub(super) fn collapse<R>(rows: &mut Vec<R>, absorb: Option<Collapse<R>>) {
+    if let Some(absorb) = absorb {
+        rows.dedup_by(|later, kept| absorb(kept, later));
     }
 }
 
@@ -84,13 +86,13 @@ impl<R: Record> Sorter<R> {
         }
     }
 
-    /// The sorter for a family that keeps only the least of the rows `same` calls equal (a
-    /// holding keeps its pair's first transaction): once sorted, the buffer and every run keep
-    /// only the least of each such group, so the rest are neither written out nor merged. Rows
-    /// from different runs are not compared: the sorted rows may still hold several of a group,
-    /// least first.
-    pub fn collapsing(mut self, same: Collapse<R>) -> Self {
-        self.collapse = Some(same);
+    /// The sorter for a family that needs one row per group of rows (a holding keeps its
+    /// pair's first transaction; a stage's totals keep an address's sum): once sorted, the
+    /// buffer and every run fold each group into its least row with `absorb`, so the rest are
+    /// neither written out nor merged. Rows from different runs are not compared: the sorted
+    /// rows may still hold several of a group, least first.
+    pub fn collapsing(mut self, absorb: Collapse<R>) -> Self {
+        self.collapse = Some(absorb);
         self
     }
 
@@ -496,7 +498,7 @@ mod tests {
     fn a_collapsing_sorter_keeps_the_least_of_each_group_in_every_run() {
         let dir = tempfile::tempdir().expect("tempdir");
         let runs = RunDir::create(dir.path()).expect("run dir");
-        let same = |a: &(Address, u64), b: &(Address, u64)| a.0 == b.0;
+        let same = |a: &mut (Address, u64), b: &(Address, u64)| a.0 == b.0;
         let mut sorter =
             Sorter::spilling(runs.clone(), 100 * std::mem::size_of::<(Address, u64)>()).collapsing(same);
         // 1,000 rows over 4 addresses, ids falling: every run holds each address many times.

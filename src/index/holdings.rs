@@ -54,7 +54,7 @@ pub struct Holdings {
 /// A holding keeps only its pair's first transaction: of one pair's rows only the least is
 /// kept. On the 21 M chain about 100 M touches hold 2.3 M pairs; collapsed in each sorted run,
 /// most never reach a run file or the merge (docs/benchmarks.md).
-fn same_pair(a: &(Address, Address, TxId), b: &(Address, Address, TxId)) -> bool {
+fn same_pair(a: &mut (Address, Address, TxId), b: &(Address, Address, TxId)) -> bool {
     a.0 == b.0 && a.1 == b.1
 }
 
