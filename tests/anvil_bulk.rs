@@ -46,9 +46,8 @@ async fn the_standard_workload_indexes_alike_through_bulk_stages() {
     let (bulk, _, stages) = index(&anvil.url, &dir.path().join("bulk"), WritePath::Bulk).await;
     assert_eq!(stages, 1, "every block older than the window went through one stage");
     let hash = |db: &Db| {
-        let txn = db.begin_read().expect("read");
-        check(&txn).expect("check passes");
-        dump_hash(&txn).expect("hash")
+        check(&db.begin_read().expect("read")).expect("check passes");
+        dump_hash(db).expect("hash")
     };
     assert_eq!(hash(&bulk), hash(&batches), "bulk stages and batches give the same tables");
 

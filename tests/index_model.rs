@@ -16,7 +16,7 @@ use ots_indexer::decode::{TRANSFER_BATCH_TOPIC, TRANSFER_SINGLE_TOPIC};
 use ots_indexer::{
     db::{compact::compact_into, tables::*, AccessMode, Db},
     index::{
-        address_index::id_page,
+        address_index::{page, IdList},
         balances::{holder_count, holders_page, multi_balances},
         check::check,
         journal::{journal_start, unwind_to},
@@ -286,15 +286,11 @@ fn compare(db: &Db, model: &Model, world: &World, what: &str) {
     for person in &everyone {
         let want =
             |k: Kind| model.transfers.get(&(k, *person)).map(|s| s.iter().copied().collect::<Vec<_>>());
-        let erc20 = id_page::<OtsERC20TransferIndex, OtsERC20TransferCounter, _>(&txn, person, 0, 100_000)
-            .expect("erc20 ids");
+        let erc20 = page(&txn, IdList::Erc20Transfers, person, 0, 100_000).expect("erc20 ids");
         assert_eq!(erc20, want(Kind::Erc20).unwrap_or_default(), "{what}: ERC20 ids of {person}");
-        let erc721 = id_page::<OtsERC721TransferIndex, OtsERC721TransferCounter, _>(&txn, person, 0, 100_000)
-            .expect("erc721 ids");
+        let erc721 = page(&txn, IdList::Erc721Transfers, person, 0, 100_000).expect("erc721 ids");
         assert_eq!(erc721, want(Kind::Erc721).unwrap_or_default(), "{what}: ERC721 ids of {person}");
-        let erc1155 =
-            id_page::<OtsERC1155TransferIndex, OtsERC1155TransferCounter, _>(&txn, person, 0, 100_000)
-                .expect("erc1155 ids");
+        let erc1155 = page(&txn, IdList::Erc1155Transfers, person, 0, 100_000).expect("erc1155 ids");
         assert_eq!(erc1155, want(Kind::Erc1155).unwrap_or_default(), "{what}: ERC1155 ids of {person}");
         let multi_token = world.tokens[3];
         let held: Vec<(U256, U256)> = model

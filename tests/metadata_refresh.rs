@@ -59,7 +59,7 @@ async fn renamed_tokens_are_refreshed() {
     assert_eq!(names(&db, token), (Some("Tether USD".into()), Some("USDT".into()), Some(6)));
     let head = node.head().await.expect("head");
     indexer.sync_to(head).await.expect("sync");
-    let before_refresh = dump(&db.begin_read().expect("read")).expect("dump");
+    let before_refresh = dump(&db).expect("dump");
     assert_eq!(names(&db, token).0.as_deref(), Some("Tether USD"), "stored, not read per request");
 
     let stats = refresh_metadata(&db, &node, &[]).await.expect("refresh");
@@ -89,7 +89,7 @@ async fn renamed_tokens_are_refreshed() {
     let config = SyncConfig { batch_blocks: 1, ..SyncConfig::default() };
     let indexer = Indexer::open(db.clone(), node, classifiers, config).await.expect("open");
     indexer.sync_to(head).await.expect("re-index");
-    assert!(dump(&db.begin_read().expect("read")).expect("dump") == before_refresh);
+    assert!(dump(&db).expect("dump") == before_refresh);
 }
 
 /// A token initialised after its deployment block is classified nameless; its first transfer

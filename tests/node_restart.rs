@@ -67,8 +67,5 @@ async fn a_node_restarted_mid_sync_is_waited_for_and_followed_again() {
     let fresh =
         Indexer::open(clean.clone(), node, vec![Box::new(Erc20Classifier)], config()).await.expect("open");
     fresh.sync_to(head).await.expect("clean sync");
-    assert!(
-        dump(&db.begin_read().expect("read")).expect("dump")
-            == dump(&clean.begin_read().expect("read")).expect("dump")
-    );
+    assert!(dump(&db).expect("dump") == dump(&clean).expect("dump"));
 }

@@ -96,8 +96,8 @@ async fn assert_transfer_list_is_the_nodes(
 async fn assert_equals_clean_index(url: &str, db: &Db, node: &NodeClient, what: &str) {
     let (head, _) = wait_for_head(db, node).await;
     let (_dir, clean) = clean_index(url, head).await;
-    let followed = dump(&db.begin_read().expect("read")).expect("dump");
-    let fresh = dump(&clean.begin_read().expect("read")).expect("dump");
+    let followed = dump(db).expect("dump");
+    let fresh = dump(&clean).expect("dump");
     assert!(!fresh.is_empty());
     assert!(
         followed == fresh,

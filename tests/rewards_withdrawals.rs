@@ -11,7 +11,7 @@ use ots_classifiers::{BlockData, Withdrawal};
 use ots_indexer::{
     db::{codec::Count, state::ChainIdentity, tables::*, AccessMode, Db},
     index::{
-        address_index::{id_count, id_page},
+        address_index::{count, page, IdList},
         check::{check, dump},
         journal::unwind_to,
     },
@@ -131,9 +131,8 @@ fn expected_withdrawals(blocks: &[BlockData], upto: u64) -> BTreeMap<Address, Ve
 fn assert_withdrawals(db: &Db, blocks: &[BlockData], upto: u64) {
     let txn = db.begin_read().expect("read");
     for (address, want) in expected_withdrawals(blocks, upto) {
-        assert_eq!(id_count::<OtsWithdrawalsCounter, _>(&txn, &address).expect("count"), want.len() as u64);
-        let got =
-            id_page::<OtsWithdrawalsIndex, OtsWithdrawalsCounter, _>(&txn, &address, 0, 1000).expect("page");
+        assert_eq!(count(&txn, IdList::Withdrawals, &address).expect("count"), want.len() as u64);
+        let got = page(&txn, IdList::Withdrawals, &address, 0, 1000).expect("page");
         assert_eq!(got, want, "{address} up to block {upto}");
         // Every withdrawal finds its block through OtsWithdrawalIdx2Block (docs/format.md).
         let mut idx2block = txn.cursor::<OtsWithdrawalIdx2Block>().expect("cursor");
@@ -165,12 +164,10 @@ async fn withdrawals_index_and_unwind_on_a_generated_chain() {
     {
         let txn = db.begin_read().expect("read");
         let even: Vec<u64> = (0..BLOCKS).filter(|n| n % 2 == 0).collect();
-        let got =
-            id_page::<OtsBlocksRewardedIndex, OtsBlocksRewardedCounter, _>(&txn, &recipients[0], 0, 100)
-                .expect("rewarded");
+        let got = page(&txn, IdList::BlocksRewarded, &recipients[0], 0, 100).expect("rewarded");
         assert_eq!(got, even);
     }
-    let clean = dump(&db.begin_read().expect("read")).expect("dump");
+    let clean = dump(&db).expect("dump");
 
     // Unwind into the middle of a batch, then re-index: the same database.
     for to in [25, 9, 33] {
@@ -180,10 +177,7 @@ async fn withdrawals_index_and_unwind_on_a_generated_chain() {
         check(&db.begin_read().expect("read")).expect("check after unwind");
         assert_withdrawals(&db, &blocks, to);
         indexer.sync_to(BLOCKS - 1).await.expect("re-index");
-        assert!(
-            dump(&db.begin_read().expect("read")).expect("dump") == clean,
-            "re-index after unwind to {to}"
-        );
+        assert!(dump(&db).expect("dump") == clean, "re-index after unwind to {to}");
     }
 
     // Counts come from the database; lists need the node's blocks, and say so when it is down.

@@ -16,21 +16,25 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub db: DbArgs,
     /// Also print a hash of every table's entries (all but the indexer's state and undo
-    /// journal): two indexes of the same chain, however they were written, print the same one.
+    /// journal, with the reorg window's rows read as moved into their tables): two indexes of
+    /// the same chain, however they were written or unwound, print the same one. Hashing opens
+    /// a write transaction that it never commits, so a running indexer waits for it.
     #[arg(long)]
     pub hash: bool,
 }
 
-/// Checks the database read-only (a writer may keep running); fails on the first broken key.
+/// Checks the database (read-only unless hashing: a writer may keep running); fails on the
+/// first broken key.
 pub fn check(args: &CheckArgs) -> anyhow::Result<()> {
-    let db = Db::open(&args.db.datadir, AccessMode::ReadOnly)?;
+    let mode = if args.hash { AccessMode::ReadWrite } else { AccessMode::ReadOnly };
+    let db = Db::open(&args.db.datadir, mode)?;
     let report = check_db(&db.begin_read()?).context("integrity check failed")?;
     println!(
         "ok: {} matches, {} address lists holding {} ids; every counter and chunk agrees",
         report.matches, report.addresses, report.ids
     );
     if args.hash {
-        println!("tables hash {}", dump_hash(&db.begin_read()?).context("hashing the tables")?);
+        println!("tables hash {}", dump_hash(&db).context("hashing the tables")?);
     }
     Ok(())
 }

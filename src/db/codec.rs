@@ -13,6 +13,7 @@ mod appearances;
 mod balances;
 mod contract_info;
 mod label;
+mod recent;
 mod totals;
 pub use appearances::{
     gap_len, pack_chunks, varint_len, ChunkCounts, Creation, ListKey, NonceAnchor, PackedIds, Unpacked,
@@ -23,6 +24,7 @@ pub use balances::{
 };
 pub use contract_info::ContractInfo;
 pub use label::{Label, MAX_LABEL_BYTES};
+pub use recent::{ListId, RecentKey};
 pub use totals::{AddressTotals, TotalsDelta};
 
 /// A value read from disk did not have the shape its table declares.
@@ -407,7 +409,7 @@ pub enum IndexKind {
 }
 
 impl IndexKind {
-    const fn from_byte(b: u8) -> Option<Self> {
+    pub(crate) const fn from_byte(b: u8) -> Option<Self> {
         match b {
             0 => Some(Self::Erc20Transfers),
             1 => Some(Self::Erc721Transfers),

@@ -5,8 +5,9 @@
 
 use super::codec::{
     AddressTotals, Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup,
-    Creation, Holding, IdChunk, KeyCodec, Label, ListKey, MultiKey, MultiPrior, NonceAnchor, OwnerPrior,
-    PackedIds, PairKey, Rank, StateKey, TokenIdKey, TotalsDelta, UndoRecord, ValueCodec,
+    Creation, Holding, IdChunk, KeyCodec, Label, ListId, ListKey, MultiKey, MultiPrior, NonceAnchor,
+    OwnerPrior, PackedIds, PairKey, Rank, RecentKey, StateKey, TokenIdKey, TotalsDelta, UndoRecord,
+    ValueCodec,
 };
 use alloy_primitives::Address;
 
@@ -252,6 +253,14 @@ tables! {
     /// address (20) ‖ what the block added, encoded as `OtsAddressTotals` values. Kept for the
     /// reorg window, like `OtsUndoJournal`.
     OtsTotalsUndo: DupSort, BlockNumber => TotalsDelta;
+    /// The reorg window's part of the address lists (ours): ids that blocks still in the
+    /// window (those `OtsUndoJournal` holds) added to `OtsERC20TransferIndex`,
+    /// `OtsERC721TransferIndex`, `OtsERC1155TransferIndex`, `OtsBlocksRewardedIndex` and
+    /// `OtsWithdrawalsIndex`. Key: list kind (1, the journal's row kind) ‖ address (20). Dup: id
+    /// (8), ascending; every one larger than the address's ids in the list's own table. A list
+    /// is its table's ids, then these; a block leaving the window moves its ids into the table,
+    /// and an unwind deletes them here only (docs/architecture.md, "The reorg window").
+    OtsRecentIds: DupFixed, RecentKey => ListId;
     /// Undo journal (not part of ots2). Key: block number (8). Value: block hash (32) ‖
     /// repeated [row kind (1) ‖ address (20)]: the rows the block wrote that its number alone
     /// does not find (address-index lists, holdings, contract info, labels, probes). Kept for the
@@ -280,8 +289,8 @@ mod tests {
         // The ots2 format: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
         // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, the 8
         // balance tables, contract info, transfer probes, labels, the 3 appearance tables, the 2
-        // totals tables, code removals, undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 3 + 2 + 1 + 5);
+        // totals tables, code removals, the window's list ids, undo journal and internal state.
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 3 + 2 + 1 + 6);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

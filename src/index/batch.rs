@@ -12,7 +12,7 @@ use tracing::debug;
 
 use super::{
     activity::IndexedBlock,
-    address_index::IdLists,
+    address_index::{IdLists, Window},
     appearances::{Appearances, CollectError},
     attributes::attributes,
     balances::{Balances, BulkBalances},
@@ -362,7 +362,8 @@ pub fn write_batch(
             totals.write(&txn, keep_from)?;
             undo.write(&txn)?;
             let before = db.begin_read().ok();
-            Ok((lists.write(&txn, before.as_ref())?, appearances))
+            let window = Window::starting_at(&txn, keep_from, &journal::rows_below(&txn, keep_from)?)?;
+            Ok((lists.write(&txn, before.as_ref(), window)?, appearances))
         })?;
     journal::prune(&txn, keep_from)?;
     state::set_checkpoint(&txn, Checkpoint { number: last.block.number, hash: last.block.hash })?;

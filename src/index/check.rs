@@ -5,10 +5,11 @@ use signet_libmdbx::tx::TransactionKind;
 
 pub use super::integrity::CheckReport;
 use super::{
-    address_index, appearances, balances, contract_info, holdings, labels, lifetimes, matches, probes, totals,
+    address_index, appearances, balances, contract_info, holdings, journal, labels, lifetimes, matches,
+    probes, totals,
 };
 use crate::{
-    db::{state, tables::TableId, DbError, Txn},
+    db::{state, tables::TableId, Db, DbError, Txn},
     txid::TxId,
 };
 
@@ -24,6 +25,7 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckReport, DbError> {
     let tip = state::read_state(txn).ok().and_then(|s| s.checkpoint).map(|c| c.number);
     matches::check(txn, &mut report)?;
     address_index::check_transfers(txn, &mut report, first_past(tip))?;
+    address_index::check_recent(txn, &mut report, first_past(tip), &journal::rows_below(txn, u64::MAX)?)?;
     contract_info::check(txn, tip)?;
     labels::check(txn, tip)?;
     probes::check(txn, tip)?;
@@ -39,7 +41,9 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckReport, DbError> {
 /// counts agree, ids grow, only the last chunk is open, no id beyond the tip.
 pub fn check_transfer_indexes<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckReport, DbError> {
     let mut report = CheckReport::default();
-    address_index::check_transfers(txn, &mut report, first_past(state::read_tip(txn)?))?;
+    let below = first_past(state::read_tip(txn)?);
+    address_index::check_transfers(txn, &mut report, below)?;
+    address_index::check_recent(txn, &mut report, below, &journal::rows_below(txn, u64::MAX)?)?;
     Ok(report)
 }
 
@@ -53,14 +57,21 @@ pub fn check_holdings_tables<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbE
 pub type DumpEntry = (&'static str, Vec<u8>, Vec<u8>);
 
 /// The tables [`dump`] and [`dump_hash`] cover: all but our own state and journal tables (the
-/// journal depends on where batches and reorgs fell).
+/// journal depends on where batches and reorgs fell) and the reorg window's list ids, which
+/// they read as moved into their lists' tables (where the window starts depends on the same).
 fn dumped_tables() -> impl Iterator<Item = TableId> {
-    TableId::ALL.iter().copied().filter(|t| !matches!(t, TableId::OtsIndexerState | TableId::OtsUndoJournal))
+    TableId::ALL
+        .iter()
+        .copied()
+        .filter(|t| !matches!(t, TableId::OtsIndexerState | TableId::OtsUndoJournal | TableId::OtsRecentIds))
 }
 
-/// Every entry of every ots2 table, as raw bytes: two indexes of the same chain are equal
-/// exactly when their dumps are.
-pub fn dump<K: TransactionKind>(txn: &Txn<K>) -> Result<Vec<DumpEntry>, DbError> {
+/// Every entry of every ots2 table, as raw bytes, read as if every block had left the reorg
+/// window (in a write transaction that is dropped, never committed: it waits for a running
+/// writer): two indexes of the same chain are equal exactly when their dumps are.
+pub fn dump(db: &Db) -> Result<Vec<DumpEntry>, DbError> {
+    let txn = db.begin_write()?;
+    journal::fold_window(&txn)?;
     let mut out = Vec::new();
     for table in dumped_tables() {
         out.extend(txn.raw_entries(table)?.into_iter().map(|(k, v)| (table.name(), k, v)));
@@ -71,7 +82,9 @@ pub fn dump<K: TransactionKind>(txn: &Txn<K>) -> Result<Vec<DumpEntry>, DbError>
 /// Keccak-256 of [`dump`] (each table's name, then each entry as key length ‖ key ‖ value
 /// length ‖ value, lengths 4-byte BE), streamed: equal for two databases exactly when their
 /// dumps are equal, short of a hash collision, however large they are.
-pub fn dump_hash<K: TransactionKind>(txn: &Txn<K>) -> Result<B256, DbError> {
+pub fn dump_hash(db: &Db) -> Result<B256, DbError> {
+    let txn = db.begin_write()?;
+    journal::fold_window(&txn)?;
     let mut hasher = Keccak256::new();
     for table in dumped_tables() {
         hasher.update(table.name().as_bytes());

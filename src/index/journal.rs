@@ -9,6 +9,7 @@
 use std::{collections::BTreeSet, time::Instant};
 
 use alloy_primitives::Address;
+use signet_libmdbx::tx::TransactionKind;
 use tracing::debug;
 
 use super::{
@@ -20,7 +21,7 @@ use crate::{
         codec::{BlockNumber, IndexKind},
         state::{self, Checkpoint, StateError},
         tables::*,
-        DbError, DbResult, WriteTxn,
+        DbError, DbResult, Txn, WriteTxn,
     },
     decode::TokenKind,
     txid::TxId,
@@ -68,6 +69,30 @@ pub fn prune(txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
     prune_below::<OtsOwnerUndo>(txn, keep_from)?;
     prune_below::<OtsERC1155BalanceUndo>(txn, keep_from)?;
     prune_below::<OtsTotalsUndo>(txn, keep_from)
+}
+
+/// Moves every row the reorg window keeps apart into the large tables, as if each of its blocks
+/// had left it (the journal stays): how a database reads when compared with another whose
+/// window starts elsewhere (`check --hash`), in a transaction that is then dropped.
+pub fn fold_window(txn: &WriteTxn) -> DbResult<()> {
+    address_index::IdLists::default().write(txn, None, address_index::Window::closed(txn)?)?;
+    Ok(())
+}
+
+/// Every (row kind, address) that the journal's blocks below `below` name: rows that leave the
+/// reorg window when those blocks do.
+pub fn rows_below<K: TransactionKind>(txn: &Txn<K>, below: u64) -> DbResult<BTreeSet<(IndexKind, Address)>> {
+    let mut rows = BTreeSet::new();
+    let mut cursor = txn.cursor::<OtsUndoJournal>()?;
+    let mut next = cursor.first()?;
+    while let Some((BlockNumber(block), record)) = next {
+        if block >= below {
+            break;
+        }
+        rows.extend(record.touched);
+        next = cursor.next_entry()?;
+    }
+    Ok(rows)
 }
 
 /// The oldest block the undo journal covers, if any.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tracing::{debug, info};
 
 use super::{
-    address_index::IdLists,
+    address_index::{IdLists, Window},
     appearances::Appearances,
     balances::BulkBalances,
     batch::{write_blocks, Kinds, Rows},
@@ -151,7 +151,7 @@ impl Stage {
             // No address index was written in this transaction yet: a snapshot taken now holds
             // the state they start from, which a whole-table rewrite copies.
             let before = db.begin_read().ok();
-            stats.transfer_ids = lists.write(&txn, before.as_ref())?;
+            stats.transfer_ids = lists.write(&txn, before.as_ref(), Window::closed(&txn)?)?;
         }
         lap("address indexes", &mut since);
         held.write(&txn, &mut UndoLog::keeping_from(u64::MAX))?;

@@ -1,5 +1,5 @@
-//! Chunked per-address id lists and their counters: appending, rewriting, truncating, reading
-//! and verifying one list (docs/format.md, "Address indexes").
+//! Chunked per-address id lists and their counters: appending, rewriting, reading and verifying
+//! one list (docs/format.md, "Address indexes").
 //!
 //! Ids of one address are kept ascending in chunks keyed `address ‖ largest id`, the last chunk
 //! keyed `address ‖ FF…FF`. The counter table holds one dup per chunk with the cumulative count,
@@ -380,55 +380,4 @@ pub fn verify_address<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
         }
     }
     Ok(all)
-}
-
-/// Cuts `address`'s list back to the ids below `cut`, re-forming its last chunk and counter as
-/// if the removed ids had never been appended.
-pub fn truncate_ids<I: AddressIndex, C: AddressCounter>(
-    txn: &WriteTxn,
-    address: &Address,
-    cut: u64,
-) -> Result<(), DbError> {
-    let dups = txn.cursor::<C>()?.dups(address)?;
-    let Some(p) = dups.iter().position(|d| d.chunk() >= cut) else { return Ok(()) };
-    let chunk_key = ChunkKey { address: *address, chunk: dups[p].chunk() };
-    let ids = txn.get::<I>(&chunk_key)?.map(|c| c.0).unwrap_or_default();
-    let stored = ids.len();
-    let kept: Vec<u64> = ids.into_iter().filter(|&id| id < cut).collect();
-    // A non-last chunk is keyed by its largest id, so it always holds one at or above `cut`.
-    if p + 1 == dups.len() && kept.len() == stored {
-        return Ok(());
-    }
-    for dup in &dups[p..] {
-        txn.delete::<I>(&ChunkKey { address: *address, chunk: dup.chunk() }, None)?;
-    }
-    txn.delete::<C>(address, None)?;
-
-    // The chunks that stay untouched, as (chunk id, cumulative count).
-    let mut chunks: Vec<(u64, u64)> = dups[..p].iter().map(|d| (d.chunk(), d.cumulative())).collect();
-    let base = chunks.last().map_or(0, |&(_, c)| c);
-    if kept.is_empty() {
-        // The previous chunk, if any, becomes the last one.
-        if let Some((chunk, _)) = chunks.last_mut() {
-            let moved = txn.get::<I>(&ChunkKey { address: *address, chunk: *chunk })?.unwrap_or_default();
-            txn.delete::<I>(&ChunkKey { address: *address, chunk: *chunk }, None)?;
-            txn.put::<I>(&ChunkKey::last(*address), &moved)?;
-            *chunk = LAST_CHUNK;
-        }
-    } else {
-        txn.put::<I>(&ChunkKey::last(*address), &IdChunk(kept.clone()))?;
-        chunks.push((LAST_CHUNK, base + kept.len() as u64));
-    }
-    match chunks.as_slice() {
-        [] => Ok(()),
-        [(_, total)] if *total <= MAX_UNIQUE_CHUNK_COUNT => {
-            txn.put::<C>(address, &CounterDup::Unique { total: *total })
-        }
-        _ => {
-            for (chunk, cumulative) in chunks {
-                txn.put::<C>(address, &CounterDup::Regular { cumulative, chunk })?;
-            }
-            Ok(())
-        }
-    }
 }

@@ -4,9 +4,11 @@
 //!
 //! An index's tables are named once, in [`view_id_list`]; collecting a batch, writing,
 //! unwinding, checking and the API's counts and pages reach them through it. The chunk
-//! mechanics of one list live in [`chunks`].
+//! mechanics of one list live in [`chunks`]; the ids of blocks still in the reorg window wait in
+//! [`recent`], after the table's, until their blocks leave it.
 
 pub mod chunks;
+pub mod recent;
 
 use std::sync::Arc;
 
@@ -15,8 +17,8 @@ use ots_classifiers::BlockData;
 use signet_libmdbx::tx::TransactionKind;
 
 pub use chunks::{
-    append_ids, id_count, id_page, rewrite_with_appends, truncate_ids, verify_address, AddressCounter,
-    AddressIndex, IdAppender, CHUNK_IDS,
+    append_ids, id_count, id_page, rewrite_with_appends, verify_address, AddressCounter, AddressIndex,
+    IdAppender, CHUNK_IDS,
 };
 
 use super::{
@@ -34,6 +36,7 @@ use crate::{
     },
     decode::TokenKind,
     etl::{Buffer, RunDir, Sorter},
+    txid::TxId,
 };
 
 /// One address index.
@@ -71,6 +74,18 @@ impl IdList {
             TokenKind::Erc20 => Self::Erc20Transfers,
             TokenKind::Erc721 => Self::Erc721Transfers,
             TokenKind::Erc1155 => Self::Erc1155Transfers,
+        }
+    }
+
+    /// The index a journal row kind names, if it names one.
+    pub const fn of_journal_kind(kind: IndexKind) -> Option<Self> {
+        match kind {
+            IndexKind::Erc20Transfers => Some(Self::Erc20Transfers),
+            IndexKind::Erc721Transfers => Some(Self::Erc721Transfers),
+            IndexKind::Erc1155Transfers => Some(Self::Erc1155Transfers),
+            IndexKind::BlocksRewarded => Some(Self::BlocksRewarded),
+            IndexKind::Withdrawals => Some(Self::Withdrawals),
+            _ => None,
         }
     }
 
@@ -161,14 +176,19 @@ impl IdLists {
     }
 
     /// Appends every index's ids, addresses in key order; returns how many transfer ids were
-    /// new. With `before` (a snapshot of the state `txn` started from, in which no index has
-    /// been written yet) an index and its counter are rewritten whole when the rows append to a
-    /// large share of its chunks. Withdrawal indexes grow with the chain; a block may list them
-    /// in any order, which the sort puts right.
-    pub fn write(self, txn: &WriteTxn, before: Option<&ReadTxn>) -> DbResult<u64> {
+    /// new. Ids of blocks still in the reorg window go to [`recent`] instead, and the ids of
+    /// blocks leaving it (`window`) go to the tables first. With `before` (a snapshot of the
+    /// state `txn` started from, in which no index has been written yet) an index and its
+    /// counter are rewritten whole when the rows append to a large share of its chunks.
+    /// Withdrawal indexes grow with the chain; a block may list them in any order, which the
+    /// sort puts right.
+    pub fn write(self, txn: &WriteTxn, before: Option<&ReadTxn>, window: Window) -> DbResult<u64> {
         let mut transfer_ids = 0;
-        for (list, collector) in ID_LISTS.into_iter().zip(self.lists) {
-            let written = view_id_list(list, &mut Write { collector: Some(collector), txn, before })?;
+        let Window { cuts, leaving } = window;
+        for ((list, collector), leaving) in ID_LISTS.into_iter().zip(self.lists).zip(leaving) {
+            let mut write =
+                Write { list, collector: Some(collector), leaving, cut: cuts.of(list), txn, before };
+            let written = view_id_list(list, &mut write)?;
             if TRANSFER_LISTS.contains(&list) {
                 transfer_ids += written;
             }
@@ -177,8 +197,112 @@ impl IdLists {
     }
 }
 
+/// An address's ids, addresses ascending: what one list moves at once.
+type AddressIds = Vec<(Address, Vec<u64>)>;
+
+/// Where the reorg window starts for a write, and what leaves it: per index, the ids its
+/// blocks that fall out of the window had added, taken out of [`recent`] to go to the tables
+/// ahead of the write's own older ids.
+#[derive(Debug)]
+pub struct Window {
+    /// The first id of each kind that stays in (or enters) the window.
+    cuts: Cuts,
+    /// Per index of [`ID_LISTS`]: the leaving ids.
+    leaving: [AddressIds; 5],
+}
+
+impl Window {
+    /// A window that starts at block `keep_from`: takes out of it the ids that the journal rows
+    /// `leaving` (those of its blocks below `keep_from`) name. The block → withdrawal table must
+    /// already hold the written blocks' rows.
+    pub fn starting_at(
+        txn: &WriteTxn,
+        keep_from: u64,
+        leaving: &std::collections::BTreeSet<(IndexKind, Address)>,
+    ) -> DbResult<Self> {
+        let cuts = Cuts {
+            tx: TxId::first_of_block(keep_from).0,
+            block: keep_from,
+            withdrawal: first_withdrawal_from(txn, keep_from)?,
+        };
+        let mut moved: [AddressIds; 5] = Default::default();
+        for (kind, address) in leaving {
+            let Some(list) = IdList::of_journal_kind(*kind) else { continue };
+            let ids = recent::take_below(txn, list, address, cuts.of(list))?;
+            if !ids.is_empty() {
+                moved[list as usize].push((*address, ids));
+            }
+        }
+        Ok(Self { cuts, leaving: moved })
+    }
+
+    /// No window (a bulk stage, whose blocks are all older than it): every id goes to the
+    /// tables, and what the window held goes there first.
+    pub fn closed(txn: &WriteTxn) -> DbResult<Self> {
+        let mut moved: [AddressIds; 5] = Default::default();
+        for list in ID_LISTS {
+            moved[list as usize] = recent::all(txn, list)?;
+        }
+        txn.clear::<OtsRecentIds>()?;
+        Ok(Self { cuts: Cuts::NONE, leaving: moved })
+    }
+}
+
+/// The first withdrawal index of the blocks from `block` on (every one at or above it is theirs).
+fn first_withdrawal_from(txn: &WriteTxn, block: u64) -> DbResult<u64> {
+    let mut cursor = txn.cursor::<OtsWithdrawalIdx2Block>()?;
+    let mut entry = cursor.last()?;
+    while let Some((Count(last_withdrawal), BlockNumber(b))) = entry {
+        if b < block {
+            return Ok(last_withdrawal + 1);
+        }
+        entry = cursor.prev_entry()?;
+    }
+    Ok(0)
+}
+
+/// An index's rows for its table, addresses ascending: the leaving ids of each address, then the
+/// write's own ids below the window's cut; the write's ids at or above it go to `recent`.
+struct ToTable<'a, L: Iterator<Item = (Address, Vec<u64>)>, B: Iterator<Item = (Address, Vec<u64>)>> {
+    leaving: std::iter::Peekable<L>,
+    written: std::iter::Peekable<B>,
+    cut: u64,
+    recent: &'a mut AddressIds,
+}
+
+impl<L: Iterator<Item = (Address, Vec<u64>)>, B: Iterator<Item = (Address, Vec<u64>)>> Iterator
+    for ToTable<'_, L, B>
+{
+    type Item = (Address, Vec<u64>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let address = match (self.leaving.peek(), self.written.peek()) {
+                (None, None) => return None,
+                (Some((a, _)), None) | (None, Some((a, _))) => *a,
+                (Some((a, _)), Some((b, _))) => *a.min(b),
+            };
+            let mut ids =
+                self.leaving.next_if(|(a, _)| *a == address).map(|(_, ids)| ids).unwrap_or_default();
+            if let Some((_, new_ids)) = self.written.next_if(|(a, _)| *a == address) {
+                let split = new_ids.partition_point(|&id| id < self.cut);
+                if split < new_ids.len() {
+                    self.recent.push((address, new_ids[split..].to_vec()));
+                }
+                ids.extend_from_slice(&new_ids[..split]);
+            }
+            if !ids.is_empty() {
+                return Some((address, ids));
+            }
+        }
+    }
+}
+
 struct Write<'a> {
+    list: IdList,
     collector: Option<IdCollector>,
+    leaving: AddressIds,
+    cut: u64,
     txn: &'a WriteTxn,
     before: Option<&'a ReadTxn>,
 }
@@ -186,28 +310,47 @@ struct Write<'a> {
 impl IdListViewer for Write<'_> {
     type Output = DbResult<u64>;
 
-    /// Appends the collected ids; returns how many were new (the index has at least one chunk
-    /// per address, so `rewrite_pays` weighs addresses against its entries).
+    /// Appends the leaving and the collected ids; returns how many were collected (the index
+    /// has at least one chunk per address, so `rewrite_pays` weighs addresses against its
+    /// entries).
     fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
-        let Some(collector) = self.collector.take().filter(|c| !c.is_empty()) else {
+        let sorted = match self.collector.take().filter(|c| !c.is_empty()) {
+            Some(collector) => Some(collector.into_sorted()?),
+            None => None,
+        };
+        let leaving = std::mem::take(&mut self.leaving);
+        if sorted.is_none() && leaving.is_empty() {
             // Nothing to append: not even an empty table is worth clearing.
             return Ok(0);
+        }
+        let addresses = sorted.as_ref().map_or(0, |s| s.keys_at_most(|row| row.0)) + leaving.len() as u64;
+        let mut groups = sorted.map(|s| s.groups(|row| row));
+        let mut recent_ids = AddressIds::new();
+        let rows = ToTable {
+            leaving: leaving.into_iter().peekable(),
+            written: groups.iter_mut().flatten().peekable(),
+            cut: self.cut,
+            recent: &mut recent_ids,
         };
-        let sorted = collector.into_sorted()?;
-        let addresses = sorted.keys_at_most(|row| row.0);
-        let mut groups = sorted.groups(|row| row);
         match self.before {
             Some(before) if rewrite_pays(self.txn.stats::<I>()?.entries, addresses) => {
-                rewrite_with_appends::<I, C, _>(self.txn, before, groups.by_ref())?;
+                rewrite_with_appends::<I, C, _>(self.txn, before, rows)?;
             }
             _ => {
                 let mut appender = IdAppender::<I, C>::new(self.txn)?;
-                for (address, ids) in groups.by_ref() {
+                for (address, ids) in rows {
                     appender.append(&address, &ids)?;
                 }
             }
         }
-        Ok(groups.finish()?)
+        let collected = match groups {
+            Some(groups) => groups.finish()?,
+            None => 0,
+        };
+        for (address, ids) in &recent_ids {
+            recent::add(self.txn, self.list, address, ids)?;
+        }
+        Ok(collected)
     }
 }
 
@@ -223,6 +366,9 @@ pub struct Cuts {
 }
 
 impl Cuts {
+    /// No cut: every id is below it.
+    const NONE: Self = Self { tx: u64::MAX, block: u64::MAX, withdrawal: u64::MAX };
+
     fn of(self, list: IdList) -> u64 {
         match list {
             IdList::Erc20Transfers | IdList::Erc721Transfers | IdList::Erc1155Transfers => self.tx,
@@ -247,22 +393,10 @@ pub fn unwind_withdrawal_blocks(txn: &WriteTxn, to: u64) -> DbResult<u64> {
     }
 }
 
-struct Truncate<'a> {
-    txn: &'a WriteTxn,
-    address: &'a Address,
-    cut: u64,
-}
-
-impl IdListViewer for Truncate<'_> {
-    type Output = DbResult<()>;
-    fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
-        truncate_ids::<I, C>(self.txn, self.address, self.cut)
-    }
-}
-
-/// Cuts `address`'s list in `list` back to the ids below the unwind's cut.
+/// Cuts `address`'s list in `list` back to the ids below the unwind's cut. The unwound blocks
+/// are all in the reorg window, so their ids are all in [`recent`].
 pub fn unwind_address(txn: &WriteTxn, list: IdList, address: &Address, cuts: Cuts) -> DbResult<()> {
-    view_id_list(list, &mut Truncate { txn, address, cut: cuts.of(list) })
+    recent::cut_back(txn, list, address, cuts.of(list))
 }
 
 struct Check<'a, K: TransactionKind> {
@@ -315,6 +449,50 @@ pub fn check_transfers<K: TransactionKind>(
     Ok(())
 }
 
+/// Checks the reorg window's part of every list: each address's window ids come after its
+/// table's, a transfer index's stay below `below` (the first id past the tip), and the undo
+/// journal names every (list, address) the window holds (`journal`), or its ids would never
+/// leave. A window-only address counts as a list of `report`.
+pub fn check_recent<K: TransactionKind>(
+    txn: &Txn<K>,
+    report: &mut CheckReport,
+    below: u64,
+    journal: &std::collections::BTreeSet<(IndexKind, Address)>,
+) -> DbResult<()> {
+    for list in ID_LISTS {
+        for (address, ids) in recent::all(txn, list)? {
+            let bad = |reason: String| {
+                let mut key = vec![list.journal_kind() as u8];
+                key.extend_from_slice(address.as_slice());
+                broken::<OtsRecentIds>(&key, reason)
+            };
+            let stored = view_id_list(list, &mut Counted(txn, &address))?;
+            let last_stored = match stored.checked_sub(1) {
+                Some(last) => view_id_list(list, &mut Paged { txn, address: &address, idx: last, count: 1 })?,
+                None => Vec::new(),
+            };
+            if let (Some(&last), Some(&first)) = (last_stored.last(), ids.first()) {
+                if first <= last {
+                    return Err(bad(format!(
+                        "window id {first:#x} is not past the table's last id {last:#x}"
+                    )));
+                }
+            }
+            if let Some(&last) = ids.last().filter(|&&l| TRANSFER_LISTS.contains(&list) && l >= below) {
+                return Err(bad(format!("holds id {last:#x}, beyond the indexed tip")));
+            }
+            if !journal.contains(&(list.journal_kind(), address)) {
+                return Err(bad("no block of the undo journal wrote these ids".into()));
+            }
+            if TRANSFER_LISTS.contains(&list) {
+                report.addresses += u64::from(stored == 0);
+                report.ids += ids.len() as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
 struct Counted<'a, K: TransactionKind>(&'a Txn<K>, &'a Address);
 
 impl<K: TransactionKind> IdListViewer for Counted<'_, K> {
@@ -340,10 +518,10 @@ impl<K: TransactionKind> IdListViewer for Paged<'_, K> {
 
 /// Number of ids of `address` in `list`.
 pub fn count<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address) -> DbResult<u64> {
-    view_id_list(list, &mut Counted(txn, address))
+    Ok(view_id_list(list, &mut Counted(txn, address))? + recent::count(txn, list, address)?)
 }
 
-/// Ids `idx..idx + count` of `address` in `list`, ascending.
+/// Ids `idx..idx + count` of `address` in `list`, ascending: the table's, then the window's.
 pub fn page<K: TransactionKind>(
     txn: &Txn<K>,
     list: IdList,
@@ -351,7 +529,18 @@ pub fn page<K: TransactionKind>(
     idx: u64,
     count: u64,
 ) -> DbResult<Vec<u64>> {
-    view_id_list(list, &mut Paged { txn, address, idx, count })
+    let stored = view_id_list(list, &mut Counted(txn, address))?;
+    let mut out = match stored.checked_sub(idx).filter(|&n| n > 0) {
+        Some(n) => view_id_list(list, &mut Paged { txn, address, idx, count: count.min(n) })?,
+        None => Vec::new(),
+    };
+    let want = usize::try_from(count).unwrap_or(usize::MAX);
+    if out.len() < want {
+        let skip = usize::try_from(idx.saturating_sub(stored)).unwrap_or(usize::MAX);
+        let missing = want - out.len();
+        out.extend(recent::ids(txn, list, address)?.into_iter().skip(skip).take(missing));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -251,9 +251,8 @@ mod tests {
             }
         }
         txn.commit().expect("commit");
-        let txn = db.begin_read().expect("read");
-        crate::index::balances::check(&txn).expect("balances check");
-        dump(&txn).expect("dump")
+        crate::index::balances::check(&db.begin_read().expect("read")).expect("balances check");
+        dump(&db).expect("dump")
     }
 
     #[test]

@@ -1,0 +1,184 @@
+//! The reorg window's list ids kept apart from the large tables (docs/architecture.md, "The
+//! reorg window"): the newest blocks' ids wait in `OtsRecentIds`, reads join them to the
+//! tables', blocks leaving the window move theirs into the tables, and an unwind deletes window
+//! rows only.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use alloy::primitives::Address;
+use common::transfer_chain::{self, block};
+use ots_indexer::{
+    db::{
+        codec::{ChunkKey, IdChunk, IndexKind, ListId, RecentKey},
+        tables::*,
+        AccessMode, Db,
+    },
+    index::{
+        address_index::{count, page, recent, IdList},
+        check::{check, dump},
+        journal::unwind_to,
+    },
+    txid::TxId,
+};
+
+/// `transfer_chain::index` keeps a window of 64 blocks.
+const WINDOW: u64 = 64;
+
+/// Every address's ERC20 transfer ids in blocks `..to`, from the chain's own logs.
+fn expected(to: u64) -> BTreeMap<Address, Vec<u64>> {
+    let mut out: BTreeMap<Address, Vec<u64>> = BTreeMap::new();
+    for n in 0..to {
+        for (i, receipt) in block(n).block.receipts.iter().enumerate() {
+            let id = TxId::new(n, i as u64).expect("id").0;
+            for log in &receipt.logs {
+                for topic in &log.topics[1..] {
+                    let ids = out.entry(Address::from_slice(&topic[12..])).or_default();
+                    if ids.last() != Some(&id) {
+                        ids.push(id);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn indexed(to: u64, per_batch: u64) -> (tempfile::TempDir, Db) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+    transfer_chain::index(&db, 0, to, per_batch);
+    (dir, db)
+}
+
+/// The large table's ids by address.
+fn stored(db: &Db) -> BTreeMap<Address, Vec<u64>> {
+    let txn = db.begin_read().expect("read");
+    let mut out: BTreeMap<Address, Vec<u64>> = BTreeMap::new();
+    let mut cursor = txn.cursor::<OtsERC20TransferIndex>().expect("cursor");
+    let mut next = cursor.first().expect("first");
+    while let Some((ChunkKey { address, .. }, IdChunk(ids))) = next {
+        out.entry(address).or_default().extend(ids);
+        next = cursor.next_entry().expect("next");
+    }
+    out
+}
+
+#[test]
+fn the_newest_blocks_ids_wait_in_the_window_and_reads_join_them() {
+    let (_dir, db) = indexed(200, 7);
+    let first_kept = TxId::first_of_block(200 - WINDOW).0;
+    let in_tables = stored(&db);
+    assert!(in_tables.values().flatten().all(|&id| id < first_kept), "a window block's id in the table");
+    let txn = db.begin_read().expect("read");
+    let window = recent::all(&txn, IdList::Erc20Transfers).expect("window");
+    assert!(!window.is_empty());
+    assert!(window.iter().flat_map(|(_, ids)| ids).all(|&id| id >= first_kept), "an old id in the window");
+
+    let want = expected(200);
+    let mut straddled = 0;
+    for (address, ids) in &want {
+        assert_eq!(count(&txn, IdList::Erc20Transfers, address).expect("count"), ids.len() as u64);
+        assert_eq!(&page(&txn, IdList::Erc20Transfers, address, 0, 10_000).expect("page"), ids);
+        // A page that starts in the table and ends in the window.
+        let in_table = in_tables.get(address).map_or(0, Vec::len);
+        if in_table > 0 && in_table < ids.len() {
+            straddled += 1;
+            let from = in_table - 1;
+            let got = page(&txn, IdList::Erc20Transfers, address, from as u64, 3).expect("page");
+            assert_eq!(got, ids[from..(from + 3).min(ids.len())], "{address}");
+            let past = page(&txn, IdList::Erc20Transfers, address, ids.len() as u64, 3).expect("page");
+            assert!(past.is_empty());
+        }
+    }
+    assert!(straddled > 100, "only {straddled} lists straddle the window's start");
+    check(&txn).expect("check passes");
+}
+
+#[test]
+fn blocks_leaving_the_window_move_their_ids_into_the_tables_whatever_the_batches() {
+    // Batches of one block (each moves one block out), of 50, and of 300 (every block of the
+    // batch but the window's goes straight to the tables).
+    let (_one, by_one) = indexed(300, 1);
+    let (_fifty, by_fifty) = indexed(300, 50);
+    let (_all, at_once) = indexed(300, 300);
+    assert!(raw(&by_one) == raw(&by_fifty), "the tables depend on where batches fell");
+    assert!(raw(&by_one) == raw(&at_once), "the tables depend on where batches fell");
+    let want = expected(300 - WINDOW);
+    let in_tables = stored(&by_one);
+    assert_eq!(in_tables, want.into_iter().filter(|(_, ids)| !ids.is_empty()).collect());
+}
+
+/// The list tables and the window, byte for byte.
+fn raw(db: &Db) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    let txn = db.begin_read().expect("read");
+    [TableId::OtsERC20TransferIndex, TableId::OtsERC20TransferCounter, TableId::OtsRecentIds]
+        .iter()
+        .map(|t| txn.raw_entries(*t).expect("entries"))
+        .collect()
+}
+
+#[test]
+fn an_unwind_in_the_window_leaves_the_large_tables_as_they_were() {
+    let (_dir, db) = indexed(200, 10);
+    let tables_before = stored(&db);
+    let txn = db.begin_write().expect("write");
+    unwind_to(&txn, 150).expect("unwind");
+    txn.commit().expect("commit");
+    assert_eq!(stored(&db), tables_before, "the unwind wrote to the large table");
+    let txn = db.begin_read().expect("read");
+    let cut = TxId::first_of_block(151).0;
+    let window = recent::all(&txn, IdList::Erc20Transfers).expect("window");
+    assert!(window.iter().flat_map(|(_, ids)| ids).all(|&id| id < cut), "an unwound id stayed");
+    for (address, ids) in expected(151) {
+        assert_eq!(page(&txn, IdList::Erc20Transfers, &address, 0, 10_000).expect("page"), ids);
+    }
+    check(&txn).expect("check passes");
+    drop(txn);
+
+    // Indexed again, the database reads as one never unwound; and unwound, as one indexed to
+    // block 150 only (whose window starts 49 blocks earlier).
+    transfer_chain::index(&db, 151, 200, 10);
+    let (_clean_dir, clean) = indexed(200, 10);
+    assert!(dump(&db).expect("dump") == dump(&clean).expect("dump"));
+    let (_short_dir, short) = indexed(151, 10);
+    let txn = db.begin_write().expect("write");
+    unwind_to(&txn, 150).expect("unwind");
+    txn.commit().expect("commit");
+    let without_undo = |db: &Db| {
+        dump(db).expect("dump").into_iter().filter(|(table, ..)| !table.ends_with("Undo")).collect::<Vec<_>>()
+    };
+    assert!(without_undo(&db) == without_undo(&short), "an unwound database reads as a clean one");
+}
+
+#[test]
+fn the_checker_refuses_window_ids_out_of_place() {
+    let (_dir, db) = indexed(100, 10);
+    let (address, ids) = {
+        let txn = db.begin_read().expect("read");
+        recent::all(&txn, IdList::Erc20Transfers)
+            .expect("window")
+            .into_iter()
+            .find(|(a, _)| stored(&db).get(a).is_some_and(|t| !t.is_empty()))
+            .expect("an address in both")
+    };
+    let key = RecentKey { kind: IndexKind::Erc20Transfers, address };
+    let tampered = |what: &str, change: &dyn Fn(&ots_indexer::db::WriteTxn)| {
+        let txn = db.begin_write().expect("write");
+        change(&txn);
+        let err = check(&txn).expect_err(what).to_string();
+        assert!(err.contains("OtsRecentIds"), "{what}: {err}");
+        drop(txn);
+    };
+    // An id the table already holds.
+    let first_stored = stored(&db)[&address][0];
+    tampered("an id not past the table's", &|txn| {
+        txn.put::<OtsRecentIds>(&key, &ListId(first_stored)).expect("put");
+    });
+    // Ids no journal block names: they would never leave the window.
+    let stranger = RecentKey { kind: IndexKind::Erc20Transfers, address: Address::repeat_byte(0xee) };
+    tampered("ids of no journal block", &|txn| {
+        txn.put::<OtsRecentIds>(&stranger, &ListId(ids[0])).expect("put");
+    });
+}
