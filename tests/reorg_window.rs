@@ -1,11 +1,11 @@
-//! The reorg window's list ids kept apart from the large tables (docs/architecture.md, "The
-//! reorg window"): the newest blocks' ids wait in `OtsRecentIds`, reads join them to the
-//! tables', blocks leaving the window move theirs into the tables, and an unwind deletes window
-//! rows only.
+//! The reorg window's rows kept apart from the large tables (docs/architecture.md,
+//! "Invariants"): the newest blocks' list ids and appearances wait in `OtsRecentIds` and
+//! `OtsRecentSent`, reads join them to the tables', blocks leaving the window move theirs into
+//! the tables, and an unwind deletes window rows only.
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, time::Duration};
 
 use alloy::primitives::Address;
 use common::transfer_chain::{self, block};
@@ -16,12 +16,17 @@ use ots_indexer::{
         AccessMode, Db,
     },
     index::{
-        address_index::{count, page, recent, IdList},
+        address_index::{count, page, IdList, ID_LISTS},
+        appearances,
         check::{check, dump},
-        journal::unwind_to,
+        journal::{fold_window, unwind_to},
+        recent, totals,
     },
+    source::synthetic::{Shape, SyntheticChain},
+    sync::{Indexer, SyncConfig},
     txid::TxId,
 };
+use signet_libmdbx::tx::TransactionKind;
 
 /// `transfer_chain::index` keeps a window of 64 blocks.
 const WINDOW: u64 = 64;
@@ -72,7 +77,7 @@ fn the_newest_blocks_ids_wait_in_the_window_and_reads_join_them() {
     let in_tables = stored(&db);
     assert!(in_tables.values().flatten().all(|&id| id < first_kept), "a window block's id in the table");
     let txn = db.begin_read().expect("read");
-    let window = recent::all(&txn, IdList::Erc20Transfers).expect("window");
+    let window = recent::all(&txn, IndexKind::Erc20Transfers).expect("window");
     assert!(!window.is_empty());
     assert!(window.iter().flat_map(|(_, ids)| ids).all(|&id| id >= first_kept), "an old id in the window");
 
@@ -123,13 +128,21 @@ fn raw(db: &Db) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
 fn an_unwind_in_the_window_leaves_the_large_tables_as_they_were() {
     let (_dir, db) = indexed(200, 10);
     let tables_before = stored(&db);
+    let large = [TableId::OtsAppearances, TableId::OtsNonceAnchors, TableId::OtsAddressTotals];
+    let large_tables = |db: &Db| {
+        let txn = db.begin_read().expect("read");
+        large.map(|t| txn.raw_entries(t).expect("entries"))
+    };
+    let appearances_before = large_tables(&db);
+    assert!(!appearances_before[0].is_empty());
     let txn = db.begin_write().expect("write");
     unwind_to(&txn, 150).expect("unwind");
     txn.commit().expect("commit");
     assert_eq!(stored(&db), tables_before, "the unwind wrote to the large table");
+    assert!(large_tables(&db) == appearances_before, "the unwind wrote to the appearance or totals tables");
     let txn = db.begin_read().expect("read");
     let cut = TxId::first_of_block(151).0;
-    let window = recent::all(&txn, IdList::Erc20Transfers).expect("window");
+    let window = recent::all(&txn, IndexKind::Erc20Transfers).expect("window");
     assert!(window.iter().flat_map(|(_, ids)| ids).all(|&id| id < cut), "an unwound id stayed");
     for (address, ids) in expected(151) {
         assert_eq!(page(&txn, IdList::Erc20Transfers, &address, 0, 10_000).expect("page"), ids);
@@ -157,7 +170,7 @@ fn the_checker_refuses_window_ids_out_of_place() {
     let (_dir, db) = indexed(100, 10);
     let (address, ids) = {
         let txn = db.begin_read().expect("read");
-        recent::all(&txn, IdList::Erc20Transfers)
+        recent::all(&txn, IndexKind::Erc20Transfers)
             .expect("window")
             .into_iter()
             .find(|(a, _)| stored(&db).get(a).is_some_and(|t| !t.is_empty()))
@@ -181,4 +194,119 @@ fn the_checker_refuses_window_ids_out_of_place() {
     tampered("ids of no journal block", &|txn| {
         txn.put::<OtsRecentIds>(&stranger, &ListId(ids[0])).expect("put");
     });
+}
+
+/// What every read of the window's families answers for `addresses` (and, as senders, their
+/// nonces up to `nonces`), as text to compare.
+fn reads<K: TransactionKind>(
+    txn: &ots_indexer::db::Txn<K>,
+    addresses: &[Address],
+    nonces: u64,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for address in addresses {
+        let counts = appearances::counts(txn, address).expect("counts");
+        out.push(format!("{address} {counts:?} {:?}", appearances::ends(txn, address).expect("ends")));
+        out.push(format!("totals {:?}", totals::of(txn, address).expect("totals")));
+        let all = appearances::after(txn, address, 0, usize::MAX).expect("after").ids;
+        assert_eq!(all.len() as u64, counts.all);
+        for cut in all.iter().step_by(3).copied().chain([0, u64::MAX]) {
+            out.push(format!(
+                "before {cut} {:?}",
+                appearances::before(txn, address, cut, 2).expect("before")
+            ));
+            out.push(format!("after {cut} {:?}", appearances::after(txn, address, cut, 2).expect("after")));
+        }
+        for nonce in 0..=nonces {
+            out.push(format!(
+                "nonce {nonce} {:?}",
+                appearances::sent_with_nonce(txn, address, nonce).expect("nonce")
+            ));
+        }
+        for list in ID_LISTS {
+            let n = count(txn, list, address).expect("count");
+            out.push(format!("{list:?} {n} {:?}", page(txn, list, address, 0, n + 1).expect("page")));
+            for idx in (0..n).step_by(5) {
+                out.push(format!("{list:?} {idx} {:?}", page(txn, list, address, idx, 4).expect("page")));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_join_the_window_exactly_as_if_its_blocks_had_left_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let chain = SyntheticChain::new(3, 12_000, Shape::MAINNET);
+    let head = chain.last_block();
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
+    let classifiers =
+        ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();
+    let config = SyncConfig {
+        batch_blocks: 5,
+        reorg_window: 16,
+        poll_interval: Duration::from_millis(10),
+        ..Default::default()
+    };
+    let indexer = Indexer::open(db.clone(), chain, classifiers, config).await.expect("indexer");
+    indexer.sync_to(head).await.expect("sync");
+    indexer.close().await.expect("close");
+
+    // Addresses the window holds rows of, and as many that only the tables hold.
+    let (addresses, nonces) = {
+        let txn = db.begin_read().expect("read");
+        check(&txn).expect("check passes");
+        let mut addresses: Vec<Address> = Vec::new();
+        for kind in [IndexKind::Appearances, IndexKind::Erc20Transfers, IndexKind::Withdrawals] {
+            addresses.extend(recent::all(&txn, kind).expect("window").into_iter().map(|(a, _)| a).take(150));
+        }
+        let senders = recent::all_sent(&txn).expect("sent");
+        assert!(!senders.is_empty(), "no sender in the window");
+        let nonces = senders.iter().flat_map(|(_, run)| run.iter().map(|&(_, n)| n)).max().unwrap_or(0) + 1;
+        addresses.extend(senders.into_iter().map(|(a, _)| a).take(150));
+        let mut cursor = txn.cursor::<OtsAppearances>().expect("cursor");
+        let mut next = cursor.first().expect("first");
+        while let Some((key, _)) = next.filter(|_| addresses.len() < 900) {
+            addresses.push(key.address);
+            next = cursor.next_key().expect("next");
+        }
+        addresses.sort_unstable();
+        addresses.dedup();
+        (addresses, nonces.min(40))
+    };
+    let live = reads(&db.begin_read().expect("read"), &addresses, nonces);
+    let folded = {
+        let txn = db.begin_write().expect("write");
+        fold_window(&txn).expect("fold");
+        assert_eq!(txn.stats::<OtsRecentIds>().expect("stats").entries, 0);
+        assert_eq!(txn.stats::<OtsRecentSent>().expect("stats").entries, 0);
+        assert_eq!(txn.stats::<OtsTotalsUndo>().expect("stats").entries, 0);
+        reads(&txn, &addresses, nonces)
+    };
+    assert!(live.len() > 10_000, "{} reads", live.len());
+    for (live, folded) in live.iter().zip(&folded) {
+        assert_eq!(live, folded);
+    }
+    assert_eq!(live.len(), folded.len());
+
+    // Unwinding ten blocks of the window writes none of the large tables.
+    let large = [
+        TableId::OtsAppearances,
+        TableId::OtsNonceAnchors,
+        TableId::OtsAddressTotals,
+        TableId::OtsERC20TransferIndex,
+        TableId::OtsERC20TransferCounter,
+        TableId::OtsWithdrawalsIndex,
+    ];
+    let large_tables = || {
+        let txn = db.begin_read().expect("read");
+        large.map(|t| txn.raw_entries(t).expect("entries"))
+    };
+    let before = large_tables();
+    assert!(before.iter().filter(|t| !t.is_empty()).count() >= 4, "the large tables are mostly empty");
+    let txn = db.begin_write().expect("write");
+    unwind_to(&txn, head - 10).expect("unwind");
+    check(&txn).expect("check passes");
+    txn.commit().expect("commit");
+    assert!(large_tables() == before, "the unwind wrote to a large table");
 }

@@ -6,7 +6,7 @@
 use super::codec::{
     AddressTotals, Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup,
     Creation, Holding, IdChunk, KeyCodec, Label, ListId, ListKey, MultiKey, MultiPrior, NonceAnchor,
-    OwnerPrior, PackedIds, PairKey, Rank, RecentKey, StateKey, TokenIdKey, TotalsDelta, UndoRecord,
+    OwnerPrior, PackedIds, PairKey, Rank, RecentKey, SentTx, StateKey, TokenIdKey, TotalsDelta, UndoRecord,
     ValueCodec,
 };
 use alloy_primitives::Address;
@@ -246,21 +246,29 @@ tables! {
     OtsCodeRemovals: DupFixed, Address => TxId;
     /// An address's totals (ours): wei received, sent, paid in fees and withdrawn, and
     /// transactions it was the top-level recipient of. Key: address (20). Value:
-    /// `codec::AddressTotals` (a presence mask, then compact sums and a varint count). No row
-    /// for an address whose totals are all zero.
+    /// `codec::AddressTotals` (a presence mask, then compact sums and a varint count), as of
+    /// the blocks older than the reorg window (`OtsTotalsUndo` holds the rest). No row for an
+    /// address whose totals are all zero.
     OtsAddressTotals: Plain, Address => AddressTotals;
-    /// What blocks added to `OtsAddressTotals` (ours), for unwinds. Key: block (8). Dup:
-    /// address (20) ‖ what the block added, encoded as `OtsAddressTotals` values. Kept for the
-    /// reorg window, like `OtsUndoJournal`.
+    /// What the reorg window's blocks added to the address totals (ours), not yet in
+    /// `OtsAddressTotals`: reads add it, an unwind drops a block's rows, a block leaving the
+    /// window moves its rows into `OtsAddressTotals`. Key: block (8). Dup: address (20) ‖ what
+    /// the block added, encoded as `OtsAddressTotals` values.
     OtsTotalsUndo: DupSort, BlockNumber => TotalsDelta;
     /// The reorg window's part of the address lists (ours): ids that blocks still in the
     /// window (those `OtsUndoJournal` holds) added to `OtsERC20TransferIndex`,
-    /// `OtsERC721TransferIndex`, `OtsERC1155TransferIndex`, `OtsBlocksRewardedIndex` and
-    /// `OtsWithdrawalsIndex`. Key: list kind (1, the journal's row kind) ‖ address (20). Dup: id
-    /// (8), ascending; every one larger than the address's ids in the list's own table. A list
-    /// is its table's ids, then these; a block leaving the window moves its ids into the table,
-    /// and an unwind deletes them here only (docs/architecture.md, "The reorg window").
+    /// `OtsERC721TransferIndex`, `OtsERC1155TransferIndex`, `OtsBlocksRewardedIndex`,
+    /// `OtsWithdrawalsIndex` and `OtsAppearances`. Key: list kind (1, the journal's row kind) ‖
+    /// address (20). Dup: id (8), ascending; every one larger than the address's ids in the
+    /// list's own table. A list is its table's ids, then these; a block leaving the window moves
+    /// its ids into the table, and an unwind deletes them here only (docs/architecture.md,
+    /// "Invariants").
     OtsRecentIds: DupFixed, RecentKey => ListId;
+    /// The reorg window's part of the sent marks and nonce anchors (ours): transactions that
+    /// blocks still in the window hold, by sender. Key: sender (20). Dup: TxId (8) ‖ nonce (8),
+    /// sorted by TxId; each TxId is among the sender's `OtsRecentIds` appearance ids. They move
+    /// into `OtsAppearances` (as marks) and `OtsNonceAnchors` with their blocks.
+    OtsRecentSent: DupFixed, Address => SentTx;
     /// Undo journal (not part of ots2). Key: block number (8). Value: block hash (32) ‖
     /// repeated [row kind (1) ‖ address (20)]: the rows the block wrote that its number alone
     /// does not find (address-index lists, holdings, contract info, labels, probes). Kept for the
@@ -289,8 +297,9 @@ mod tests {
         // The ots2 format: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
         // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, the 8
         // balance tables, contract info, transfer probes, labels, the 3 appearance tables, the 2
-        // totals tables, code removals, the window's list ids, undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 3 + 2 + 1 + 6);
+        // totals tables, code removals, the window's list ids and sent transactions, undo journal
+        // and internal state.
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 3 + 2 + 1 + 7);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

@@ -13,7 +13,7 @@ use tracing::debug;
 use super::{
     activity::IndexedBlock,
     address_index::{IdLists, Window},
-    appearances::{Appearances, CollectError},
+    appearances::{self, Appearances, CollectError},
     attributes::attributes,
     balances::{Balances, BulkBalances},
     contract_info,
@@ -358,11 +358,13 @@ pub fn write_batch(
     (out.stats.transfer_ids, out.stats.appearances) =
         balances.write_beside(db, &txn, keep_from, || -> Result<(u64, u64), WriteError> {
             held.write(&txn, &mut undo)?;
-            let appearances = seen.write(&txn)?.appearances;
+            let leaving = journal::rows_below(&txn, keep_from)?;
+            let window = appearances::Window::starting_at(&txn, keep_from, &leaving)?;
+            let appearances = seen.write(&txn, window)?.appearances;
             totals.write(&txn, keep_from)?;
             undo.write(&txn)?;
             let before = db.begin_read().ok();
-            let window = Window::starting_at(&txn, keep_from, &journal::rows_below(&txn, keep_from)?)?;
+            let window = Window::starting_at(&txn, keep_from, &leaving)?;
             Ok((lists.write(&txn, before.as_ref(), window)?, appearances))
         })?;
     journal::prune(&txn, keep_from)?;

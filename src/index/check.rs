@@ -23,9 +23,10 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckReport, DbError> {
     let mut report = CheckReport::default();
     // Without a checkpoint (a database no writer has bound) there is no tip to compare with.
     let tip = state::read_state(txn).ok().and_then(|s| s.checkpoint).map(|c| c.number);
+    let journal = journal::rows_below(txn, u64::MAX)?;
     matches::check(txn, &mut report)?;
     address_index::check_transfers(txn, &mut report, first_past(tip))?;
-    address_index::check_recent(txn, &mut report, first_past(tip), &journal::rows_below(txn, u64::MAX)?)?;
+    address_index::check_recent(txn, &mut report, first_past(tip), &journal)?;
     contract_info::check(txn, tip)?;
     labels::check(txn, tip)?;
     probes::check(txn, tip)?;
@@ -33,7 +34,7 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckReport, DbError> {
     holdings::check(txn, tip)?;
     totals::check(txn, tip)?;
     lifetimes::check(txn, tip)?;
-    (report.appearance_addresses, report.appearances) = appearances::check(txn, first_past(tip))?;
+    (report.appearance_addresses, report.appearances) = appearances::check(txn, first_past(tip), &journal)?;
     Ok(report)
 }
 
@@ -57,13 +58,18 @@ pub fn check_holdings_tables<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbE
 pub type DumpEntry = (&'static str, Vec<u8>, Vec<u8>);
 
 /// The tables [`dump`] and [`dump_hash`] cover: all but our own state and journal tables (the
-/// journal depends on where batches and reorgs fell) and the reorg window's list ids, which
-/// they read as moved into their lists' tables (where the window starts depends on the same).
+/// journal depends on where batches and reorgs fell) and the reorg window's own tables, which
+/// they read as moved into the large tables (where the window starts depends on the same).
 fn dumped_tables() -> impl Iterator<Item = TableId> {
-    TableId::ALL
-        .iter()
-        .copied()
-        .filter(|t| !matches!(t, TableId::OtsIndexerState | TableId::OtsUndoJournal | TableId::OtsRecentIds))
+    TableId::ALL.iter().copied().filter(|t| {
+        !matches!(
+            t,
+            TableId::OtsIndexerState
+                | TableId::OtsUndoJournal
+                | TableId::OtsRecentIds
+                | TableId::OtsRecentSent
+        )
+    })
 }
 
 /// Every entry of every ots2 table, as raw bytes, read as if every block had left the reorg

@@ -62,13 +62,13 @@ fn prune_below<T: Table<Key = BlockNumber>>(txn: &WriteTxn, keep_from: u64) -> D
     }
 }
 
-/// Drops every per-block undo row of blocks below `keep_from`: they left the reorg window.
+/// Drops every per-block undo row of blocks below `keep_from`: they left the reorg window. (The
+/// totals' window deltas are not undo rows: `totals::fold` moves them into the totals.)
 pub fn prune(txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
     prune_below::<OtsUndoJournal>(txn, keep_from)?;
     prune_below::<OtsBalanceUndo>(txn, keep_from)?;
     prune_below::<OtsOwnerUndo>(txn, keep_from)?;
-    prune_below::<OtsERC1155BalanceUndo>(txn, keep_from)?;
-    prune_below::<OtsTotalsUndo>(txn, keep_from)
+    prune_below::<OtsERC1155BalanceUndo>(txn, keep_from)
 }
 
 /// Moves every row the reorg window keeps apart into the large tables, as if each of its blocks
@@ -76,7 +76,8 @@ pub fn prune(txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
 /// window starts elsewhere (`check --hash`), in a transaction that is then dropped.
 pub fn fold_window(txn: &WriteTxn) -> DbResult<()> {
     address_index::IdLists::default().write(txn, None, address_index::Window::closed(txn)?)?;
-    Ok(())
+    appearances::Appearances::default().write(txn, appearances::Window::closed(txn)?)?;
+    totals::fold(txn, u64::MAX)
 }
 
 /// Every (row kind, address) that the journal's blocks below `below` name: rows that leave the

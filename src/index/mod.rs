@@ -34,6 +34,7 @@ pub mod labels;
 pub mod lifetimes;
 pub mod matches;
 pub mod probes;
+pub mod recent;
 mod rewrite;
 mod seen_in_tx;
 pub mod stage;

@@ -13,7 +13,7 @@ use tracing::{debug, info};
 
 use super::{
     address_index::{IdLists, Window},
-    appearances::Appearances,
+    appearances::{self, Appearances},
     balances::BulkBalances,
     batch::{write_blocks, Kinds, Rows},
     holdings::Holdings,
@@ -156,7 +156,7 @@ impl Stage {
         lap("address indexes", &mut since);
         held.write(&txn, &mut UndoLog::keeping_from(u64::MAX))?;
         lap("holdings", &mut since);
-        stats.appearances = seen.write(&txn)?.appearances;
+        stats.appearances = seen.write(&txn, appearances::Window::closed(&txn)?)?.appearances;
         lap("appearances", &mut since);
         totals.write(&txn, u64::MAX)?;
         lap("totals", &mut since);

@@ -1,7 +1,8 @@
 //! The totals family: per address, the wei it received, sent, paid in fees and was withdrawn in
-//! all, and the transactions it was the top-level recipient of (`OtsAddressTotals`), with what
-//! each block of the reorg window added (`OtsTotalsUndo`), subtracted again by an unwind
-//! (docs/format.md, "Address totals").
+//! all, and the transactions it was the top-level recipient of (`OtsAddressTotals`), as of the
+//! blocks older than the reorg window; what each block of the window added waits in
+//! `OtsTotalsUndo` (reads add it, an unwind drops it, a block leaving the window moves it into
+//! the totals; docs/format.md, "Address totals").
 //!
 //! Value moves at any depth come from call frames: a successful CALL, CREATE, CREATE2 or
 //! SELFDESTRUCT with a value moves it from `from` to `to`; DELEGATECALL, STATICCALL and
@@ -74,23 +75,31 @@ impl Totals {
         Ok(())
     }
 
-    /// Adds what was collected to the stored totals, address by address in key order, and
-    /// records what each block from `keep_from` on added (older blocks leave the reorg window as
-    /// the write commits: nothing would undo them).
+    /// Adds what blocks older than `keep_from` added to the stored totals, address by address
+    /// in key order, and keeps what each block from `keep_from` on added in the reorg window's
+    /// deltas (`OtsTotalsUndo`); the deltas of window blocks older than `keep_from` (they leave
+    /// it as the write commits) join the totals first.
     pub fn write(self, txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
+        fold(txn, keep_from)?;
         let mut groups =
             self.added.into_sorted()?.groups(|(address, block, added)| (address, (block, added)));
         let mut table = txn.cursor::<OtsAddressTotals>()?;
-        let mut undo = txn.cursor::<OtsTotalsUndo>()?;
+        let mut window = txn.cursor::<OtsTotalsUndo>()?;
         for (address, blocks) in groups.by_ref() {
-            let mut sum = table.seek_exact(&address)?.unwrap_or_default();
+            let mut older: Option<AddressTotals> = None;
             for &(block, added) in &blocks {
-                sum = sum.checked_add(&added).ok_or_else(|| overflow(&address))?;
                 if block >= keep_from {
-                    undo.put(&BlockNumber(block), &TotalsDelta { address, added })?;
+                    window.put(&BlockNumber(block), &TotalsDelta { address, added })?;
+                } else {
+                    let sum =
+                        older.unwrap_or_default().checked_add(&added).ok_or_else(|| overflow(&address))?;
+                    older = Some(sum);
                 }
             }
-            table.put(&address, &sum)?;
+            if let Some(added) = older {
+                let stored = table.seek_exact(&address)?.unwrap_or_default();
+                table.put(&address, &stored.checked_add(&added).ok_or_else(|| overflow(&address))?)?;
+            }
         }
         groups.finish()?;
         Ok(())
@@ -173,37 +182,52 @@ pub fn block_totals(block: &BlockData) -> foldhash::HashMap<Address, AddressTota
     out
 }
 
-/// Subtracts what blocks `to + 1 ..= tip` added, and drops their undo rows.
-pub fn unwind(txn: &WriteTxn, to: u64, tip: u64) -> DbResult<()> {
-    let mut undo = txn.cursor::<OtsTotalsUndo>()?;
+/// Moves the deltas of the reorg window's blocks below `keep_from` into the totals: those
+/// blocks leave the window.
+pub fn fold(txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
+    let mut window = txn.cursor::<OtsTotalsUndo>()?;
     let mut table = txn.cursor::<OtsAddressTotals>()?;
-    for block in to + 1..=tip {
-        for TotalsDelta { address, added } in undo.dups(&BlockNumber(block))? {
+    while let Some((BlockNumber(block), _)) = window.first()?.filter(|(b, _)| b.0 < keep_from) {
+        for TotalsDelta { address, added } in window.dups(&BlockNumber(block))? {
             let stored = table.seek_exact(&address)?.unwrap_or_default();
-            let Some(left) = stored.checked_sub(&added) else {
-                return Err(broken::<OtsAddressTotals>(
-                    address.as_slice(),
-                    format!("block {block}'s undo record takes away more than the totals hold"),
-                ));
-            };
-            if left.is_zero() {
-                table.delete(&address)?;
-            } else {
-                table.put(&address, &left)?;
-            }
+            table.put(&address, &stored.checked_add(&added).ok_or_else(|| overflow(&address))?)?;
         }
         txn.delete::<OtsTotalsUndo>(&BlockNumber(block), None)?;
     }
     Ok(())
 }
 
-/// An address's totals (all zero when it has no row).
-pub fn of<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<AddressTotals> {
-    Ok(txn.get::<OtsAddressTotals>(address)?.unwrap_or_default())
+/// Drops what blocks `to + 1 ..= tip` added: they are in the reorg window, whose deltas the
+/// totals do not hold yet.
+pub fn unwind(txn: &WriteTxn, to: u64, tip: u64) -> DbResult<()> {
+    for block in to + 1..=tip {
+        txn.delete::<OtsTotalsUndo>(&BlockNumber(block), None)?;
+    }
+    Ok(())
 }
 
-/// No all-zero row; no undo record of a block past the tip; every undo record names an address
-/// with totals at least as large.
+/// An address's totals: its row (all zero when it has none) and what the reorg window's blocks
+/// added, one look-up per window block.
+pub fn of<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<AddressTotals> {
+    let mut sum = txn.get::<OtsAddressTotals>(address)?.unwrap_or_default();
+    let mut window = txn.cursor::<OtsTotalsUndo>()?;
+    let mut next = window.first()?.map(|(BlockNumber(b), _)| b);
+    while let Some(block) = next {
+        if let Some(delta) = window.seek_dup_at_least(&BlockNumber(block), address.as_slice())? {
+            if delta.address == *address {
+                sum = sum.checked_add(&delta.added).ok_or_else(|| overflow(address))?;
+            }
+        }
+        next = match block.checked_add(1) {
+            Some(after) => window.seek(&BlockNumber(after))?.map(|(BlockNumber(b), _)| b),
+            None => None,
+        };
+    }
+    Ok(sum)
+}
+
+/// No all-zero row; no window delta of a block past the tip; an address's row and its window
+/// deltas sum below 2^256.
 pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()> {
     let mut cursor = txn.cursor::<OtsAddressTotals>()?;
     let mut next = cursor.first()?;
@@ -213,8 +237,9 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
         }
         next = cursor.next_entry()?;
     }
-    let mut undo = txn.cursor::<OtsTotalsUndo>()?;
-    let mut next = undo.first()?;
+    let mut window = txn.cursor::<OtsTotalsUndo>()?;
+    let mut next = window.first()?;
+    let mut sums: std::collections::BTreeMap<Address, AddressTotals> = std::collections::BTreeMap::new();
     while let Some((BlockNumber(block), delta)) = next {
         if tip.is_none_or(|t| block > t) {
             return Err(broken::<OtsTotalsUndo>(
@@ -222,13 +247,17 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
                 "a record of a block past the tip".into(),
             ));
         }
-        if of(txn, &delta.address)?.checked_sub(&delta.added).is_none() {
-            return Err(broken::<OtsTotalsUndo>(
-                &block.to_be_bytes(),
-                format!("adds more to {} than its totals hold", delta.address),
-            ));
+        let sum = sums.entry(delta.address).or_default();
+        *sum = sum.checked_add(&delta.added).ok_or_else(|| {
+            broken::<OtsTotalsUndo>(&block.to_be_bytes(), format!("{}'s totals pass 2^256", delta.address))
+        })?;
+        next = window.next_entry()?;
+    }
+    for (address, added) in sums {
+        let stored = txn.get::<OtsAddressTotals>(&address)?.unwrap_or_default();
+        if stored.checked_add(&added).is_none() {
+            return Err(broken::<OtsTotalsUndo>(address.as_slice(), "totals pass 2^256".into()));
         }
-        next = undo.next_entry()?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
-//! Keys and values of the reorg window's own rows (`OtsRecentIds`): what the newest blocks added
-//! to the address lists, kept apart from the large tables until those blocks leave the window.
+//! Keys and values of the reorg window's own rows (`OtsRecentIds`, `OtsRecentSent`): what the
+//! newest blocks added to the address and appearance lists, kept apart from the large tables
+//! until those blocks leave the window.
 
 use alloy_primitives::Address;
 
@@ -47,6 +48,28 @@ impl ValueCodec for ListId {
     }
 }
 
+/// A transaction its sender sent, in the reorg window: TxId (8, BE) ‖ nonce (8, BE), so a
+/// sender's dups sort by TxId.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SentTx {
+    /// The transaction.
+    pub tx: u64,
+    /// Its nonce.
+    pub nonce: u64,
+}
+
+impl ValueCodec for SentTx {
+    fn encode_value(&self) -> Vec<u8> {
+        [self.tx.to_be_bytes(), self.nonce.to_be_bytes()].concat()
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 16 {
+            return Err(CodecError::new("sent transaction", "expected 16 bytes", bytes.len()));
+        }
+        Ok(Self { tx: be_u64(&bytes[..8], "sent transaction")?, nonce: be_u64(&bytes[8..], "sent nonce")? })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,6 +93,16 @@ mod tests {
         let key = |kind, byte| RecentKey { kind, address: Address::repeat_byte(byte) }.encode_key();
         assert!(key(IndexKind::Erc20Transfers, 0xff) < key(IndexKind::Erc721Transfers, 0x00));
         assert!(key(IndexKind::Erc20Transfers, 0x01) < key(IndexKind::Erc20Transfers, 0x02));
+    }
+
+    #[test]
+    fn a_sent_transaction_is_its_txid_then_its_nonce() {
+        let sent = SentTx { tx: 0x0102, nonce: 7 };
+        assert_eq!(sent.encode_value(), hex!("0000000000000102 0000000000000007"));
+        assert_eq!(SentTx::decode_value(&sent.encode_value()), Ok(sent));
+        assert!(SentTx::decode_value(&[0; 15]).is_err());
+        // Dups sort by TxId whatever the nonces.
+        assert!(SentTx { tx: 1, nonce: 9 }.encode_value() < SentTx { tx: 2, nonce: 0 }.encode_value());
     }
 
     #[test]

@@ -5,10 +5,9 @@
 //! An index's tables are named once, in [`view_id_list`]; collecting a batch, writing,
 //! unwinding, checking and the API's counts and pages reach them through it. The chunk
 //! mechanics of one list live in [`chunks`]; the ids of blocks still in the reorg window wait in
-//! [`recent`], after the table's, until their blocks leave it.
+//! [`super::recent`], after the table's, until their blocks leave it.
 
 pub mod chunks;
-pub mod recent;
 
 use std::sync::Arc;
 
@@ -23,6 +22,7 @@ pub use chunks::{
 
 use super::{
     integrity::{broken, CheckReport},
+    recent,
     rewrite::rewrite_pays,
     seen_in_tx::SeenInTx,
     transfers::Touch,
@@ -228,7 +228,7 @@ impl Window {
         let mut moved: [AddressIds; 5] = Default::default();
         for (kind, address) in leaving {
             let Some(list) = IdList::of_journal_kind(*kind) else { continue };
-            let ids = recent::take_below(txn, list, address, cuts.of(list))?;
+            let ids = recent::take_below(txn, *kind, address, cuts.of(list))?;
             if !ids.is_empty() {
                 moved[list as usize].push((*address, ids));
             }
@@ -241,9 +241,8 @@ impl Window {
     pub fn closed(txn: &WriteTxn) -> DbResult<Self> {
         let mut moved: [AddressIds; 5] = Default::default();
         for list in ID_LISTS {
-            moved[list as usize] = recent::all(txn, list)?;
+            moved[list as usize] = recent::take_all(txn, list.journal_kind())?;
         }
-        txn.clear::<OtsRecentIds>()?;
         Ok(Self { cuts: Cuts::NONE, leaving: moved })
     }
 }
@@ -348,7 +347,7 @@ impl IdListViewer for Write<'_> {
             None => 0,
         };
         for (address, ids) in &recent_ids {
-            recent::add(self.txn, self.list, address, ids)?;
+            recent::add(self.txn, self.list.journal_kind(), address, ids)?;
         }
         Ok(collected)
     }
@@ -396,7 +395,7 @@ pub fn unwind_withdrawal_blocks(txn: &WriteTxn, to: u64) -> DbResult<u64> {
 /// Cuts `address`'s list in `list` back to the ids below the unwind's cut. The unwound blocks
 /// are all in the reorg window, so their ids are all in [`recent`].
 pub fn unwind_address(txn: &WriteTxn, list: IdList, address: &Address, cuts: Cuts) -> DbResult<()> {
-    recent::cut_back(txn, list, address, cuts.of(list))
+    recent::cut_back(txn, list.journal_kind(), address, cuts.of(list))
 }
 
 struct Check<'a, K: TransactionKind> {
@@ -460,7 +459,7 @@ pub fn check_recent<K: TransactionKind>(
     journal: &std::collections::BTreeSet<(IndexKind, Address)>,
 ) -> DbResult<()> {
     for list in ID_LISTS {
-        for (address, ids) in recent::all(txn, list)? {
+        for (address, ids) in recent::all(txn, list.journal_kind())? {
             let bad = |reason: String| {
                 let mut key = vec![list.journal_kind() as u8];
                 key.extend_from_slice(address.as_slice());
@@ -518,7 +517,7 @@ impl<K: TransactionKind> IdListViewer for Paged<'_, K> {
 
 /// Number of ids of `address` in `list`.
 pub fn count<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address) -> DbResult<u64> {
-    Ok(view_id_list(list, &mut Counted(txn, address))? + recent::count(txn, list, address)?)
+    Ok(view_id_list(list, &mut Counted(txn, address))? + recent::count(txn, list.journal_kind(), address)?)
 }
 
 /// Ids `idx..idx + count` of `address` in `list`, ascending: the table's, then the window's.
@@ -538,7 +537,7 @@ pub fn page<K: TransactionKind>(
     if out.len() < want {
         let skip = usize::try_from(idx.saturating_sub(stored)).unwrap_or(usize::MAX);
         let missing = want - out.len();
-        out.extend(recent::ids(txn, list, address)?.into_iter().skip(skip).take(missing));
+        out.extend(recent::ids(txn, list.journal_kind(), address)?.into_iter().skip(skip).take(missing));
     }
     Ok(out)
 }

@@ -7,6 +7,10 @@
 //! the `from` or `to` of any call or create frame at any depth (reverted frames included), or
 //! the address or beneficiary of a selfdestruct. Without call frames (a node with no tracer)
 //! only the first three are known.
+//!
+//! The appearances and sent transactions of blocks still in the reorg window wait in
+//! [`super::recent`] (ids, and TxId ‖ nonce of those sent) and move into the list and its nonce
+//! anchors as their blocks leave it; reads join both. Creations stay in their table.
 
 pub mod lists;
 
@@ -18,11 +22,11 @@ use signet_libmdbx::tx::TransactionKind;
 
 pub use lists::{BlockPage, ListCounts};
 
-use super::{integrity::broken, seen_in_tx::SeenInTx, undo::UndoLog};
+use super::{integrity::broken, recent, seen_in_tx::SeenInTx, undo::UndoLog};
 use crate::{
     db::{
         codec::{Creation, IndexKind, NonceAnchor},
-        tables::{OtsAppearances, OtsContractCreators, OtsNonceAnchors, Table},
+        tables::{OtsAppearances, OtsContractCreators, OtsNonceAnchors, OtsRecentIds, OtsRecentSent, Table},
         DbError, DbResult, Txn, WriteTxn,
     },
     etl::{Buffer, RunDir, Sorter},
@@ -132,9 +136,20 @@ impl Appearances {
     }
 
     /// Writes what was collected, address by address in key order: each address's new ids
-    /// with the marks of those it sent, and a sender's nonce anchors.
-    pub fn write(self, txn: &WriteTxn) -> DbResult<AppearanceStats> {
+    /// with the marks of those it sent, and a sender's nonce anchors. The ids of blocks still in
+    /// the reorg window go to [`recent`] instead, and those of blocks leaving it (`window`) to the
+    /// lists first.
+    pub fn write(self, txn: &WriteTxn, window: Window) -> DbResult<AppearanceStats> {
         let mut stats = AppearanceStats::default();
+        let Window { cut, seen: leaving, sent: leaving_sent } = window;
+        let mut leaving_sent = leaving_sent.into_iter().peekable();
+        for (address, ids) in leaving {
+            let run = leaving_sent.next_if(|(s, _)| *s == address).map(|(_, run)| run).unwrap_or_default();
+            write_list(txn, &address, &ids, &run, &mut stats)?;
+        }
+        if let Some((sender, _)) = leaving_sent.next() {
+            return Err(unseen_sender(&sender));
+        }
         let mut seen = self.seen.into_sorted()?.groups(|row| row);
         let mut sent = self.sent.into_sorted()?.groups(|(sender, id, nonce)| (sender, (id, nonce)));
         let mut next_sent = sent.next();
@@ -151,14 +166,17 @@ impl Appearances {
                     Vec::new()
                 }
             };
-            let mut run_ids = run.iter().map(|&(id, _)| id).peekable();
-            let marks: Vec<bool> = ids.iter().map(|&id| run_ids.next_if_eq(&id).is_some()).collect();
-            if run_ids.next().is_some() {
+            let split = ids.partition_point(|&id| id < cut);
+            let run_split = run.partition_point(|&(id, _)| id < cut);
+            write_list(txn, &address, &ids[..split], &run[..run_split], &mut stats)?;
+            if split < ids.len() {
+                sent_marks(&address, &ids[split..], &run[run_split..])?;
+                recent::add(txn, IndexKind::Appearances, &address, &ids[split..])?;
+                if run_split < run.len() {
+                    recent::add_sent(txn, &address, &run[run_split..])?;
+                }
+            } else if run_split < run.len() {
                 return Err(unseen_sender(&address));
-            }
-            let before = lists::append::<OtsAppearances>(txn, &address, &ids, &marks)?;
-            if !run.is_empty() {
-                stats.anchors += write_anchors(txn, &address, before.sent, &run)?;
             }
         }
         if let Some((sender, _)) = next_sent {
@@ -173,6 +191,88 @@ impl Appearances {
         }
         Ok(stats)
     }
+}
+
+/// Where the appearance family's reorg window starts for a write, and what leaves it: the
+/// appearances and sent transactions of the blocks that fall out, taken out of [`recent`].
+#[derive(Debug)]
+pub struct Window {
+    /// The first TxId that stays in (or enters) the window.
+    cut: u64,
+    /// Leaving appearances, addresses ascending.
+    seen: Vec<(Address, Vec<u64>)>,
+    /// Leaving sent transactions.
+    sent: recent::SentRuns,
+}
+
+impl Window {
+    /// A window that starts at block `keep_from`: takes out of it what the journal rows
+    /// `leaving` (those of its blocks below `keep_from`) name.
+    pub fn starting_at(
+        txn: &WriteTxn,
+        keep_from: u64,
+        leaving: &std::collections::BTreeSet<(IndexKind, Address)>,
+    ) -> DbResult<Self> {
+        let cut = TxId::first_of_block(keep_from).0;
+        let mut window = Self { cut, seen: Vec::new(), sent: Vec::new() };
+        for (kind, address) in leaving {
+            match kind {
+                IndexKind::Appearances => {
+                    let ids = recent::take_below(txn, *kind, address, cut)?;
+                    if !ids.is_empty() {
+                        window.seen.push((*address, ids));
+                    }
+                }
+                IndexKind::SentTxs => {
+                    let run = recent::take_sent_below(txn, address, cut)?;
+                    if !run.is_empty() {
+                        window.sent.push((*address, run));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(window)
+    }
+
+    /// No window (a bulk stage): everything goes to the lists, and what the window held first.
+    pub fn closed(txn: &WriteTxn) -> DbResult<Self> {
+        let seen = recent::take_all(txn, IndexKind::Appearances)?;
+        let sent = recent::all_sent(txn)?;
+        txn.clear::<OtsRecentSent>()?;
+        Ok(Self { cut: u64::MAX, seen, sent })
+    }
+}
+
+/// The sent marks of `ids` (ascending): which of them `run` ((TxId, nonce), ascending) holds;
+/// a sent transaction missing from `ids` is a refusal.
+fn sent_marks(address: &Address, ids: &[u64], run: &[(u64, u64)]) -> DbResult<Vec<bool>> {
+    let mut run_ids = run.iter().map(|&(id, _)| id).peekable();
+    let marks: Vec<bool> = ids.iter().map(|&id| run_ids.next_if_eq(&id).is_some()).collect();
+    if run_ids.next().is_some() {
+        return Err(unseen_sender(address));
+    }
+    Ok(marks)
+}
+
+/// Appends `ids` (with the marks of `run`, the ones `address` sent) to its list, and the nonce
+/// anchors `run` needs.
+fn write_list(
+    txn: &WriteTxn,
+    address: &Address,
+    ids: &[u64],
+    run: &[(u64, u64)],
+    stats: &mut AppearanceStats,
+) -> DbResult<()> {
+    if ids.is_empty() {
+        return if run.is_empty() { Ok(()) } else { Err(unseen_sender(address)) };
+    }
+    let marks = sent_marks(address, ids, run)?;
+    let before = lists::append::<OtsAppearances>(txn, address, ids, &marks)?;
+    if !run.is_empty() {
+        stats.anchors += write_anchors(txn, address, before.sent, run)?;
+    }
+    Ok(())
 }
 
 /// A sent transaction missing from its sender's appearances: the batch's rows contradict each
@@ -219,23 +319,16 @@ fn write_anchors(txn: &WriteTxn, sender: &Address, before: u64, run: &[(u64, u64
     Ok(written)
 }
 
-/// Cuts `address`'s appearances back to TxIds below `cut`.
+/// Cuts `address`'s appearances back to TxIds below `cut` (all of the unwound ones are in the
+/// reorg window).
 pub fn unwind_appearances(txn: &WriteTxn, address: &Address, cut: u64) -> DbResult<()> {
-    lists::truncate::<OtsAppearances>(txn, address, cut)
+    recent::cut_back(txn, IndexKind::Appearances, address, cut)
 }
 
-/// Cuts `sender`'s transactions back to TxIds below `cut`, and its anchors past the ones it
-/// sent before that.
+/// Cuts `sender`'s sent transactions back to TxIds below `cut` (all of the unwound ones are in
+/// the reorg window, and no anchor was written for them).
 pub fn unwind_sent(txn: &WriteTxn, sender: &Address, cut: u64) -> DbResult<()> {
-    lists::truncate::<OtsAppearances>(txn, sender, cut)?;
-    let kept = lists::count::<OtsAppearances, _>(txn, sender)?.sent;
-    let mut cursor = txn.cursor::<OtsNonceAnchors>()?;
-    for anchor in cursor.dups(sender)? {
-        if anchor.position >= kept {
-            cursor.delete_dup(sender, &anchor)?;
-        }
-    }
-    Ok(())
+    recent::cut_sent_back(txn, sender, cut)
 }
 
 /// Drops the creations of `contract` at or after TxId `cut`.
@@ -249,13 +342,17 @@ pub fn unwind_creator(txn: &WriteTxn, contract: &Address, cut: u64) -> DbResult<
     Ok(())
 }
 
-/// The transaction `sender` sent with `nonce`, if the index holds one: its position among the
-/// sender's transactions follows from the anchors, its TxId from the sent marks of its list.
+/// The transaction `sender` sent with `nonce`, if the index holds one: in the reorg window by
+/// its nonce, else its position among the sender's transactions follows from the anchors, its
+/// TxId from the sent marks of its list.
 pub fn sent_with_nonce<K: TransactionKind>(
     txn: &Txn<K>,
     sender: &Address,
     nonce: u64,
 ) -> DbResult<Option<TxId>> {
+    if let Some(&(tx, _)) = recent::sent(txn, sender)?.iter().find(|&&(_, n)| n == nonce) {
+        return Ok(Some(TxId(tx)));
+    }
     let anchors = txn.cursor::<OtsNonceAnchors>()?.dups(sender)?;
     // Runs of consecutive nonces: (first position, first nonce); before any anchor nonces count
     // from 0.
@@ -285,30 +382,78 @@ pub fn creation<K: TransactionKind>(txn: &Txn<K>, contract: &Address) -> DbResul
     cursor.last_dup()
 }
 
-/// `address`'s transactions before TxId `cut`, newest first, in whole blocks.
+/// `address`'s transactions before TxId `cut`, newest first, in whole blocks: the reorg
+/// window's, then the list's.
 pub fn before<K: TransactionKind>(
     txn: &Txn<K>,
     address: &Address,
     cut: u64,
     want: usize,
 ) -> DbResult<BlockPage> {
-    lists::before::<OtsAppearances, K>(txn, address, cut, want)
+    let mut page = BlockPage::default();
+    for id in recent::ids(txn, IndexKind::Appearances, address)?.into_iter().rev().filter(|&id| id < cut) {
+        if !lists::take(&mut page, id, want) {
+            return Ok(page);
+        }
+    }
+    lists::before::<OtsAppearances, K>(txn, address, cut, want, &mut page)?;
+    Ok(page)
 }
 
-/// `address`'s transactions from TxId `from` on, oldest first, in whole blocks.
+/// `address`'s transactions from TxId `from` on, oldest first, in whole blocks: the list's,
+/// then the reorg window's.
 pub fn after<K: TransactionKind>(
     txn: &Txn<K>,
     address: &Address,
     from: u64,
     want: usize,
 ) -> DbResult<BlockPage> {
-    lists::after::<OtsAppearances, K>(txn, address, from, want)
+    let mut page = BlockPage::default();
+    lists::after::<OtsAppearances, K>(txn, address, from, want, &mut page)?;
+    if page.more {
+        return Ok(page);
+    }
+    for id in recent::ids(txn, IndexKind::Appearances, address)?.into_iter().filter(|&id| id >= from) {
+        if !lists::take(&mut page, id, want) {
+            break;
+        }
+    }
+    Ok(page)
+}
+
+/// How many transactions `address` appears in, and how many it sent: the list's and the reorg
+/// window's.
+pub fn counts<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<ListCounts> {
+    let stored = lists::count::<OtsAppearances, K>(txn, address)?;
+    Ok(ListCounts {
+        all: stored.all + recent::count(txn, IndexKind::Appearances, address)?,
+        sent: stored.sent + recent::sent_count(txn, address)?,
+    })
+}
+
+/// The first and the last transaction `address` appears in, if any.
+pub fn ends<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<Option<(u64, u64)>> {
+    let stored = lists::ends::<OtsAppearances, K>(txn, address)?;
+    let window = recent::ids(txn, IndexKind::Appearances, address)?;
+    Ok(match (stored, window.first(), window.last()) {
+        (Some((first, _)), Some(_), Some(&last)) => Some((first, last)),
+        (None, Some(&first), Some(&last)) => Some((first, last)),
+        (stored, ..) => stored,
+    })
 }
 
 /// Checks the family: the lists (see [`lists::check`]), anchors inside their sender's sent ids
-/// with nonces that grow, creations below `below`. Returns (addresses, appearances).
-pub fn check<K: TransactionKind>(txn: &Txn<K>, below: u64) -> DbResult<(u64, u64)> {
-    let seen = lists::check::<OtsAppearances, K>(txn, below)?;
+/// with nonces that grow, creations below `below`, and the reorg window's part (see
+/// [`check_window`]; `journal`: every row its blocks name). Returns (addresses, appearances).
+pub fn check<K: TransactionKind>(
+    txn: &Txn<K>,
+    below: u64,
+    journal: &std::collections::BTreeSet<(IndexKind, Address)>,
+) -> DbResult<(u64, u64)> {
+    let (mut addresses, mut appearances) = lists::check::<OtsAppearances, K>(txn, below)?;
+    let (window_addresses, window_appearances) = check_window(txn, below, journal)?;
+    addresses += window_addresses;
+    appearances += window_appearances;
     let mut cursor = txn.walking_cursor::<OtsNonceAnchors>()?;
     let mut next = cursor.first()?;
     while let Some((sender, _)) = next {
@@ -338,7 +483,60 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, below: u64) -> DbResult<(u64, u64
         }
         next = cursor.next_entry()?;
     }
-    Ok(seen)
+    Ok((addresses, appearances))
+}
+
+/// Checks the reorg window's appearances and sent transactions: each address's come after its
+/// list's and below `below`, each sent one is among its sender's window appearances, and the
+/// journal names every address (or they would never leave the window). Returns (addresses
+/// only the window holds, appearances it holds).
+fn check_window<K: TransactionKind>(
+    txn: &Txn<K>,
+    below: u64,
+    journal: &std::collections::BTreeSet<(IndexKind, Address)>,
+) -> DbResult<(u64, u64)> {
+    let (mut addresses, mut appearances) = (0, 0);
+    let bad = |kind: IndexKind, address: &Address, reason: String| {
+        let mut key = vec![kind as u8];
+        key.extend_from_slice(address.as_slice());
+        broken::<OtsRecentIds>(&key, reason)
+    };
+    for (address, ids) in recent::all(txn, IndexKind::Appearances)? {
+        let stored = lists::ends::<OtsAppearances, K>(txn, &address)?;
+        if let (Some((_, last)), Some(&first)) = (stored, ids.first()) {
+            if first <= last {
+                let reason =
+                    format!("window TxId {} is not past the list's last {}", TxId(first), TxId(last));
+                return Err(bad(IndexKind::Appearances, &address, reason));
+            }
+        }
+        if let Some(&last) = ids.last().filter(|&&l| l >= below) {
+            let reason = format!("holds TxId {}, beyond the indexed tip", TxId(last));
+            return Err(bad(IndexKind::Appearances, &address, reason));
+        }
+        if !journal.contains(&(IndexKind::Appearances, address)) {
+            let reason = "no block of the undo journal wrote these ids".into();
+            return Err(bad(IndexKind::Appearances, &address, reason));
+        }
+        addresses += u64::from(stored.is_none());
+        appearances += ids.len() as u64;
+    }
+    for (sender, run) in recent::all_sent(txn)? {
+        let seen = recent::ids(txn, IndexKind::Appearances, &sender)?;
+        if let Some(&(tx, _)) = run.iter().find(|(tx, _)| seen.binary_search(tx).is_err()) {
+            return Err(broken::<OtsRecentSent>(
+                sender.as_slice(),
+                format!("sent TxId {} is not among the window's appearances", TxId(tx)),
+            ));
+        }
+        if !journal.contains(&(IndexKind::SentTxs, sender)) {
+            return Err(broken::<OtsRecentSent>(
+                sender.as_slice(),
+                "no block of the undo journal wrote these transactions".into(),
+            ));
+        }
+    }
+    Ok((addresses, appearances))
 }
 
 #[cfg(test)]
@@ -429,12 +627,14 @@ mod tests {
         let seen = [(b, 10), (b, 11)];
         {
             let txn = db.begin_write().expect("write");
-            let written = gathered(&seen, &[(b, 11, 0)]).write(&txn).expect("consistent rows");
+            let written = gathered(&seen, &[(b, 11, 0)])
+                .write(&txn, Window::closed(&txn).expect("window"))
+                .expect("consistent rows");
             assert_eq!(written.appearances, 2);
         }
         for sent in [(a, 10, 0), (c, 10, 0), (b, 12, 1)] {
             let txn = db.begin_write().expect("write");
-            let refused = gathered(&seen, &[sent]).write(&txn);
+            let refused = gathered(&seen, &[sent]).write(&txn, Window::closed(&txn).expect("window"));
             assert!(matches!(refused, Err(DbError::Corrupt { .. })), "{sent:?}: {refused:?}");
         }
     }

@@ -12,13 +12,13 @@ use crate::{
     db::{
         codec::{BlockNumber, Count},
         state::{self, CallFrames},
-        tables::{OtsAppearances, OtsWithdrawalIdx2Block},
+        tables::OtsWithdrawalIdx2Block,
         DbError, ReadTxn,
     },
     decode::TokenKind,
     index::{
         address_index::{self, IdList},
-        appearances::lists,
+        appearances::{self, ListCounts},
         balances, holdings, lifetimes, totals,
     },
     rpc::{
@@ -192,12 +192,12 @@ fn held(txn: &ReadTxn, kind: TokenKind, holder: &Address) -> Result<u64, DbError
 }
 
 fn read(txn: &ReadTxn, address: Address) -> Result<Read, DbError> {
-    let lists::ListCounts { all, sent } = lists::count::<OtsAppearances, _>(txn, &address)?;
+    let ListCounts { all, sent } = appearances::counts(txn, &address)?;
     let totals = totals::of(txn, &address)?;
     let count = |list| address_index::count(txn, list, &address);
     let withdrawals = count(IdList::Withdrawals)?;
     let mut active: Vec<u64> = Vec::new();
-    if let Some((first, last)) = lists::ends::<OtsAppearances, _>(txn, &address)? {
+    if let Some((first, last)) = appearances::ends(txn, &address)? {
         active.extend([TxId(first).block(), TxId(last).block()]);
     }
     let rewarded = count(IdList::BlocksRewarded)?;
