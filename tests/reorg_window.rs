@@ -11,7 +11,7 @@ use alloy::primitives::Address;
 use common::transfer_chain::{self, block};
 use ots_indexer::{
     db::{
-        codec::{ChunkKey, IdChunk, IndexKind, ListId, RecentKey},
+        codec::{BlockNumber, ChunkKey, IdChunk, IndexKind, RecentId},
         tables::*,
         AccessMode, Db,
     },
@@ -27,6 +27,15 @@ use ots_indexer::{
     txid::TxId,
 };
 use signet_libmdbx::tx::TransactionKind;
+
+/// The window's lists of `kind`, addresses ascending.
+fn window_lists<K: TransactionKind>(
+    txn: &ots_indexer::db::Txn<K>,
+    kind: IndexKind,
+) -> Vec<(Address, Vec<u64>)> {
+    let (rows, _) = recent::all(txn).expect("window");
+    rows.ids.into_iter().filter(|((k, _), _)| *k == kind).map(|((_, a), ids)| (a, ids)).collect()
+}
 
 /// `transfer_chain::index` keeps a window of 64 blocks.
 const WINDOW: u64 = 64;
@@ -77,7 +86,7 @@ fn the_newest_blocks_ids_wait_in_the_window_and_reads_join_them() {
     let in_tables = stored(&db);
     assert!(in_tables.values().flatten().all(|&id| id < first_kept), "a window block's id in the table");
     let txn = db.begin_read().expect("read");
-    let window = recent::all(&txn, IndexKind::Erc20Transfers).expect("window");
+    let window = window_lists(&txn, IndexKind::Erc20Transfers);
     assert!(!window.is_empty());
     assert!(window.iter().flat_map(|(_, ids)| ids).all(|&id| id >= first_kept), "an old id in the window");
 
@@ -142,7 +151,7 @@ fn an_unwind_in_the_window_leaves_the_large_tables_as_they_were() {
     assert!(large_tables(&db) == appearances_before, "the unwind wrote to the appearance or totals tables");
     let txn = db.begin_read().expect("read");
     let cut = TxId::first_of_block(151).0;
-    let window = recent::all(&txn, IndexKind::Erc20Transfers).expect("window");
+    let window = window_lists(&txn, IndexKind::Erc20Transfers);
     assert!(window.iter().flat_map(|(_, ids)| ids).all(|&id| id < cut), "an unwound id stayed");
     for (address, ids) in expected(151) {
         assert_eq!(page(&txn, IdList::Erc20Transfers, &address, 0, 10_000).expect("page"), ids);
@@ -170,13 +179,11 @@ fn the_checker_refuses_window_ids_out_of_place() {
     let (_dir, db) = indexed(100, 10);
     let (address, ids) = {
         let txn = db.begin_read().expect("read");
-        recent::all(&txn, IndexKind::Erc20Transfers)
-            .expect("window")
+        window_lists(&txn, IndexKind::Erc20Transfers)
             .into_iter()
             .find(|(a, _)| stored(&db).get(a).is_some_and(|t| !t.is_empty()))
             .expect("an address in both")
     };
-    let key = RecentKey { kind: IndexKind::Erc20Transfers, address };
     let tampered = |what: &str, change: &dyn Fn(&ots_indexer::db::WriteTxn)| {
         let txn = db.begin_write().expect("write");
         change(&txn);
@@ -184,15 +191,18 @@ fn the_checker_refuses_window_ids_out_of_place() {
         assert!(err.contains("OtsRecentIds"), "{what}: {err}");
         drop(txn);
     };
-    // An id the table already holds.
+    // An id the table already holds, in a block the window holds.
     let first_stored = stored(&db)[&address][0];
+    let block = TxId(ids[0]).block();
     tampered("an id not past the table's", &|txn| {
-        txn.put::<OtsRecentIds>(&key, &ListId(first_stored)).expect("put");
+        let row = RecentId { kind: IndexKind::Erc20Transfers, address, id: first_stored };
+        txn.put::<OtsRecentIds>(&BlockNumber(block), &row).expect("put");
     });
-    // Ids no journal block names: they would never leave the window.
-    let stranger = RecentKey { kind: IndexKind::Erc20Transfers, address: Address::repeat_byte(0xee) };
-    tampered("ids of no journal block", &|txn| {
-        txn.put::<OtsRecentIds>(&stranger, &ListId(ids[0])).expect("put");
+    // Rows of a block the journal does not hold: they would never leave the window.
+    tampered("rows of no journal block", &|txn| {
+        let row =
+            RecentId { kind: IndexKind::Erc20Transfers, address: Address::repeat_byte(0xee), id: ids[0] };
+        txn.put::<OtsRecentIds>(&BlockNumber(10_000), &row).expect("put");
     });
 }
 
@@ -258,12 +268,12 @@ async fn reads_join_the_window_exactly_as_if_its_blocks_had_left_it() {
         check(&txn).expect("check passes");
         let mut addresses: Vec<Address> = Vec::new();
         for kind in [IndexKind::Appearances, IndexKind::Erc20Transfers, IndexKind::Withdrawals] {
-            addresses.extend(recent::all(&txn, kind).expect("window").into_iter().map(|(a, _)| a).take(150));
+            addresses.extend(window_lists(&txn, kind).into_iter().map(|(a, _)| a).take(150));
         }
-        let senders = recent::all_sent(&txn).expect("sent");
+        let senders = recent::all(&txn).expect("window").0.sent;
         assert!(!senders.is_empty(), "no sender in the window");
-        let nonces = senders.iter().flat_map(|(_, run)| run.iter().map(|&(_, n)| n)).max().unwrap_or(0) + 1;
-        addresses.extend(senders.into_iter().map(|(a, _)| a).take(150));
+        let nonces = senders.values().flat_map(|run| run.iter().map(|&(_, n)| n)).max().unwrap_or(0) + 1;
+        addresses.extend(senders.into_keys().take(150));
         let mut cursor = txn.cursor::<OtsAppearances>().expect("cursor");
         let mut next = cursor.first().expect("first");
         while let Some((key, _)) = next.filter(|_| addresses.len() < 900) {

@@ -5,8 +5,8 @@
 
 use super::codec::{
     AddressTotals, Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup,
-    Creation, Holding, IdChunk, KeyCodec, Label, ListId, ListKey, MultiKey, MultiPrior, NonceAnchor,
-    OwnerPrior, PackedIds, PairKey, Rank, RecentKey, SentTx, StateKey, TokenIdKey, TotalsDelta, UndoRecord,
+    Creation, Holding, IdChunk, KeyCodec, Label, ListKey, MultiKey, MultiPrior, NonceAnchor, OwnerPrior,
+    PackedIds, PairKey, Rank, RecentId, RecentSent, StateKey, TokenIdKey, TotalsDelta, UndoRecord,
     ValueCodec,
 };
 use alloy_primitives::Address;
@@ -258,17 +258,17 @@ tables! {
     /// The reorg window's part of the address lists (ours): ids that blocks still in the
     /// window (those `OtsUndoJournal` holds) added to `OtsERC20TransferIndex`,
     /// `OtsERC721TransferIndex`, `OtsERC1155TransferIndex`, `OtsBlocksRewardedIndex`,
-    /// `OtsWithdrawalsIndex` and `OtsAppearances`. Key: list kind (1, the journal's row kind) ‖
-    /// address (20). Dup: id (8), ascending; every one larger than the address's ids in the
-    /// list's own table. A list is its table's ids, then these; a block leaving the window moves
-    /// its ids into the table, and an unwind deletes them here only (docs/architecture.md,
-    /// "Invariants").
-    OtsRecentIds: DupFixed, RecentKey => ListId;
-    /// The reorg window's part of the sent marks and nonce anchors (ours): transactions that
-    /// blocks still in the window hold, by sender. Key: sender (20). Dup: TxId (8) ‖ nonce (8),
-    /// sorted by TxId; each TxId is among the sender's `OtsRecentIds` appearance ids. They move
-    /// into `OtsAppearances` (as marks) and `OtsNonceAnchors` with their blocks.
-    OtsRecentSent: DupFixed, Address => SentTx;
+    /// `OtsWithdrawalsIndex` and `OtsAppearances`. Key: block (8). Dup: list kind (1, the
+    /// journal's row kind) ‖ address (20) ‖ id (8); every id larger than the address's ids in
+    /// the list's own table. A list is its table's ids, then these; a block leaving the window
+    /// moves its ids into the tables, and an unwind deletes the unwound blocks' rows here only
+    /// (docs/architecture.md, "Invariants").
+    OtsRecentIds: DupFixed, BlockNumber => RecentId;
+    /// The reorg window's part of the sent marks and nonce anchors (ours): the transactions
+    /// blocks still in the window hold. Key: block (8). Dup: sender (20) ‖ TxId (8) ‖ nonce (8);
+    /// each TxId is among its sender's `OtsRecentIds` appearance ids. They move into
+    /// `OtsAppearances` (as marks) and `OtsNonceAnchors` with their blocks.
+    OtsRecentSent: DupFixed, BlockNumber => RecentSent;
     /// Undo journal (not part of ots2). Key: block number (8). Value: block hash (32) ‖
     /// repeated [row kind (1) ‖ address (20)]: the rows the block wrote that its number alone
     /// does not find (address-index lists, holdings, contract info, labels, probes). Kept for the

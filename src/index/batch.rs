@@ -20,7 +20,7 @@ use super::{
     holdings::Holdings,
     journal,
     labels::{self, BadLabel, LabelError},
-    lifetimes, matches, probes,
+    lifetimes, matches, probes, recent,
     totals::Totals,
     transfers::Touch,
     undo::UndoLog,
@@ -319,10 +319,10 @@ pub(super) fn write_blocks<B: CollectBalances>(
         rows.balances.collect_moves(block.number, &logs)?;
         let touches = logs.iter().flat_map(|(tx, log)| Touch::of(*tx, log));
         for touch in touches.clone() {
-            rows.lists.touch(&touch, undo)?;
+            rows.lists.touch(&touch)?;
             rows.held.touch(&touch)?;
         }
-        rows.lists.collect_block(txn, block, undo)?;
+        rows.lists.collect_block(txn, block)?;
         if options.appearances {
             rows.seen.collect_block(block, undo)?;
         }
@@ -358,13 +358,13 @@ pub fn write_batch(
     (out.stats.transfer_ids, out.stats.appearances) =
         balances.write_beside(db, &txn, keep_from, || -> Result<(u64, u64), WriteError> {
             held.write(&txn, &mut undo)?;
-            let leaving = journal::rows_below(&txn, keep_from)?;
-            let window = appearances::Window::starting_at(&txn, keep_from, &leaving)?;
-            let appearances = seen.write(&txn, window)?.appearances;
+            let mut leaving = recent::take_below(&txn, keep_from)?;
+            let appearances =
+                seen.write(&txn, appearances::Window::starting_at(keep_from, &mut leaving))?.appearances;
             totals.write(&txn, keep_from)?;
             undo.write(&txn)?;
             let before = db.begin_read().ok();
-            let window = Window::starting_at(&txn, keep_from, &leaving)?;
+            let window = Window::starting_at(&txn, keep_from, &mut leaving)?;
             Ok((lists.write(&txn, before.as_ref(), window)?, appearances))
         })?;
     journal::prune(&txn, keep_from)?;

@@ -5,11 +5,16 @@ use signet_libmdbx::tx::TransactionKind;
 
 pub use super::integrity::CheckReport;
 use super::{
-    address_index, appearances, balances, contract_info, holdings, journal, labels, lifetimes, matches,
-    probes, totals,
+    address_index, appearances, balances, contract_info, holdings, integrity, journal, labels, lifetimes,
+    matches, probes, recent, totals,
 };
 use crate::{
-    db::{state, tables::TableId, Db, DbError, Txn},
+    db::{
+        codec::BlockNumber,
+        state,
+        tables::{OtsRecentIds, OtsUndoJournal, TableId},
+        Db, DbError, Txn,
+    },
     txid::TxId,
 };
 
@@ -23,10 +28,11 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckReport, DbError> {
     let mut report = CheckReport::default();
     // Without a checkpoint (a database no writer has bound) there is no tip to compare with.
     let tip = state::read_state(txn).ok().and_then(|s| s.checkpoint).map(|c| c.number);
-    let journal = journal::rows_below(txn, u64::MAX)?;
+    let (window, window_blocks) = recent::all(txn)?;
+    recent_blocks_journalled(txn, &window_blocks)?;
     matches::check(txn, &mut report)?;
     address_index::check_transfers(txn, &mut report, first_past(tip))?;
-    address_index::check_recent(txn, &mut report, first_past(tip), &journal)?;
+    address_index::check_recent(txn, &mut report, first_past(tip), &window.ids)?;
     contract_info::check(txn, tip)?;
     labels::check(txn, tip)?;
     probes::check(txn, tip)?;
@@ -34,8 +40,22 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckReport, DbError> {
     holdings::check(txn, tip)?;
     totals::check(txn, tip)?;
     lifetimes::check(txn, tip)?;
-    (report.appearance_addresses, report.appearances) = appearances::check(txn, first_past(tip), &journal)?;
+    (report.appearance_addresses, report.appearances) = appearances::check(txn, first_past(tip), &window)?;
     Ok(report)
+}
+
+/// Every block the reorg window's own tables hold rows of is one the undo journal holds: rows
+/// of any other block would never leave the window, nor be unwound.
+fn recent_blocks_journalled<K: TransactionKind>(txn: &Txn<K>, blocks: &[u64]) -> Result<(), DbError> {
+    for &block in blocks {
+        if txn.get::<OtsUndoJournal>(&BlockNumber(block))?.is_none() {
+            return Err(integrity::broken::<OtsRecentIds>(
+                &block.to_be_bytes(),
+                "rows of a block the undo journal does not hold".into(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The transfer indexes and their counters alone (ots2's `transferIntegrityChecker`): keys and
@@ -44,7 +64,9 @@ pub fn check_transfer_indexes<K: TransactionKind>(txn: &Txn<K>) -> Result<CheckR
     let mut report = CheckReport::default();
     let below = first_past(state::read_tip(txn)?);
     address_index::check_transfers(txn, &mut report, below)?;
-    address_index::check_recent(txn, &mut report, below, &journal::rows_below(txn, u64::MAX)?)?;
+    let (window, window_blocks) = recent::all(txn)?;
+    recent_blocks_journalled(txn, &window_blocks)?;
+    address_index::check_recent(txn, &mut report, below, &window.ids)?;
     Ok(report)
 }
 

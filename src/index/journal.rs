@@ -2,26 +2,26 @@
 //! to an earlier block (reorgs and `ots-indexer unwind`) by asking each family to undo what the
 //! journal says its blocks wrote.
 //!
-//! Ids grow with the chain, so undoing blocks `> to` is: drop match rows keyed above `to`, and
-//! cut every address list the undo journal names back to ids below the first id of block
-//! `to + 1` (docs/architecture.md, "Invariants").
+//! Ids grow with the chain, so undoing blocks `> to` is: drop match rows keyed above `to`, drop
+//! the reorg window's rows of those blocks (address and appearance lists, totals), and cut what
+//! the undo journal names back to ids below the first id of block `to + 1`
+//! (docs/architecture.md, "Invariants").
 
 use std::{collections::BTreeSet, time::Instant};
 
 use alloy_primitives::Address;
-use signet_libmdbx::tx::TransactionKind;
 use tracing::debug;
 
 use super::{
-    address_index::{self, Cuts, IdList},
-    appearances, balances, contract_info, holdings, labels, lifetimes, matches, probes, totals,
+    address_index, appearances, balances, contract_info, holdings, labels, lifetimes, matches, probes,
+    recent, totals,
 };
 use crate::{
     db::{
         codec::{BlockNumber, IndexKind},
         state::{self, Checkpoint, StateError},
         tables::*,
-        DbError, DbResult, Txn, WriteTxn,
+        DbError, DbResult, WriteTxn,
     },
     decode::TokenKind,
     txid::TxId,
@@ -75,25 +75,10 @@ pub fn prune(txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
 /// had left it (the journal stays): how a database reads when compared with another whose
 /// window starts elsewhere (`check --hash`), in a transaction that is then dropped.
 pub fn fold_window(txn: &WriteTxn) -> DbResult<()> {
-    address_index::IdLists::default().write(txn, None, address_index::Window::closed(txn)?)?;
-    appearances::Appearances::default().write(txn, appearances::Window::closed(txn)?)?;
+    let mut leaving = recent::take_below(txn, u64::MAX)?;
+    address_index::IdLists::default().write(txn, None, address_index::Window::closed(&mut leaving))?;
+    appearances::Appearances::default().write(txn, appearances::Window::closed(&mut leaving))?;
     totals::fold(txn, u64::MAX)
-}
-
-/// Every (row kind, address) that the journal's blocks below `below` name: rows that leave the
-/// reorg window when those blocks do.
-pub fn rows_below<K: TransactionKind>(txn: &Txn<K>, below: u64) -> DbResult<BTreeSet<(IndexKind, Address)>> {
-    let mut rows = BTreeSet::new();
-    let mut cursor = txn.cursor::<OtsUndoJournal>()?;
-    let mut next = cursor.first()?;
-    while let Some((BlockNumber(block), record)) = next {
-        if block >= below {
-            break;
-        }
-        rows.extend(record.touched);
-        next = cursor.next_entry()?;
-    }
-    Ok(rows)
 }
 
 /// The oldest block the undo journal covers, if any.
@@ -103,25 +88,26 @@ pub fn journal_start(txn: &WriteTxn) -> DbResult<Option<u64>> {
 
 /// Undoes the row of `kind` under `address` that an unwound block wrote: the one place a
 /// journal kind is tied to its family.
-fn unwind_row(txn: &WriteTxn, kind: IndexKind, address: &Address, to: u64, cuts: Cuts) -> DbResult<()> {
-    let list = |list| address_index::unwind_address(txn, list, address, cuts);
-    let held = |kind| holdings::unwind_holder(txn, kind, address, cuts.tx);
+fn unwind_row(txn: &WriteTxn, kind: IndexKind, address: &Address, to: u64, tx_cut: u64) -> DbResult<()> {
+    let held = |kind| holdings::unwind_holder(txn, kind, address, tx_cut);
     match kind {
-        IndexKind::Erc20Transfers => list(IdList::Erc20Transfers),
-        IndexKind::Erc721Transfers => list(IdList::Erc721Transfers),
-        IndexKind::Erc1155Transfers => list(IdList::Erc1155Transfers),
-        IndexKind::BlocksRewarded => list(IdList::BlocksRewarded),
-        IndexKind::Withdrawals => list(IdList::Withdrawals),
+        // Kept in the reorg window's own tables, which `recent::unwind` cuts back by block; the
+        // journal names none of these.
+        IndexKind::Erc20Transfers
+        | IndexKind::Erc721Transfers
+        | IndexKind::Erc1155Transfers
+        | IndexKind::BlocksRewarded
+        | IndexKind::Withdrawals
+        | IndexKind::Appearances
+        | IndexKind::SentTxs => Ok(()),
         IndexKind::Erc20Holdings => held(TokenKind::Erc20),
         IndexKind::Erc721Holdings => held(TokenKind::Erc721),
         IndexKind::Erc1155Holdings => held(TokenKind::Erc1155),
         IndexKind::ContractInfo => contract_info::unwind_address(txn, address, to),
         IndexKind::Label => labels::unwind_address(txn, address, to),
         IndexKind::TransferProbe => probes::unwind_address(txn, address, to),
-        IndexKind::Appearances => appearances::unwind_appearances(txn, address, cuts.tx),
-        IndexKind::SentTxs => appearances::unwind_sent(txn, address, cuts.tx),
-        IndexKind::ContractCreator => appearances::unwind_creator(txn, address, cuts.tx),
-        IndexKind::CodeRemoval => lifetimes::unwind_contract(txn, address, cuts.tx),
+        IndexKind::ContractCreator => appearances::unwind_creator(txn, address, tx_cut),
+        IndexKind::CodeRemoval => lifetimes::unwind_contract(txn, address, tx_cut),
     }
 }
 
@@ -148,13 +134,11 @@ pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
     balances::unwind(txn, to, tip.number)?;
     let balance_seconds = started.elapsed().as_secs_f64();
     totals::unwind(txn, to, tip.number)?;
-    let cuts = Cuts {
-        tx: TxId::first_of_block(to + 1).0,
-        block: to + 1,
-        withdrawal: address_index::unwind_withdrawal_blocks(txn, to)?,
-    };
+    recent::unwind(txn, to)?;
+    address_index::unwind_withdrawal_blocks(txn, to)?;
+    let tx_cut = TxId::first_of_block(to + 1).0;
     for (kind, address) in &touched {
-        unwind_row(txn, *kind, address, to, cuts)?;
+        unwind_row(txn, *kind, address, to, tx_cut)?;
     }
     matches::unwind(txn, to)?;
     // Where an unwind's time goes (docs/benchmarks.md reads these): the rest is the commit.

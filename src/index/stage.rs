@@ -17,7 +17,7 @@ use super::{
     balances::BulkBalances,
     batch::{write_blocks, Kinds, Rows},
     holdings::Holdings,
-    journal,
+    journal, recent,
     totals::Totals,
     undo::UndoLog,
     BatchOptions, BatchStats, ClassifiedBlock, WriteError, WrittenBatch,
@@ -147,16 +147,19 @@ impl Stage {
             *since = std::time::Instant::now();
         };
         let mut since = std::time::Instant::now();
+        // What the reorg window held (after an earlier follow of the head) goes to the tables
+        // first: the stage's blocks are all newer.
+        let mut leaving = recent::take_below(&txn, u64::MAX)?;
         {
             // No address index was written in this transaction yet: a snapshot taken now holds
             // the state they start from, which a whole-table rewrite copies.
             let before = db.begin_read().ok();
-            stats.transfer_ids = lists.write(&txn, before.as_ref(), Window::closed(&txn)?)?;
+            stats.transfer_ids = lists.write(&txn, before.as_ref(), Window::closed(&mut leaving))?;
         }
         lap("address indexes", &mut since);
         held.write(&txn, &mut UndoLog::keeping_from(u64::MAX))?;
         lap("holdings", &mut since);
-        stats.appearances = seen.write(&txn, appearances::Window::closed(&txn)?)?.appearances;
+        stats.appearances = seen.write(&txn, appearances::Window::closed(&mut leaving))?.appearances;
         lap("appearances", &mut since);
         totals.write(&txn, u64::MAX)?;
         lap("totals", &mut since);

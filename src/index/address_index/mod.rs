@@ -26,7 +26,6 @@ use super::{
     rewrite::rewrite_pays,
     seen_in_tx::SeenInTx,
     transfers::Touch,
-    undo::UndoLog,
 };
 use crate::{
     db::{
@@ -77,19 +76,7 @@ impl IdList {
         }
     }
 
-    /// The index a journal row kind names, if it names one.
-    pub const fn of_journal_kind(kind: IndexKind) -> Option<Self> {
-        match kind {
-            IndexKind::Erc20Transfers => Some(Self::Erc20Transfers),
-            IndexKind::Erc721Transfers => Some(Self::Erc721Transfers),
-            IndexKind::Erc1155Transfers => Some(Self::Erc1155Transfers),
-            IndexKind::BlocksRewarded => Some(Self::BlocksRewarded),
-            IndexKind::Withdrawals => Some(Self::Withdrawals),
-            _ => None,
-        }
-    }
-
-    /// How the undo journal names a row of this index.
+    /// How the undo journal's row kinds (and the reorg window's rows) name this index.
     pub const fn journal_kind(self) -> IndexKind {
         match self {
             Self::Erc20Transfers => IndexKind::Erc20Transfers,
@@ -147,27 +134,26 @@ impl IdLists {
         self.lists.iter_mut().map(|l| l as &mut dyn Buffer)
     }
 
-    fn push(&mut self, list: IdList, address: Address, id: u64, undo: &mut UndoLog) -> DbResult<()> {
+    fn push(&mut self, list: IdList, address: Address, id: u64) -> DbResult<()> {
         self.lists[list as usize].push((address, id))?;
-        undo.touch(list.journal_kind(), address);
         Ok(())
     }
 
     /// Collects a transfer's touch.
-    pub fn touch(&mut self, touch: &Touch, undo: &mut UndoLog) -> DbResult<()> {
+    pub fn touch(&mut self, touch: &Touch) -> DbResult<()> {
         let list = IdList::of_transfers(touch.kind);
         if !self.in_tx[list as usize].first_time(touch.address, touch.tx) {
             return Ok(());
         }
-        self.push(list, touch.address, touch.tx.0, undo)
+        self.push(list, touch.address, touch.tx.0)
     }
 
     /// Collects `block`'s fee recipient and withdrawals, and writes which block holds its last
     /// withdrawal.
-    pub fn collect_block(&mut self, txn: &WriteTxn, block: &BlockData, undo: &mut UndoLog) -> DbResult<()> {
-        self.push(IdList::BlocksRewarded, block.coinbase, block.number, undo)?;
+    pub fn collect_block(&mut self, txn: &WriteTxn, block: &BlockData) -> DbResult<()> {
+        self.push(IdList::BlocksRewarded, block.coinbase, block.number)?;
         for w in &block.withdrawals {
-            self.push(IdList::Withdrawals, w.address, w.index, undo)?;
+            self.push(IdList::Withdrawals, w.address, w.index)?;
         }
         if let Some(last_withdrawal) = block.withdrawals.iter().map(|w| w.index).max() {
             txn.put::<OtsWithdrawalIdx2Block>(&Count(last_withdrawal), &BlockNumber(block.number))?;
@@ -184,15 +170,28 @@ impl IdLists {
     /// sort puts right.
     pub fn write(self, txn: &WriteTxn, before: Option<&ReadTxn>, window: Window) -> DbResult<u64> {
         let mut transfer_ids = 0;
+        let mut new_rows = recent::NewRows::default();
         let Window { cuts, leaving } = window;
         for ((list, collector), leaving) in ID_LISTS.into_iter().zip(self.lists).zip(leaving) {
-            let mut write =
-                Write { list, collector: Some(collector), leaving, cut: cuts.of(list), txn, before };
+            let mut write = Write {
+                collector: Some(collector),
+                leaving,
+                cut: cuts.of(list),
+                txn,
+                before,
+                recent: Vec::new(),
+            };
             let written = view_id_list(list, &mut write)?;
             if TRANSFER_LISTS.contains(&list) {
                 transfer_ids += written;
             }
+            for (address, ids) in write.recent {
+                for id in ids {
+                    new_rows.id(block_of(txn, list, id)?, list.journal_kind(), address, id);
+                }
+            }
         }
+        new_rows.write(txn)?;
         Ok(transfer_ids)
     }
 }
@@ -212,39 +211,40 @@ pub struct Window {
 }
 
 impl Window {
-    /// A window that starts at block `keep_from`: takes out of it the ids that the journal rows
-    /// `leaving` (those of its blocks below `keep_from`) name. The block → withdrawal table must
-    /// already hold the written blocks' rows.
-    pub fn starting_at(
-        txn: &WriteTxn,
-        keep_from: u64,
-        leaving: &std::collections::BTreeSet<(IndexKind, Address)>,
-    ) -> DbResult<Self> {
+    /// A window that starts at block `keep_from`, with the ids of `leaving` (what its blocks
+    /// below `keep_from` held) moving out. The block → withdrawal table must already hold the
+    /// written blocks' rows.
+    pub fn starting_at(txn: &WriteTxn, keep_from: u64, leaving: &mut recent::Leaving) -> DbResult<Self> {
         let cuts = Cuts {
             tx: TxId::first_of_block(keep_from).0,
             block: keep_from,
             withdrawal: first_withdrawal_from(txn, keep_from)?,
         };
-        let mut moved: [AddressIds; 5] = Default::default();
-        for (kind, address) in leaving {
-            let Some(list) = IdList::of_journal_kind(*kind) else { continue };
-            let ids = recent::take_below(txn, *kind, address, cuts.of(list))?;
-            if !ids.is_empty() {
-                moved[list as usize].push((*address, ids));
-            }
-        }
-        Ok(Self { cuts, leaving: moved })
+        Ok(Self { cuts, leaving: ID_LISTS.map(|list| leaving.take_list(list.journal_kind())) })
     }
 
     /// No window (a bulk stage, whose blocks are all older than it): every id goes to the
-    /// tables, and what the window held goes there first.
-    pub fn closed(txn: &WriteTxn) -> DbResult<Self> {
-        let mut moved: [AddressIds; 5] = Default::default();
-        for list in ID_LISTS {
-            moved[list as usize] = recent::take_all(txn, list.journal_kind())?;
-        }
-        Ok(Self { cuts: Cuts::NONE, leaving: moved })
+    /// tables, and `leaving` (all the window held) first.
+    pub fn closed(leaving: &mut recent::Leaving) -> Self {
+        Self { cuts: Cuts::NONE, leaving: ID_LISTS.map(|list| leaving.take_list(list.journal_kind())) }
     }
+}
+
+/// The block that added id `id` to `list`.
+fn block_of(txn: &WriteTxn, list: IdList, id: u64) -> DbResult<u64> {
+    Ok(match list {
+        IdList::Erc20Transfers | IdList::Erc721Transfers | IdList::Erc1155Transfers => TxId(id).block(),
+        IdList::BlocksRewarded => id,
+        IdList::Withdrawals => match txn.cursor::<OtsWithdrawalIdx2Block>()?.seek(&Count(id))? {
+            Some((_, BlockNumber(block))) => block,
+            None => {
+                return Err(broken::<OtsWithdrawalIdx2Block>(
+                    &id.to_be_bytes(),
+                    "no block holds a withdrawal just written".into(),
+                ))
+            }
+        },
+    })
 }
 
 /// The first withdrawal index of the blocks from `block` on (every one at or above it is theirs).
@@ -298,12 +298,13 @@ impl<L: Iterator<Item = (Address, Vec<u64>)>, B: Iterator<Item = (Address, Vec<u
 }
 
 struct Write<'a> {
-    list: IdList,
     collector: Option<IdCollector>,
     leaving: AddressIds,
     cut: u64,
     txn: &'a WriteTxn,
     before: Option<&'a ReadTxn>,
+    /// The collected ids at or above the cut, for the window.
+    recent: AddressIds,
 }
 
 impl IdListViewer for Write<'_> {
@@ -324,12 +325,11 @@ impl IdListViewer for Write<'_> {
         }
         let addresses = sorted.as_ref().map_or(0, |s| s.keys_at_most(|row| row.0)) + leaving.len() as u64;
         let mut groups = sorted.map(|s| s.groups(|row| row));
-        let mut recent_ids = AddressIds::new();
         let rows = ToTable {
             leaving: leaving.into_iter().peekable(),
             written: groups.iter_mut().flatten().peekable(),
             cut: self.cut,
-            recent: &mut recent_ids,
+            recent: &mut self.recent,
         };
         match self.before {
             Some(before) if rewrite_pays(self.txn.stats::<I>()?.entries, addresses) => {
@@ -342,18 +342,14 @@ impl IdListViewer for Write<'_> {
                 }
             }
         }
-        let collected = match groups {
-            Some(groups) => groups.finish()?,
-            None => 0,
-        };
-        for (address, ids) in &recent_ids {
-            recent::add(self.txn, self.list.journal_kind(), address, ids)?;
+        match groups {
+            Some(groups) => Ok(groups.finish()?),
+            None => Ok(0),
         }
-        Ok(collected)
     }
 }
 
-/// Where an unwind to block `to` cuts each kind of id.
+/// Where the reorg window starts for each kind of id.
 #[derive(Debug, Clone, Copy)]
 pub struct Cuts {
     /// TxIds: the first id of block `to + 1`.
@@ -377,25 +373,17 @@ impl Cuts {
     }
 }
 
-/// Drops the `OtsWithdrawalIdx2Block` rows of blocks above `to`; returns the first withdrawal
-/// index those blocks held (every withdrawal index at or above it is unwound).
-pub fn unwind_withdrawal_blocks(txn: &WriteTxn, to: u64) -> DbResult<u64> {
+/// Drops the `OtsWithdrawalIdx2Block` rows of blocks above `to`.
+pub fn unwind_withdrawal_blocks(txn: &WriteTxn, to: u64) -> DbResult<()> {
     loop {
         let last = txn.cursor::<OtsWithdrawalIdx2Block>()?.last()?;
         match last {
             Some((count, BlockNumber(block))) if block > to => {
                 txn.delete::<OtsWithdrawalIdx2Block>(&count, None)?;
             }
-            Some((Count(last_kept), _)) => return Ok(last_kept + 1),
-            None => return Ok(0),
+            _ => return Ok(()),
         }
     }
-}
-
-/// Cuts `address`'s list in `list` back to the ids below the unwind's cut. The unwound blocks
-/// are all in the reorg window, so their ids are all in [`recent`].
-pub fn unwind_address(txn: &WriteTxn, list: IdList, address: &Address, cuts: Cuts) -> DbResult<()> {
-    recent::cut_back(txn, list.journal_kind(), address, cuts.of(list))
 }
 
 struct Check<'a, K: TransactionKind> {
@@ -448,26 +436,26 @@ pub fn check_transfers<K: TransactionKind>(
     Ok(())
 }
 
-/// Checks the reorg window's part of every list: each address's window ids come after its
-/// table's, a transfer index's stay below `below` (the first id past the tip), and the undo
-/// journal names every (list, address) the window holds (`journal`), or its ids would never
-/// leave. A window-only address counts as a list of `report`.
+/// Checks the reorg window's part of every list (`window`: its ids by list and address): each
+/// address's window ids come after its table's, and a transfer index's stay below `below` (the
+/// first id past the tip). A window-only address counts as a list of `report`.
 pub fn check_recent<K: TransactionKind>(
     txn: &Txn<K>,
     report: &mut CheckReport,
     below: u64,
-    journal: &std::collections::BTreeSet<(IndexKind, Address)>,
+    window: &recent::IdsByList,
 ) -> DbResult<()> {
     for list in ID_LISTS {
-        for (address, ids) in recent::all(txn, list.journal_kind())? {
+        let kind = list.journal_kind();
+        for ((_, address), ids) in window.range((kind, Address::ZERO)..=(kind, Address::repeat_byte(0xff))) {
             let bad = |reason: String| {
-                let mut key = vec![list.journal_kind() as u8];
+                let mut key = vec![kind as u8];
                 key.extend_from_slice(address.as_slice());
                 broken::<OtsRecentIds>(&key, reason)
             };
-            let stored = view_id_list(list, &mut Counted(txn, &address))?;
+            let stored = view_id_list(list, &mut Counted(txn, address))?;
             let last_stored = match stored.checked_sub(1) {
-                Some(last) => view_id_list(list, &mut Paged { txn, address: &address, idx: last, count: 1 })?,
+                Some(last) => view_id_list(list, &mut Paged { txn, address, idx: last, count: 1 })?,
                 None => Vec::new(),
             };
             if let (Some(&last), Some(&first)) = (last_stored.last(), ids.first()) {
@@ -477,11 +465,11 @@ pub fn check_recent<K: TransactionKind>(
                     )));
                 }
             }
+            if ids.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(bad("window ids do not grow from block to block".into()));
+            }
             if let Some(&last) = ids.last().filter(|&&l| TRANSFER_LISTS.contains(&list) && l >= below) {
                 return Err(bad(format!("holds id {last:#x}, beyond the indexed tip")));
-            }
-            if !journal.contains(&(list.journal_kind(), address)) {
-                return Err(bad("no block of the undo journal wrote these ids".into()));
             }
             if TRANSFER_LISTS.contains(&list) {
                 report.addresses += u64::from(stored == 0);
@@ -552,7 +540,6 @@ mod tests {
     #[test]
     fn a_transaction_touching_an_address_twice_gathers_it_once_per_index() {
         let mut lists = IdLists::default();
-        let mut undo = UndoLog::keeping_from(0);
         let [token, router, user] = [1, 2, 3].map(Address::repeat_byte);
         let touch = |kind, address, tx| Touch { kind, token, address, tx: TxId(tx) };
         for t in [
@@ -563,7 +550,7 @@ mod tests {
             touch(TokenKind::Erc721, router, 7),
             touch(TokenKind::Erc20, router, 8),
         ] {
-            lists.touch(&t, &mut undo).expect("touch");
+            lists.touch(&t).expect("touch");
         }
         let len = |list: IdList| lists.lists[list as usize].len();
         assert_eq!(len(IdList::Erc20Transfers), 3, "user and router in 7, router in 8");

@@ -74,20 +74,19 @@ impl Appearances {
         [&mut self.seen, &mut self.sent, &mut self.created]
     }
 
-    fn see(&mut self, address: Address, tx: TxId, undo: &mut UndoLog) -> DbResult<()> {
+    fn see(&mut self, address: Address, tx: TxId) -> DbResult<()> {
         if self.in_tx.first_time(address, tx) {
             self.seen.push((address, tx.0))?;
-            undo.touch(IndexKind::Appearances, address);
         }
         Ok(())
     }
 
     fn see_frame(&mut self, frame: &CallFrame, id: TxId, undo: &mut UndoLog) -> DbResult<()> {
         let creates = matches!(frame.kind, FrameKind::Create | FrameKind::Create2);
-        self.see(frame.from, id, undo)?;
+        self.see(frame.from, id)?;
         // A create frame that failed before an address was known names none.
         if !(creates && frame.to.is_zero()) {
-            self.see(frame.to, id, undo)?;
+            self.see(frame.to, id)?;
         }
         if creates && frame.success {
             self.create(frame.to, Creation { tx: id, creator: frame.from }, undo)?;
@@ -111,18 +110,17 @@ impl Appearances {
         for (i, (tx, receipt)) in block.transactions.iter().zip(&block.receipts).enumerate() {
             let id = TxId::new(block.number, i as u64)?;
             ids.push(id);
-            self.see(tx.from, id, undo)?;
+            self.see(tx.from, id)?;
             if let Some(to) = tx.to {
-                self.see(to, id, undo)?;
+                self.see(to, id)?;
             }
             if let Some(created) = receipt.contract_address {
-                self.see(created, id, undo)?;
+                self.see(created, id)?;
                 if receipt.success && block.frames.is_none() {
                     self.create(created, Creation { tx: id, creator: tx.from }, undo)?;
                 }
             }
             self.sent.push((tx.from, id.0, tx.nonce)).map_err(DbError::from)?;
-            undo.touch(IndexKind::SentTxs, tx.from);
             while let Some(frame) = frames.get(next_frame).filter(|f| f.tx_index == i as u64) {
                 self.see_frame(frame, id, undo)?;
                 next_frame += 1;
@@ -141,6 +139,7 @@ impl Appearances {
     /// lists first.
     pub fn write(self, txn: &WriteTxn, window: Window) -> DbResult<AppearanceStats> {
         let mut stats = AppearanceStats::default();
+        let mut new_rows = recent::NewRows::default();
         let Window { cut, seen: leaving, sent: leaving_sent } = window;
         let mut leaving_sent = leaving_sent.into_iter().peekable();
         for (address, ids) in leaving {
@@ -169,14 +168,12 @@ impl Appearances {
             let split = ids.partition_point(|&id| id < cut);
             let run_split = run.partition_point(|&(id, _)| id < cut);
             write_list(txn, &address, &ids[..split], &run[..run_split], &mut stats)?;
-            if split < ids.len() {
-                sent_marks(&address, &ids[split..], &run[run_split..])?;
-                recent::add(txn, IndexKind::Appearances, &address, &ids[split..])?;
-                if run_split < run.len() {
-                    recent::add_sent(txn, &address, &run[run_split..])?;
-                }
-            } else if run_split < run.len() {
-                return Err(unseen_sender(&address));
+            sent_marks(&address, &ids[split..], &run[run_split..])?;
+            for &id in &ids[split..] {
+                new_rows.id(TxId(id).block(), IndexKind::Appearances, address, id);
+            }
+            for &(id, nonce) in &run[run_split..] {
+                new_rows.sent(TxId(id).block(), address, id, nonce);
             }
         }
         if let Some((sender, _)) = next_sent {
@@ -184,6 +181,7 @@ impl Appearances {
         }
         stats.appearances = seen.finish()?;
         sent.finish()?;
+        new_rows.write(txn)?;
         let mut creators = txn.cursor::<OtsContractCreators>()?;
         for row in self.created.into_sorted()? {
             let (contract, tx, creator) = row?;
@@ -201,46 +199,27 @@ pub struct Window {
     cut: u64,
     /// Leaving appearances, addresses ascending.
     seen: Vec<(Address, Vec<u64>)>,
-    /// Leaving sent transactions.
-    sent: recent::SentRuns,
+    /// Leaving sent transactions as (TxId, nonce), senders ascending.
+    sent: Vec<(Address, Vec<(u64, u64)>)>,
 }
 
 impl Window {
-    /// A window that starts at block `keep_from`: takes out of it what the journal rows
-    /// `leaving` (those of its blocks below `keep_from`) name.
-    pub fn starting_at(
-        txn: &WriteTxn,
-        keep_from: u64,
-        leaving: &std::collections::BTreeSet<(IndexKind, Address)>,
-    ) -> DbResult<Self> {
-        let cut = TxId::first_of_block(keep_from).0;
-        let mut window = Self { cut, seen: Vec::new(), sent: Vec::new() };
-        for (kind, address) in leaving {
-            match kind {
-                IndexKind::Appearances => {
-                    let ids = recent::take_below(txn, *kind, address, cut)?;
-                    if !ids.is_empty() {
-                        window.seen.push((*address, ids));
-                    }
-                }
-                IndexKind::SentTxs => {
-                    let run = recent::take_sent_below(txn, address, cut)?;
-                    if !run.is_empty() {
-                        window.sent.push((*address, run));
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok(window)
+    /// A window that starts at block `keep_from`, with the appearances and sent transactions of
+    /// `leaving` (what its blocks below `keep_from` held) moving out.
+    pub fn starting_at(keep_from: u64, leaving: &mut recent::Leaving) -> Self {
+        Self::with_cut(TxId::first_of_block(keep_from).0, leaving)
     }
 
-    /// No window (a bulk stage): everything goes to the lists, and what the window held first.
-    pub fn closed(txn: &WriteTxn) -> DbResult<Self> {
-        let seen = recent::take_all(txn, IndexKind::Appearances)?;
-        let sent = recent::all_sent(txn)?;
-        txn.clear::<OtsRecentSent>()?;
-        Ok(Self { cut: u64::MAX, seen, sent })
+    /// No window (a bulk stage): everything goes to the lists, and `leaving` (all the window
+    /// held) first.
+    pub fn closed(leaving: &mut recent::Leaving) -> Self {
+        Self::with_cut(u64::MAX, leaving)
+    }
+
+    fn with_cut(cut: u64, leaving: &mut recent::Leaving) -> Self {
+        let seen = leaving.take_list(IndexKind::Appearances);
+        let sent = std::mem::take(&mut leaving.sent).into_iter().collect();
+        Self { cut, seen, sent }
     }
 }
 
@@ -317,18 +296,6 @@ fn write_anchors(txn: &WriteTxn, sender: &Address, before: u64, run: &[(u64, u64
         }
     }
     Ok(written)
-}
-
-/// Cuts `address`'s appearances back to TxIds below `cut` (all of the unwound ones are in the
-/// reorg window).
-pub fn unwind_appearances(txn: &WriteTxn, address: &Address, cut: u64) -> DbResult<()> {
-    recent::cut_back(txn, IndexKind::Appearances, address, cut)
-}
-
-/// Cuts `sender`'s sent transactions back to TxIds below `cut` (all of the unwound ones are in
-/// the reorg window, and no anchor was written for them).
-pub fn unwind_sent(txn: &WriteTxn, sender: &Address, cut: u64) -> DbResult<()> {
-    recent::cut_sent_back(txn, sender, cut)
 }
 
 /// Drops the creations of `contract` at or after TxId `cut`.
@@ -443,15 +410,11 @@ pub fn ends<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<Opt
 }
 
 /// Checks the family: the lists (see [`lists::check`]), anchors inside their sender's sent ids
-/// with nonces that grow, creations below `below`, and the reorg window's part (see
-/// [`check_window`]; `journal`: every row its blocks name). Returns (addresses, appearances).
-pub fn check<K: TransactionKind>(
-    txn: &Txn<K>,
-    below: u64,
-    journal: &std::collections::BTreeSet<(IndexKind, Address)>,
-) -> DbResult<(u64, u64)> {
+/// with nonces that grow, creations below `below`, and the reorg window's part (`window`, see
+/// [`check_window`]). Returns (addresses, appearances).
+pub fn check<K: TransactionKind>(txn: &Txn<K>, below: u64, window: &recent::Leaving) -> DbResult<(u64, u64)> {
     let (mut addresses, mut appearances) = lists::check::<OtsAppearances, K>(txn, below)?;
-    let (window_addresses, window_appearances) = check_window(txn, below, journal)?;
+    let (window_addresses, window_appearances) = check_window(txn, below, window)?;
     addresses += window_addresses;
     appearances += window_appearances;
     let mut cursor = txn.walking_cursor::<OtsNonceAnchors>()?;
@@ -486,53 +449,47 @@ pub fn check<K: TransactionKind>(
     Ok((addresses, appearances))
 }
 
-/// Checks the reorg window's appearances and sent transactions: each address's come after its
-/// list's and below `below`, each sent one is among its sender's window appearances, and the
-/// journal names every address (or they would never leave the window). Returns (addresses
-/// only the window holds, appearances it holds).
+/// Checks the reorg window's appearances and sent transactions (`window`): each address's come
+/// after its list's and below `below`, and each sent one is among its sender's window
+/// appearances. Returns (addresses only the window holds, appearances it holds).
 fn check_window<K: TransactionKind>(
     txn: &Txn<K>,
     below: u64,
-    journal: &std::collections::BTreeSet<(IndexKind, Address)>,
+    window: &recent::Leaving,
 ) -> DbResult<(u64, u64)> {
     let (mut addresses, mut appearances) = (0, 0);
-    let bad = |kind: IndexKind, address: &Address, reason: String| {
-        let mut key = vec![kind as u8];
-        key.extend_from_slice(address.as_slice());
-        broken::<OtsRecentIds>(&key, reason)
-    };
-    for (address, ids) in recent::all(txn, IndexKind::Appearances)? {
-        let stored = lists::ends::<OtsAppearances, K>(txn, &address)?;
+    let kind = IndexKind::Appearances;
+    for ((_, address), ids) in window.ids.range((kind, Address::ZERO)..=(kind, Address::repeat_byte(0xff))) {
+        let bad = |reason: String| {
+            let mut key = vec![kind as u8];
+            key.extend_from_slice(address.as_slice());
+            broken::<OtsRecentIds>(&key, reason)
+        };
+        let stored = lists::ends::<OtsAppearances, K>(txn, address)?;
         if let (Some((_, last)), Some(&first)) = (stored, ids.first()) {
             if first <= last {
-                let reason =
-                    format!("window TxId {} is not past the list's last {}", TxId(first), TxId(last));
-                return Err(bad(IndexKind::Appearances, &address, reason));
+                return Err(bad(format!(
+                    "window TxId {} is not past the list's last {}",
+                    TxId(first),
+                    TxId(last)
+                )));
             }
         }
-        if let Some(&last) = ids.last().filter(|&&l| l >= below) {
-            let reason = format!("holds TxId {}, beyond the indexed tip", TxId(last));
-            return Err(bad(IndexKind::Appearances, &address, reason));
+        if ids.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(bad("window TxIds do not grow from block to block".into()));
         }
-        if !journal.contains(&(IndexKind::Appearances, address)) {
-            let reason = "no block of the undo journal wrote these ids".into();
-            return Err(bad(IndexKind::Appearances, &address, reason));
+        if let Some(&last) = ids.last().filter(|&&l| l >= below) {
+            return Err(bad(format!("holds TxId {}, beyond the indexed tip", TxId(last))));
         }
         addresses += u64::from(stored.is_none());
         appearances += ids.len() as u64;
     }
-    for (sender, run) in recent::all_sent(txn)? {
-        let seen = recent::ids(txn, IndexKind::Appearances, &sender)?;
+    for (sender, run) in &window.sent {
+        let seen = window.ids.get(&(kind, *sender)).map_or(&[][..], Vec::as_slice);
         if let Some(&(tx, _)) = run.iter().find(|(tx, _)| seen.binary_search(tx).is_err()) {
             return Err(broken::<OtsRecentSent>(
                 sender.as_slice(),
                 format!("sent TxId {} is not among the window's appearances", TxId(tx)),
-            ));
-        }
-        if !journal.contains(&(IndexKind::SentTxs, sender)) {
-            return Err(broken::<OtsRecentSent>(
-                sender.as_slice(),
-                "no block of the undo journal wrote these transactions".into(),
             ));
         }
     }
@@ -628,13 +585,13 @@ mod tests {
         {
             let txn = db.begin_write().expect("write");
             let written = gathered(&seen, &[(b, 11, 0)])
-                .write(&txn, Window::closed(&txn).expect("window"))
+                .write(&txn, Window::closed(&mut Default::default()))
                 .expect("consistent rows");
             assert_eq!(written.appearances, 2);
         }
         for sent in [(a, 10, 0), (c, 10, 0), (b, 12, 1)] {
             let txn = db.begin_write().expect("write");
-            let refused = gathered(&seen, &[sent]).write(&txn, Window::closed(&txn).expect("window"));
+            let refused = gathered(&seen, &[sent]).write(&txn, Window::closed(&mut Default::default()));
             assert!(matches!(refused, Err(DbError::Corrupt { .. })), "{sent:?}: {refused:?}");
         }
     }
