@@ -11,7 +11,7 @@ use alloy::primitives::Address;
 use common::transfer_chain::{self, block};
 use ots_indexer::{
     db::{
-        codec::{BlockNumber, ChunkKey, IdChunk, IndexKind, RecentId},
+        codec::{BlockNumber, ChunkKey, IdChunk, IndexKind, ListId, RecentId, RecentKey},
         tables::*,
         AccessMode, Db,
     },
@@ -196,6 +196,13 @@ fn the_checker_refuses_window_ids_out_of_place() {
     let block = TxId(ids[0]).block();
     tampered("an id not past the table's", &|txn| {
         let row = RecentId { kind: IndexKind::Erc20Transfers, address, id: first_stored };
+        txn.put::<OtsRecentIds>(&BlockNumber(block), &row).expect("put");
+        let key = RecentKey { kind: IndexKind::Erc20Transfers, address };
+        txn.put::<OtsRecentIdsByAddress>(&key, &ListId(first_stored)).expect("put");
+    });
+    // A row kept by block but not by address: reads would miss it.
+    tampered("a row missing by address", &|txn| {
+        let row = RecentId { kind: IndexKind::Erc20Transfers, address, id: ids[0] + 1 };
         txn.put::<OtsRecentIds>(&BlockNumber(block), &row).expect("put");
     });
     // Rows of a block the journal does not hold: they would never leave the window.

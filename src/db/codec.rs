@@ -24,7 +24,7 @@ pub use balances::{
 };
 pub use contract_info::ContractInfo;
 pub use label::{Label, MAX_LABEL_BYTES};
-pub use recent::{RecentId, RecentSent};
+pub use recent::{ListId, RecentId, RecentKey, RecentSent, SentTx};
 pub use totals::{AddressTotals, TotalsDelta};
 
 /// A value read from disk did not have the shape its table declares.

@@ -5,9 +5,9 @@
 
 use super::codec::{
     AddressTotals, Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup,
-    Creation, Holding, IdChunk, KeyCodec, Label, ListKey, MultiKey, MultiPrior, NonceAnchor, OwnerPrior,
-    PackedIds, PairKey, Rank, RecentId, RecentSent, StateKey, TokenIdKey, TotalsDelta, UndoRecord,
-    ValueCodec,
+    Creation, Holding, IdChunk, KeyCodec, Label, ListId, ListKey, MultiKey, MultiPrior, NonceAnchor,
+    OwnerPrior, PackedIds, PairKey, Rank, RecentId, RecentKey, RecentSent, SentTx, StateKey, TokenIdKey,
+    TotalsDelta, UndoRecord, ValueCodec,
 };
 use alloy_primitives::Address;
 
@@ -269,6 +269,13 @@ tables! {
     /// each TxId is among its sender's `OtsRecentIds` appearance ids. They move into
     /// `OtsAppearances` (as marks) and `OtsNonceAnchors` with their blocks.
     OtsRecentSent: DupFixed, BlockNumber => RecentSent;
+    /// `OtsRecentIds` by list and address (ours), for reads: one seek finds an address's
+    /// window ids. Key: list kind (1) ‖ address (20). Dup: id (8), ascending. Written, moved
+    /// and deleted with `OtsRecentIds`, which holds exactly the same rows.
+    OtsRecentIdsByAddress: DupFixed, RecentKey => ListId;
+    /// `OtsRecentSent` by sender (ours), for reads. Key: sender (20). Dup: TxId (8) ‖ nonce (8),
+    /// sorted by TxId. Holds exactly the rows of `OtsRecentSent`.
+    OtsRecentSentBySender: DupFixed, Address => SentTx;
     /// Undo journal (not part of ots2). Key: block number (8). Value: block hash (32) ‖
     /// repeated [row kind (1) ‖ address (20)]: the rows the block wrote that its number alone
     /// does not find (address-index lists, holdings, contract info, labels, probes). Kept for the
@@ -297,9 +304,9 @@ mod tests {
         // The ots2 format: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
         // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, the 8
         // balance tables, contract info, transfer probes, labels, the 3 appearance tables, the 2
-        // totals tables, code removals, the window's list ids and sent transactions, undo journal
-        // and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 3 + 2 + 1 + 7);
+        // totals tables, code removals, the window's list ids and sent transactions (each by
+        // block and by address), undo journal and internal state.
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 3 + 2 + 1 + 9);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

@@ -90,6 +90,8 @@ fn dumped_tables() -> impl Iterator<Item = TableId> {
                 | TableId::OtsUndoJournal
                 | TableId::OtsRecentIds
                 | TableId::OtsRecentSent
+                | TableId::OtsRecentIdsByAddress
+                | TableId::OtsRecentSentBySender
         )
     })
 }

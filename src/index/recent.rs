@@ -3,20 +3,21 @@
 //! tables instead of on the pages of the large ones.
 //!
 //! A block's rows are appended when it is written, moved into the large tables in one piece when
-//! it leaves the window, and deleted in one piece when it is unwound: each touches a few
-//! neighbouring pages, not a page of each large table per address (docs/architecture.md,
-//! "Invariants"). A list reads as its table's ids followed by these, all of which are larger;
-//! finding an address's window rows takes one seek per window block. Each list is named by the
-//! undo journal's row kind for it.
+//! it leaves the window, and deleted in one piece when it is unwound: each touches a few pages of
+//! small tables, not a page of each large table per address (docs/architecture.md,
+//! "Invariants"). The same rows are kept by address too (`OtsRecentIdsByAddress`,
+//! `OtsRecentSentBySender`), for reads: a list reads as its table's ids followed by these, all
+//! of which are larger, one seek away. Each list is named by the undo journal's row kind for it.
 
 use std::collections::BTreeMap;
 
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
 
+use super::integrity;
 use crate::db::{
-    codec::{BlockNumber, IndexKind, RecentId, RecentSent, ValueCodec},
-    tables::{OtsRecentIds, OtsRecentSent},
+    codec::{BlockNumber, IndexKind, ListId, RecentId, RecentKey, RecentSent, SentTx},
+    tables::{OtsRecentIds, OtsRecentIdsByAddress, OtsRecentSent, OtsRecentSentBySender},
     DbResult, Txn, WriteTxn,
 };
 
@@ -26,60 +27,33 @@ pub type IdsByList = BTreeMap<(IndexKind, Address), Vec<u64>>;
 /// Window transactions by sender, as (TxId, nonce) ascending.
 pub type SentBySender = BTreeMap<Address, Vec<(u64, u64)>>;
 
-/// The blocks the window holds rows of in `T`, ascending.
-fn blocks<K: TransactionKind, T>(txn: &Txn<K>) -> DbResult<Vec<u64>>
-where
-    T: crate::db::tables::DupTable + crate::db::tables::Table<Key = BlockNumber>,
-{
-    let mut out = Vec::new();
-    let mut cursor = txn.cursor::<T>()?;
-    let mut next = cursor.first()?;
-    while let Some((BlockNumber(block), _)) = next {
-        out.push(block);
-        next = cursor.next_key()?;
-    }
-    Ok(out)
-}
-
 /// The window's ids of `address` in list `kind`, ascending.
 pub fn ids<K: TransactionKind>(txn: &Txn<K>, kind: IndexKind, address: &Address) -> DbResult<Vec<u64>> {
-    // A DupFixed table seeks with a whole value: the least dup of the list.
-    let least = RecentId { kind, address: *address, id: 0 }.encode_value();
-    let mut out = Vec::new();
-    let mut cursor = txn.cursor::<OtsRecentIds>()?;
-    for block in blocks::<K, OtsRecentIds>(txn)? {
-        let mut next = cursor.seek_dup_at_least(&BlockNumber(block), &least)?;
-        while let Some(row) = next.filter(|r| r.kind == kind && r.address == *address) {
-            out.push(row.id);
-            next = cursor.next_dup()?;
-        }
-    }
-    Ok(out)
+    let key = RecentKey { kind, address: *address };
+    Ok(txn.cursor::<OtsRecentIdsByAddress>()?.dups(&key)?.into_iter().map(|ListId(id)| id).collect())
 }
 
 /// How many ids the window holds for `address` in list `kind`.
 pub fn count<K: TransactionKind>(txn: &Txn<K>, kind: IndexKind, address: &Address) -> DbResult<u64> {
-    Ok(ids(txn, kind, address)?.len() as u64)
+    let mut cursor = txn.cursor::<OtsRecentIdsByAddress>()?;
+    if cursor.seek_exact(&RecentKey { kind, address: *address })?.is_none() {
+        return Ok(0);
+    }
+    Ok(cursor.dup_count()? as u64)
 }
 
 /// The window's transactions `sender` sent, as (TxId, nonce), ascending.
 pub fn sent<K: TransactionKind>(txn: &Txn<K>, sender: &Address) -> DbResult<Vec<(u64, u64)>> {
-    let least = RecentSent { sender: *sender, tx: 0, nonce: 0 }.encode_value();
-    let mut out = Vec::new();
-    let mut cursor = txn.cursor::<OtsRecentSent>()?;
-    for block in blocks::<K, OtsRecentSent>(txn)? {
-        let mut next = cursor.seek_dup_at_least(&BlockNumber(block), &least)?;
-        while let Some(row) = next.filter(|r| r.sender == *sender) {
-            out.push((row.tx, row.nonce));
-            next = cursor.next_dup()?;
-        }
-    }
-    Ok(out)
+    Ok(txn.cursor::<OtsRecentSentBySender>()?.dups(sender)?.into_iter().map(|s| (s.tx, s.nonce)).collect())
 }
 
 /// How many transactions the window holds that `sender` sent.
 pub fn sent_count<K: TransactionKind>(txn: &Txn<K>, sender: &Address) -> DbResult<u64> {
-    Ok(sent(txn, sender)?.len() as u64)
+    let mut cursor = txn.cursor::<OtsRecentSentBySender>()?;
+    if cursor.seek_exact(sender)?.is_none() {
+        return Ok(0);
+    }
+    Ok(cursor.dup_count()? as u64)
 }
 
 /// Rows for the window, gathered by block and written at once.
@@ -104,17 +78,21 @@ impl NewRows {
     /// the same blocks, and these sort among them.
     pub fn write(self, txn: &WriteTxn) -> DbResult<()> {
         let mut ids = txn.cursor::<OtsRecentIds>()?;
+        let mut by_address = txn.cursor::<OtsRecentIdsByAddress>()?;
         for (block, mut rows) in self.ids {
             rows.sort_unstable();
             for row in &rows {
                 ids.put(&BlockNumber(block), row)?;
+                by_address.put(&RecentKey { kind: row.kind, address: row.address }, &ListId(row.id))?;
             }
         }
         let mut sent = txn.cursor::<OtsRecentSent>()?;
+        let mut by_sender = txn.cursor::<OtsRecentSentBySender>()?;
         for (block, mut rows) in self.sent {
             rows.sort_unstable();
             for row in &rows {
                 sent.put(&BlockNumber(block), row)?;
+                by_sender.put(&row.sender, &SentTx { tx: row.tx, nonce: row.nonce })?;
             }
         }
         Ok(())
@@ -140,35 +118,41 @@ impl Leaving {
 
 /// Takes every row of the window's blocks below `keep_from` out of it: those blocks leave it.
 pub fn take_below(txn: &WriteTxn, keep_from: u64) -> DbResult<Leaving> {
+    take_blocks(txn, |block| block < keep_from, false)
+}
+
+/// Deletes the rows of blocks above `to`: they are unwound.
+pub fn unwind(txn: &WriteTxn, to: u64) -> DbResult<()> {
+    take_blocks(txn, |block| block > to, true).map(drop)
+}
+
+/// Takes out the rows of the blocks at the window's start (or, `from_end`, at its end) that
+/// `whose` accepts, from both of each table's orders.
+fn take_blocks(txn: &WriteTxn, whose: impl Fn(u64) -> bool, from_end: bool) -> DbResult<Leaving> {
     let mut leaving = Leaving::default();
     let mut cursor = txn.cursor::<OtsRecentIds>()?;
-    while let Some((BlockNumber(block), _)) = cursor.first()?.filter(|(b, _)| b.0 < keep_from) {
+    let mut by_address = txn.cursor::<OtsRecentIdsByAddress>()?;
+    loop {
+        let edge = if from_end { cursor.last()? } else { cursor.first()? };
+        let Some((BlockNumber(block), _)) = edge.filter(|(b, _)| whose(b.0)) else { break };
         for row in cursor.dups(&BlockNumber(block))? {
+            by_address.delete_dup(&RecentKey { kind: row.kind, address: row.address }, &ListId(row.id))?;
             leaving.ids.entry((row.kind, row.address)).or_default().push(row.id);
         }
         txn.delete::<OtsRecentIds>(&BlockNumber(block), None)?;
     }
     let mut cursor = txn.cursor::<OtsRecentSent>()?;
-    while let Some((BlockNumber(block), _)) = cursor.first()?.filter(|(b, _)| b.0 < keep_from) {
+    let mut by_sender = txn.cursor::<OtsRecentSentBySender>()?;
+    loop {
+        let edge = if from_end { cursor.last()? } else { cursor.first()? };
+        let Some((BlockNumber(block), _)) = edge.filter(|(b, _)| whose(b.0)) else { break };
         for row in cursor.dups(&BlockNumber(block))? {
+            by_sender.delete_dup(&row.sender, &SentTx { tx: row.tx, nonce: row.nonce })?;
             leaving.sent.entry(row.sender).or_default().push((row.tx, row.nonce));
         }
         txn.delete::<OtsRecentSent>(&BlockNumber(block), None)?;
     }
     Ok(leaving)
-}
-
-/// Deletes the rows of blocks above `to`: they are unwound.
-pub fn unwind(txn: &WriteTxn, to: u64) -> DbResult<()> {
-    while let Some((BlockNumber(block), _)) = txn.cursor::<OtsRecentIds>()?.last()?.filter(|(b, _)| b.0 > to)
-    {
-        txn.delete::<OtsRecentIds>(&BlockNumber(block), None)?;
-    }
-    while let Some((BlockNumber(block), _)) = txn.cursor::<OtsRecentSent>()?.last()?.filter(|(b, _)| b.0 > to)
-    {
-        txn.delete::<OtsRecentSent>(&BlockNumber(block), None)?;
-    }
-    Ok(())
 }
 
 /// Every row the window holds (for `check`): ids by list and address, sent transactions by
@@ -195,5 +179,32 @@ pub fn all<K: TransactionKind>(txn: &Txn<K>) -> DbResult<(Leaving, Vec<u64>)> {
         next = cursor.next_entry()?;
     }
     blocks.sort_unstable();
+    by_address_agrees(txn, &rows)?;
     Ok((rows, blocks))
+}
+
+/// The by-address tables hold exactly the rows of the by-block ones (`rows`).
+fn by_address_agrees<K: TransactionKind>(txn: &Txn<K>, rows: &Leaving) -> DbResult<()> {
+    let mut ids = IdsByList::new();
+    let mut cursor = txn.cursor::<OtsRecentIdsByAddress>()?;
+    let mut next = cursor.first()?;
+    while let Some((RecentKey { kind, address }, ListId(id))) = next {
+        ids.entry((kind, address)).or_default().push(id);
+        next = cursor.next_entry()?;
+    }
+    let mut sent = SentBySender::new();
+    let mut cursor = txn.cursor::<OtsRecentSentBySender>()?;
+    let mut next = cursor.first()?;
+    while let Some((sender, SentTx { tx, nonce })) = next {
+        sent.entry(sender).or_default().push((tx, nonce));
+        next = cursor.next_entry()?;
+    }
+    // The by-block rows come in block order, so each list's ids ascend only if blocks' do.
+    if ids != rows.ids {
+        return Err(integrity::broken::<OtsRecentIdsByAddress>(&[], "differs from OtsRecentIds".into()));
+    }
+    if sent != rows.sent {
+        return Err(integrity::broken::<OtsRecentSentBySender>(&[], "differs from OtsRecentSent".into()));
+    }
+    Ok(())
 }

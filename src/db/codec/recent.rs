@@ -1,10 +1,76 @@
-//! Values of the reorg window's own tables (`OtsRecentIds`, `OtsRecentSent`, keyed by block):
-//! what the newest blocks added to the address and appearance lists, kept apart from the large
-//! tables until those blocks leave the window.
+//! Keys and values of the reorg window's own tables: what the newest blocks added to the address
+//! and appearance lists, kept apart from the large tables until those blocks leave the window,
+//! by block (`OtsRecentIds`, `OtsRecentSent`) and by address (`OtsRecentIdsByAddress`,
+//! `OtsRecentSentBySender`).
 
 use alloy_primitives::Address;
 
-use super::{address, be_u64, CodecError, IndexKind, ValueCodec};
+use super::{address, be_u64, CodecError, IndexKind, KeyCodec, ValueCodec};
+
+/// Key of `OtsRecentIdsByAddress`: the list's journal kind (1) ‖ address (20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RecentKey {
+    /// Which list (the undo journal's row kind of it).
+    pub kind: IndexKind,
+    /// Whose list.
+    pub address: Address,
+}
+
+impl KeyCodec for RecentKey {
+    type Encoded = [u8; 21];
+    fn encode_key(&self) -> [u8; 21] {
+        let mut out = [0u8; 21];
+        out[0] = self.kind as u8;
+        out[1..].copy_from_slice(self.address.as_slice());
+        out
+    }
+    fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
+        let [kind, rest @ ..] = bytes else {
+            return Err(CodecError::new("window key", "expected 21 bytes", bytes.len()));
+        };
+        let kind = IndexKind::from_byte(*kind)
+            .ok_or_else(|| CodecError::new("window key", "unknown list kind", bytes.len()))?;
+        Ok(Self { kind, address: address(rest, "window key")? })
+    }
+}
+
+/// One id of a list in the window, by address: 8 bytes big-endian, so a key's dups sort as the
+/// ids do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ListId(pub u64);
+
+impl ValueCodec for ListId {
+    fn encode_value(&self) -> Vec<u8> {
+        self.0.to_be_bytes().to_vec()
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        be_u64(bytes, "window list id").map(Self)
+    }
+}
+
+/// A window transaction, by its sender: TxId (8, BE) ‖ nonce (8, BE), sorted by TxId.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SentTx {
+    /// The transaction.
+    pub tx: u64,
+    /// Its nonce.
+    pub nonce: u64,
+}
+
+impl ValueCodec for SentTx {
+    fn encode_value(&self) -> Vec<u8> {
+        [self.tx.to_be_bytes(), self.nonce.to_be_bytes()].concat()
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 16 {
+            return Err(CodecError::new("window sent transaction", "expected 16 bytes", bytes.len()));
+        }
+        Ok(Self {
+            tx: be_u64(&bytes[..8], "window sent transaction")?,
+            nonce: be_u64(&bytes[8..], "window sent nonce")?,
+        })
+    }
+}
 
 /// One id a window block added to a list: the list's journal kind (1) ‖ address (20) ‖ id (8,
 /// BE), so a block's dups sort by list, then address, then id.
@@ -96,6 +162,22 @@ mod tests {
         assert!(row(IndexKind::Erc20Transfers, 0xff, 9) < row(IndexKind::Erc721Transfers, 0x00, 0));
         assert!(row(IndexKind::Erc20Transfers, 0x01, 9) < row(IndexKind::Erc20Transfers, 0x02, 0));
         assert!(row(IndexKind::Erc20Transfers, 0x01, 0x0100) > row(IndexKind::Erc20Transfers, 0x01, 0xff));
+    }
+
+    #[test]
+    fn the_by_address_rows_are_kind_and_address_then_id_or_txid_and_nonce() {
+        let key = RecentKey { kind: IndexKind::Appearances, address: Address::repeat_byte(0xab) };
+        let bytes = key.encode_key();
+        assert_eq!(bytes[0], 0x0b);
+        assert_eq!(&bytes[1..], &[0xab; 20]);
+        assert_eq!(RecentKey::decode_key(&bytes), Ok(key));
+        assert!(RecentKey::decode_key(&bytes[..20]).is_err());
+        assert_eq!(ListId(0x0102).encode_value(), hex!("0000000000000102"));
+        assert_eq!(ListId::decode_value(&hex!("0000000000000102")), Ok(ListId(0x0102)));
+        let sent = SentTx { tx: 0x0102, nonce: 7 };
+        assert_eq!(sent.encode_value(), hex!("0000000000000102 0000000000000007"));
+        assert_eq!(SentTx::decode_value(&sent.encode_value()), Ok(sent));
+        assert!(SentTx::decode_value(&[0; 15]).is_err());
     }
 
     #[test]
