@@ -371,7 +371,9 @@ impl ValueCodec for UndoRecordHash {
     }
 }
 
-/// Which address index an undo record entry refers to.
+/// Which kind of row an undo record entry refers to. The address-index and appearance kinds
+/// number the lists of the reorg window's own tables (`OtsRecentIds`) instead: the journal holds
+/// none of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]
 pub enum IndexKind {
@@ -432,14 +434,15 @@ impl IndexKind {
 }
 
 /// What one block wrote that cannot be found again from its block number: its hash, and the
-/// addresses whose index lists it extended. Kept for the newest blocks only (the reorg window).
+/// addresses of the rows it wrote in large tables (holdings, creators, contract metadata and the
+/// like). Kept for the newest blocks only (the reorg window).
 ///
 /// Bytes: block hash (32) ‖ repeated [index kind (1) ‖ address (20)], sorted, no repeats.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct UndoRecord {
     /// Hash of the block.
     pub hash: B256,
-    /// `(index, address)` pairs the block appended ids to.
+    /// `(row kind, address)` pairs of the rows the block wrote in large tables.
     pub touched: Vec<(IndexKind, Address)>,
 }
 

@@ -277,9 +277,10 @@ tables! {
     /// sorted by TxId. Holds exactly the rows of `OtsRecentSent`.
     OtsRecentSentBySender: DupFixed, Address => SentTx;
     /// Undo journal (not part of ots2). Key: block number (8). Value: block hash (32) ‖
-    /// repeated [row kind (1) ‖ address (20)]: the rows the block wrote that its number alone
-    /// does not find (address-index lists, holdings, contract info, labels, probes). Kept for the
-    /// newest blocks only (the reorg window); reorgs and `unwind` read it.
+    /// repeated [row kind (1) ‖ address (20)]: the rows the block wrote in large tables that its
+    /// number alone does not find (holdings, creators, code removals, contract info, labels,
+    /// probes; the lists keep theirs in `OtsRecentIds`). Kept for the newest blocks only (the
+    /// reorg window); reorgs and `unwind` read it, and a block leaving it moves its window rows.
     OtsUndoJournal: Plain, BlockNumber => UndoRecord;
     /// The indexer's own state (not part of ots2). Key: ASCII name. Value: defined per name in
     /// `db::state`: chain id, genesis hash, format version, classifiers, db state, last block.

@@ -16,6 +16,10 @@
 //! * [`totals`]: per address, wei received, sent, paid in fees and withdrawn, and top-level
 //!   transactions received (for `ots2_getAddressSummary`).
 //!
+//! [`recent`] keeps the rows of the blocks in the reorg window apart from the address-index and
+//! appearance families' large tables (the totals keep theirs in `OtsTotalsUndo`), so that an
+//! unwind writes none of those tables.
+//!
 //! [`write_batch`] runs them over a batch; [`journal`] unwinds them, [`check`] checks them.
 //! docs/architecture.md draws the whole flow.
 
