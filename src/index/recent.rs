@@ -99,16 +99,17 @@ impl NewRows {
     }
 }
 
-/// What blocks leaving the window held, taken out of it.
+/// Rows of the window's own tables, by list and address and by sender: what blocks leaving it
+/// held ([`take_below`]), or everything it holds ([`all`], for `check`).
 #[derive(Debug, Default)]
-pub struct Leaving {
+pub struct WindowRows {
     /// Ids by list and address.
     pub ids: IdsByList,
     /// Sent transactions by sender.
     pub sent: SentBySender,
 }
 
-impl Leaving {
+impl WindowRows {
     /// Takes `kind`'s lists out, addresses ascending.
     pub fn take_list(&mut self, kind: IndexKind) -> Vec<(Address, Vec<u64>)> {
         let keys: Vec<(IndexKind, Address)> = self.ids.keys().filter(|(k, _)| *k == kind).copied().collect();
@@ -117,7 +118,7 @@ impl Leaving {
 }
 
 /// Takes every row of the window's blocks below `keep_from` out of it: those blocks leave it.
-pub fn take_below(txn: &WriteTxn, keep_from: u64) -> DbResult<Leaving> {
+pub fn take_below(txn: &WriteTxn, keep_from: u64) -> DbResult<WindowRows> {
     take_blocks(txn, |block| block < keep_from, false)
 }
 
@@ -128,8 +129,8 @@ pub fn unwind(txn: &WriteTxn, to: u64) -> DbResult<()> {
 
 /// Takes out the rows of the blocks at the window's start (or, `from_end`, at its end) that
 /// `whose` accepts, from both of each table's orders.
-fn take_blocks(txn: &WriteTxn, whose: impl Fn(u64) -> bool, from_end: bool) -> DbResult<Leaving> {
-    let mut leaving = Leaving::default();
+fn take_blocks(txn: &WriteTxn, whose: impl Fn(u64) -> bool, from_end: bool) -> DbResult<WindowRows> {
+    let mut leaving = WindowRows::default();
     let mut cursor = txn.cursor::<OtsRecentIds>()?;
     let mut by_address = txn.cursor::<OtsRecentIdsByAddress>()?;
     loop {
@@ -157,8 +158,8 @@ fn take_blocks(txn: &WriteTxn, whose: impl Fn(u64) -> bool, from_end: bool) -> D
 
 /// Every row the window holds (for `check`): ids by list and address, sent transactions by
 /// sender, and the blocks they belong to.
-pub fn all<K: TransactionKind>(txn: &Txn<K>) -> DbResult<(Leaving, Vec<u64>)> {
-    let mut rows = Leaving::default();
+pub fn all<K: TransactionKind>(txn: &Txn<K>) -> DbResult<(WindowRows, Vec<u64>)> {
+    let mut rows = WindowRows::default();
     let mut blocks = Vec::new();
     let mut cursor = txn.cursor::<OtsRecentIds>()?;
     let mut next = cursor.first()?;
@@ -184,7 +185,7 @@ pub fn all<K: TransactionKind>(txn: &Txn<K>) -> DbResult<(Leaving, Vec<u64>)> {
 }
 
 /// The by-address tables hold exactly the rows of the by-block ones (`rows`).
-fn by_address_agrees<K: TransactionKind>(txn: &Txn<K>, rows: &Leaving) -> DbResult<()> {
+fn by_address_agrees<K: TransactionKind>(txn: &Txn<K>, rows: &WindowRows) -> DbResult<()> {
     let mut ids = IdsByList::new();
     let mut cursor = txn.cursor::<OtsRecentIdsByAddress>()?;
     let mut next = cursor.first()?;

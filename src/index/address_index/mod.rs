@@ -214,7 +214,7 @@ impl Window {
     /// A window that starts at block `keep_from`, with the ids of `leaving` (what its blocks
     /// below `keep_from` held) moving out. The block → withdrawal table must already hold the
     /// written blocks' rows.
-    pub fn starting_at(txn: &WriteTxn, keep_from: u64, leaving: &mut recent::Leaving) -> DbResult<Self> {
+    pub fn starting_at(txn: &WriteTxn, keep_from: u64, leaving: &mut recent::WindowRows) -> DbResult<Self> {
         let cuts = Cuts {
             tx: TxId::first_of_block(keep_from).0,
             block: keep_from,
@@ -225,7 +225,7 @@ impl Window {
 
     /// No window (a bulk stage, whose blocks are all older than it): every id goes to the
     /// tables, and `leaving` (all the window held) first.
-    pub fn closed(leaving: &mut recent::Leaving) -> Self {
+    pub fn closed(leaving: &mut recent::WindowRows) -> Self {
         Self { cuts: Cuts::NONE, leaving: ID_LISTS.map(|list| leaving.take_list(list.journal_kind())) }
     }
 }

@@ -206,17 +206,17 @@ pub struct Window {
 impl Window {
     /// A window that starts at block `keep_from`, with the appearances and sent transactions of
     /// `leaving` (what its blocks below `keep_from` held) moving out.
-    pub fn starting_at(keep_from: u64, leaving: &mut recent::Leaving) -> Self {
+    pub fn starting_at(keep_from: u64, leaving: &mut recent::WindowRows) -> Self {
         Self::with_cut(TxId::first_of_block(keep_from).0, leaving)
     }
 
     /// No window (a bulk stage): everything goes to the lists, and `leaving` (all the window
     /// held) first.
-    pub fn closed(leaving: &mut recent::Leaving) -> Self {
+    pub fn closed(leaving: &mut recent::WindowRows) -> Self {
         Self::with_cut(u64::MAX, leaving)
     }
 
-    fn with_cut(cut: u64, leaving: &mut recent::Leaving) -> Self {
+    fn with_cut(cut: u64, leaving: &mut recent::WindowRows) -> Self {
         let seen = leaving.take_list(IndexKind::Appearances);
         let sent = std::mem::take(&mut leaving.sent).into_iter().collect();
         Self { cut, seen, sent }
@@ -412,7 +412,11 @@ pub fn ends<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<Opt
 /// Checks the family: the lists (see [`lists::check`]), anchors inside their sender's sent ids
 /// with nonces that grow, creations below `below`, and the reorg window's part (`window`, see
 /// [`check_window`]). Returns (addresses, appearances).
-pub fn check<K: TransactionKind>(txn: &Txn<K>, below: u64, window: &recent::Leaving) -> DbResult<(u64, u64)> {
+pub fn check<K: TransactionKind>(
+    txn: &Txn<K>,
+    below: u64,
+    window: &recent::WindowRows,
+) -> DbResult<(u64, u64)> {
     let (mut addresses, mut appearances) = lists::check::<OtsAppearances, K>(txn, below)?;
     let (window_addresses, window_appearances) = check_window(txn, below, window)?;
     addresses += window_addresses;
@@ -455,7 +459,7 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, below: u64, window: &recent::Leav
 fn check_window<K: TransactionKind>(
     txn: &Txn<K>,
     below: u64,
-    window: &recent::Leaving,
+    window: &recent::WindowRows,
 ) -> DbResult<(u64, u64)> {
     let (mut addresses, mut appearances) = (0, 0);
     let kind = IndexKind::Appearances;
