@@ -10,11 +10,12 @@ use common::transfer_chain::{index, raw_tables};
 use ots_indexer::db::{tables::TableId, AccessMode, Db};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ots-indexer");
-/// Bytes of the balance table: one-block batches change rows all over it in place, so its
-/// pages split in the middle.
+/// Bytes of the balance table and its ranking: one-block batches change rows all over them in
+/// place (as the blocks leave the reorg window), so their pages split in the middle.
 fn balances_bytes(db: &Db) -> u64 {
     let stats = db.begin_read().expect("read").table_stats().expect("stats");
-    stats.iter().filter(|t| t.table == TableId::OtsTokenBalances).map(|t| t.bytes).sum()
+    let balances = [TableId::OtsTokenBalances, TableId::OtsTokenHolderRanks];
+    stats.iter().filter(|t| balances.contains(&t.table)).map(|t| t.bytes).sum()
 }
 
 fn compact(dir: &Path) -> std::process::Output {

@@ -17,7 +17,7 @@ use ots_indexer::{
     db::{compact::compact_into, tables::*, AccessMode, Db},
     index::{
         address_index::{page, IdList},
-        balances::{holder_count, holders_page, multi_balances},
+        balances::{holder_count, holders_page, multi_balances, owner},
         check::check,
         journal::{journal_start, unwind_to},
         write_batch, BatchOptions, ClassifiedBlock,
@@ -331,9 +331,9 @@ fn compare(db: &Db, model: &Model, world: &World, what: &str) {
             assert_eq!(holders_page(&txn, token, 1, 1).expect("page"), want[1..2].to_vec());
         }
     }
-    for ((token, id), owner) in &model.owners {
-        let got = txn.get::<OtsERC721Owners>(&ots_indexer::db::codec::TokenIdKey { token: *token, id: *id });
-        assert_eq!(got.expect("owner"), Some(*owner), "{what}: owner of {id}");
+    for ((token, id), want) in &model.owners {
+        let got = owner(&txn, *token, *id);
+        assert_eq!(got.expect("owner"), Some(*want), "{what}: owner of {id}");
     }
 }
 

@@ -1,7 +1,8 @@
 //! The reorg window's rows kept apart from the large tables (docs/architecture.md,
 //! "Invariants"): the newest blocks' list ids and appearances wait in `OtsRecentIds` and
-//! `OtsRecentSent`, reads join them to the tables', blocks leaving the window move theirs into
-//! the tables, and an unwind deletes window rows only.
+//! `OtsRecentSent`, their balances, owners and ERC1155 balances in `OtsRecentBalances` and its
+//! siblings; reads join them to the tables', blocks leaving the window move theirs into the
+//! tables, and an unwind deletes window rows only.
 
 mod common;
 
@@ -11,13 +12,15 @@ use alloy::primitives::Address;
 use common::transfer_chain::{self, block};
 use ots_indexer::{
     db::{
-        codec::{BlockNumber, ChunkKey, IdChunk, IndexKind, ListId, RecentId, RecentKey},
+        codec::{
+            BlockNumber, ChunkKey, IdChunk, IndexKind, ListId, RecentId, RecentKey, TokenIdKey, WindowValue,
+        },
         tables::*,
         AccessMode, Db,
     },
     index::{
         address_index::{count, page, IdList, ID_LISTS},
-        appearances,
+        appearances, balances,
         check::{check, dump},
         journal::{fold_window, unwind_to},
         recent, totals,
@@ -251,6 +254,81 @@ fn reads<K: TransactionKind>(
     out
 }
 
+#[test]
+fn the_checker_refuses_a_window_balance_out_of_step_with_its_blocks() {
+    let (_dir, db) = indexed(100, 10);
+    let tampered = |what: &str, change: &dyn Fn(&ots_indexer::db::WriteTxn)| {
+        let txn = db.begin_write().expect("write");
+        change(&txn);
+        let err = check(&txn).expect_err(what).to_string();
+        assert!(err.contains("OtsRecentBalances"), "{what}: {err}");
+        drop(txn);
+    };
+    let (key, row) = {
+        let txn = db.begin_read().expect("read");
+        let first = txn.cursor::<OtsRecentBalances>().expect("cursor").first().expect("first");
+        first.expect("a balance in the window")
+    };
+    tampered("a block's balance missing", &|txn| {
+        assert!(txn.delete::<OtsRecentBalances>(&key, Some(&row)).expect("delete"));
+    });
+    tampered("a balance of no block", &|txn| {
+        let stray = WindowValue { block: row.block + 1_000, ..row };
+        txn.put::<OtsRecentBalances>(&key, &stray).expect("put");
+    });
+}
+
+/// The tokens, ERC721 ids and ERC1155 holders the balances' window holds values of.
+fn window_balance_keys<K: TransactionKind>(
+    txn: &ots_indexer::db::Txn<K>,
+) -> (Vec<Address>, Vec<TokenIdKey>, Vec<(Address, Address)>) {
+    fn keys<T: Table, K: TransactionKind>(txn: &ots_indexer::db::Txn<K>) -> Vec<T::Key> {
+        let mut out = Vec::new();
+        let mut cursor = txn.cursor::<T>().expect("cursor");
+        let mut next = cursor.first().expect("first");
+        while let Some((key, _)) = next {
+            out.push(key);
+            next = cursor.next_key().expect("next");
+        }
+        out
+    }
+    let mut tokens: Vec<Address> = keys::<OtsRecentBalances, _>(txn).into_iter().map(|k| k.token).collect();
+    tokens.dedup();
+    let ids = keys::<OtsRecentOwners, _>(txn);
+    let mut multi: Vec<(Address, Address)> =
+        keys::<OtsRecentMultiBalances, _>(txn).into_iter().map(|k| (k.token, k.holder)).collect();
+    multi.dedup();
+    (tokens, ids, multi)
+}
+
+/// Every balance read of the given tokens (counts, whole rankings and pages of them, each
+/// ranked holder's balance), ERC721 ids and ERC1155 holders, as text.
+fn balance_reads<K: TransactionKind>(
+    txn: &ots_indexer::db::Txn<K>,
+    (tokens, ids, multi): &(Vec<Address>, Vec<TokenIdKey>, Vec<(Address, Address)>),
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for token in tokens {
+        let n = balances::holder_count(txn, token).expect("count");
+        let all = balances::holders_page(txn, token, 0, n + 5).expect("holders");
+        assert_eq!(all.len() as u64, n, "{token}: holder count and ranking disagree");
+        out.push(format!("{token} {n} {all:?}"));
+        for idx in (0..n + 2).step_by(3) {
+            out.push(format!("{idx} {:?}", balances::holders_page(txn, token, idx, 2).expect("page")));
+        }
+        for (holder, _) in all.iter().take(50) {
+            out.push(format!("{:?}", balances::balance(txn, *token, *holder).expect("balance")));
+        }
+    }
+    for key in ids {
+        out.push(format!("{key:?} {:?}", balances::owner(txn, key.token, key.id).expect("owner")));
+    }
+    for (token, holder) in multi {
+        out.push(format!("{:?}", balances::multi_balances(txn, *token, *holder).expect("multi")));
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reads_join_the_window_exactly_as_if_its_blocks_had_left_it() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -291,14 +369,28 @@ async fn reads_join_the_window_exactly_as_if_its_blocks_had_left_it() {
         addresses.dedup();
         (addresses, nonces.min(40))
     };
-    let live = reads(&db.begin_read().expect("read"), &addresses, nonces);
+    let balance_keys = window_balance_keys(&db.begin_read().expect("read"));
+    assert!(balance_keys.0.len() > 20, "{} tokens in the window", balance_keys.0.len());
+    assert!(!balance_keys.1.is_empty(), "no ERC721 id in the window");
+    assert!(!balance_keys.2.is_empty(), "no ERC1155 holder in the window");
+    let live = {
+        let txn = db.begin_read().expect("read");
+        let mut reads = reads(&txn, &addresses, nonces);
+        reads.extend(balance_reads(&txn, &balance_keys));
+        reads
+    };
     let folded = {
         let txn = db.begin_write().expect("write");
         fold_window(&txn).expect("fold");
         assert_eq!(txn.stats::<OtsRecentIds>().expect("stats").entries, 0);
         assert_eq!(txn.stats::<OtsRecentSent>().expect("stats").entries, 0);
         assert_eq!(txn.stats::<OtsTotalsUndo>().expect("stats").entries, 0);
-        reads(&txn, &addresses, nonces)
+        for table in [TableId::OtsRecentBalances, TableId::OtsRecentOwners, TableId::OtsRecentMultiBalances] {
+            assert!(txn.raw_entries(table).expect("entries").is_empty(), "{table:?} not folded");
+        }
+        let mut reads = reads(&txn, &addresses, nonces);
+        reads.extend(balance_reads(&txn, &balance_keys));
+        reads
     };
     assert!(live.len() > 10_000, "{} reads", live.len());
     for (live, folded) in live.iter().zip(&folded) {
@@ -314,13 +406,18 @@ async fn reads_join_the_window_exactly_as_if_its_blocks_had_left_it() {
         TableId::OtsERC20TransferIndex,
         TableId::OtsERC20TransferCounter,
         TableId::OtsWithdrawalsIndex,
+        TableId::OtsTokenBalances,
+        TableId::OtsTokenHolderRanks,
+        TableId::OtsTokenHolderCounts,
+        TableId::OtsERC721Owners,
+        TableId::OtsERC1155Balances,
     ];
     let large_tables = || {
         let txn = db.begin_read().expect("read");
         large.map(|t| txn.raw_entries(t).expect("entries"))
     };
     let before = large_tables();
-    assert!(before.iter().filter(|t| !t.is_empty()).count() >= 4, "the large tables are mostly empty");
+    assert!(before.iter().filter(|t| !t.is_empty()).count() >= 9, "the large tables are mostly empty");
     let txn = db.begin_write().expect("write");
     unwind_to(&txn, head - 10).expect("unwind");
     check(&txn).expect("check passes");

@@ -20,7 +20,7 @@ pub use appearances::{
     MAX_PACKED_BYTES,
 };
 pub use balances::{
-    Balance, BalancePrior, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank, TokenIdKey, VarKey,
+    Balance, BalancePrior, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank, TokenIdKey, VarKey, WindowValue,
 };
 pub use contract_info::ContractInfo;
 pub use label::{Label, MAX_LABEL_BYTES};

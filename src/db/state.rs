@@ -25,7 +25,7 @@ use signet_libmdbx::tx::TransactionKind;
 
 /// Version of the on-disk format this build writes and reads. Bump it when a table's bytes
 /// change; an older database is then refused instead of misread.
-pub const FORMAT_VERSION: u64 = 7;
+pub const FORMAT_VERSION: u64 = 8;
 
 const FORMAT_VERSION_KEY: &str = "format_version";
 const CHAIN_ID_KEY: &str = "chain_id";

@@ -7,9 +7,9 @@ use super::codec::{
     AddressTotals, Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup,
     Creation, Holding, IdChunk, KeyCodec, Label, ListId, ListKey, MultiKey, MultiPrior, NonceAnchor,
     OwnerPrior, PackedIds, PairKey, Rank, RecentId, RecentKey, RecentSent, SentTx, StateKey, TokenIdKey,
-    TotalsDelta, UndoRecord, ValueCodec,
+    TotalsDelta, UndoRecord, ValueCodec, WindowValue,
 };
-use alloy_primitives::Address;
+use alloy_primitives::{Address, U256};
 
 use crate::txid::TxId;
 use signet_libmdbx::DatabaseFlags;
@@ -193,22 +193,39 @@ tables! {
     /// Owner of every ERC721 token id (ours). Key: token (20) ‖ id length (1) ‖ id (BE without
     /// leading zeros, 0–32), ordered as the ids are. Value: owner (20). No row for a burnt id.
     OtsERC721Owners: Plain, TokenIdKey => Address;
-    /// What blocks changed in `OtsTokenBalances` (ours), for unwinds. Key: block (8). Dup:
-    /// token (20) ‖ holder (20) ‖ balance before the block (32): the balance's key ‖ its old
-    /// value. Kept for the reorg window, like `OtsUndoJournal`.
+    /// The balances blocks in the reorg window changed (ours): the window's part of
+    /// `OtsTokenBalances`, whose rows (with the ranks and holder counts) are the state before
+    /// the window's first block. Key: block (8). Dup: token (20) ‖ holder (20) ‖ balance
+    /// before the block (32). Each names one dup of `OtsRecentBalances`; a block leaving the
+    /// window settles them into the large tables, an unwind deletes them.
     OtsBalanceUndo: DupFixed, BlockNumber => BalancePrior;
-    /// What blocks changed in `OtsERC721Owners` (ours), for unwinds. Key: block (8). Dup:
-    /// token (20) ‖ id (32, BE) ‖ owner before the block (20; the zero address for none).
+    /// The ERC721 owners blocks in the reorg window changed (ours); as `OtsBalanceUndo`, for
+    /// `OtsERC721Owners` and `OtsRecentOwners`. Key: block (8). Dup: token (20) ‖ id (32, BE)
+    /// ‖ owner before the block (20; the zero address for none).
     OtsOwnerUndo: DupFixed, BlockNumber => OwnerPrior;
+    /// Token-wide balances as the reorg window's blocks left them (ours), for reads. Key:
+    /// token (20) ‖ holder (20). Dup: block (8) ‖ balance after it (32; zero when it emptied
+    /// the balance), sorted by block: the last dup is the balance now. One dup per row of
+    /// `OtsBalanceUndo`.
+    OtsRecentBalances: DupFixed, PairKey => WindowValue<U256>;
+    /// ERC721 owners as the reorg window's blocks left them (ours), for reads. Key: as
+    /// `OtsERC721Owners`. Dup: block (8) ‖ owner after it (20; the zero address once burnt).
+    /// One dup per row of `OtsOwnerUndo`.
+    OtsRecentOwners: DupFixed, TokenIdKey => WindowValue<Address>;
     /// ERC1155 balances from TransferSingle/TransferBatch logs (ours). Key: token (20) ‖
     /// holder (20) ‖ id length (1) ‖ id (BE without leading zeros, 0–32). Value: balance (BE
     /// without leading zeros, 1–32). No row for a zero balance, none for the zero
     /// address. A holder's total over all ids is its `OtsTokenBalances` row, which the holder
     /// count and ranking use.
     OtsERC1155Balances: Plain, MultiKey => Balance;
-    /// What blocks changed in `OtsERC1155Balances` (ours), for unwinds. Key: block (8). Dup:
-    /// token (20) ‖ holder (20) ‖ id (32) ‖ balance before the block (32).
+    /// The ERC1155 balances blocks in the reorg window changed (ours); as `OtsBalanceUndo`,
+    /// for `OtsERC1155Balances` and `OtsRecentMultiBalances`. Key: block (8). Dup: token (20) ‖
+    /// holder (20) ‖ id (32) ‖ balance before the block (32).
     OtsERC1155BalanceUndo: DupFixed, BlockNumber => MultiPrior;
+    /// ERC1155 balances as the reorg window's blocks left them (ours), for reads. Key: as
+    /// `OtsERC1155Balances`. Dup: block (8) ‖ balance after it (32). One dup per row of
+    /// `OtsERC1155BalanceUndo`.
+    OtsRecentMultiBalances: DupFixed, MultiKey => WindowValue<U256>;
     /// Contract metadata (not part of ots2, whose lists call the node per row). Key: contract
     /// (20). Dup: block whose classification wrote it (8) ‖ presence flags (1) ‖ optional
     /// decimals (1), asset (20), implementation (20), name and symbol (2-byte length ‖ UTF-8);
@@ -303,11 +320,11 @@ mod tests {
     #[test]
     fn registry_holds_every_ots2_table() {
         // The ots2 format: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
-        // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, the 8
-        // balance tables, contract info, transfer probes, labels, the 3 appearance tables, the 2
+        // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, the 11
+        // balance tables (3 of them the window's values by key), contract info, transfer probes, labels, the 3 appearance tables, the 2
         // totals tables, code removals, the window's list ids and sent transactions (each by
         // block and by address), undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 8 + 3 + 2 + 1 + 9);
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 11 + 3 + 2 + 1 + 9);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

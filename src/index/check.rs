@@ -92,6 +92,12 @@ fn dumped_tables() -> impl Iterator<Item = TableId> {
                 | TableId::OtsRecentSent
                 | TableId::OtsRecentIdsByAddress
                 | TableId::OtsRecentSentBySender
+                | TableId::OtsBalanceUndo
+                | TableId::OtsOwnerUndo
+                | TableId::OtsERC1155BalanceUndo
+                | TableId::OtsRecentBalances
+                | TableId::OtsRecentOwners
+                | TableId::OtsRecentMultiBalances
         )
     })
 }

@@ -63,7 +63,8 @@ fn prune_below<T: Table<Key = BlockNumber>>(txn: &WriteTxn, keep_from: u64) -> D
 }
 
 /// Drops every per-block undo row of blocks below `keep_from`: they left the reorg window. (The
-/// totals' window deltas are not undo rows: `totals::fold` moves them into the totals.)
+/// totals' window deltas are not undo rows: `totals::fold` moves them into the totals; the
+/// balances' window values settle with the batch that prunes their blocks' rows.)
 pub fn prune(txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
     prune_below::<OtsUndoJournal>(txn, keep_from)?;
     prune_below::<OtsBalanceUndo>(txn, keep_from)?;
@@ -78,7 +79,15 @@ pub fn fold_window(txn: &WriteTxn) -> DbResult<()> {
     let mut leaving = recent::take_below(txn, u64::MAX)?;
     address_index::IdLists::default().write(txn, None, address_index::Window::closed(&mut leaving))?;
     appearances::Appearances::default().write(txn, appearances::Window::closed(&mut leaving))?;
-    totals::fold(txn, u64::MAX)
+    totals::fold(txn, u64::MAX)?;
+    balances::fold(txn, u64::MAX)
+}
+
+/// Every block leaves the reorg window: its rows move into the large tables and the journal
+/// that could unwind it is dropped.
+pub fn close_window(txn: &WriteTxn) -> DbResult<()> {
+    fold_window(txn)?;
+    prune(txn, u64::MAX)
 }
 
 /// The oldest block the undo journal covers, if any.

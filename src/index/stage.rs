@@ -77,7 +77,16 @@ impl Stage {
     /// Begins a stage on the indexed tip: takes the writer lock and empties the run directory.
     pub fn begin(db: &Db, options: StageOptions) -> Result<Self, WriteError> {
         let runs = RunDir::create(&run_dir(db)).map_err(crate::db::DbError::from)?;
-        let txn = db.begin_write()?;
+        let mut txn = db.begin_write()?;
+        if journal::journal_start(&txn)?.is_some() {
+            // The reorg window's blocks (from an earlier follow of the head) leave it first, in
+            // their own commit: the stage's balance books are replayed from committed state,
+            // which must hold the window's values settled. The stage's own commit would drop
+            // their journal anyway: its blocks are all newer.
+            journal::close_window(&txn)?;
+            txn.commit()?;
+            txn = db.begin_write()?;
+        }
         let tip = state::read_state(&txn)?.checkpoint;
         // One buffer may take half the budget: the busiest family fills up first.
         let each = options.buffer_bytes / 2;

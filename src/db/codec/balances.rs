@@ -9,7 +9,7 @@
 
 use alloy_primitives::{Address, U256};
 
-use super::{address, CodecError, KeyCodec, ValueCodec};
+use super::{address, be_u64, CodecError, KeyCodec, ValueCodec};
 
 /// The bytes of `v` without leading zeros (none for zero).
 fn trimmed(v: &U256) -> ([u8; 32], usize) {
@@ -268,6 +268,47 @@ impl ValueCodec for OwnerPrior {
     }
 }
 
+/// A value as a block in the reorg window left it: `block (8) ‖ value`, the value fixed-size
+/// (a balance 32 bytes, an owner 20, the zero address for none), so that a key's dups sort by
+/// block and the newest is the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowValue<V> {
+    /// The block.
+    pub block: u64,
+    /// The value after it.
+    pub value: V,
+}
+
+impl ValueCodec for WindowValue<U256> {
+    fn encode_value(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(40);
+        out.extend_from_slice(&self.block.to_be_bytes());
+        out.extend_from_slice(&self.value.to_be_bytes::<32>());
+        out
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 40 {
+            return Err(CodecError::new("window balance", "expected 40 bytes", bytes.len()));
+        }
+        Ok(Self { block: be_u64(&bytes[..8], "block")?, value: U256::from_be_slice(&bytes[8..]) })
+    }
+}
+
+impl ValueCodec for WindowValue<Address> {
+    fn encode_value(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(28);
+        out.extend_from_slice(&self.block.to_be_bytes());
+        out.extend_from_slice(self.value.as_slice());
+        out
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 28 {
+            return Err(CodecError::new("window owner", "expected 28 bytes", bytes.len()));
+        }
+        Ok(Self { block: be_u64(&bytes[..8], "block")?, value: address(&bytes[8..], "owner")? })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,5 +397,25 @@ mod tests {
         let big = Rank { balance: U256::from(1000), holder: h }.encode_value();
         let small = Rank { balance: U256::from(3), holder: Address::ZERO }.encode_value();
         assert!(big < small);
+    }
+
+    #[test]
+    fn window_values_pin_their_bytes_and_sort_by_block() {
+        let balance = WindowValue { block: 0x0102, value: U256::from(9) };
+        let bytes = balance.encode_value();
+        assert_eq!(bytes.len(), 40);
+        assert_eq!(&bytes[..8], &[0, 0, 0, 0, 0, 0, 1, 2]);
+        assert_eq!((&bytes[8..39], bytes[39]), (&[0u8; 31][..], 9));
+        assert_eq!(WindowValue::<U256>::decode_value(&bytes), Ok(balance));
+        assert!(WindowValue::<U256>::decode_value(&bytes[..39]).is_err());
+        let later = WindowValue { block: 0x0103, value: U256::ZERO }.encode_value();
+        assert!(bytes < later, "a later block's dup sorts after, whatever its value");
+        let owner = WindowValue { block: 5, value: Address::repeat_byte(0x33) };
+        let bytes = owner.encode_value();
+        assert_eq!(bytes.len(), 28);
+        assert_eq!(&bytes[..8], &5u64.to_be_bytes());
+        assert_eq!(&bytes[8..], &[0x33; 20]);
+        assert_eq!(WindowValue::<Address>::decode_value(&bytes), Ok(owner));
+        assert!(WindowValue::<Address>::decode_value(&bytes[1..]).is_err());
     }
 }

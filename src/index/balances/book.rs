@@ -15,7 +15,7 @@ use signet_libmdbx::tx::{Rw, TransactionKind};
 use crate::db::{
     codec::{
         Balance, BalancePrior, BlockNumber, Count, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank,
-        TokenIdKey,
+        TokenIdKey, WindowValue,
     },
     tables::*,
     DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
@@ -57,54 +57,83 @@ impl BalanceMove {
 /// One value while its batch is resolved.
 #[derive(Debug, Clone, Copy)]
 struct Slot<V> {
-    /// What the table held before the batch.
-    before: V,
-    /// What it holds after the moves replayed so far.
+    /// What the large table holds before the batch: the value before the reorg window.
+    stored: V,
+    /// What it holds after: `stored` as the blocks that leave the window with this batch left
+    /// it.
+    settled: V,
+    /// The value after the moves replayed so far.
     now: V,
-    /// The last block that changed it: a block's first change records the prior for its undo.
-    block: Option<u64>,
+    /// The newest window block that changed it, and that block's row in the batch's window
+    /// rows.
+    row: Option<(u64, usize)>,
 }
 
 impl<V: Copy> Slot<V> {
-    fn new(before: V) -> Self {
-        Self { before, now: before, block: None }
+    fn new(stored: V) -> Self {
+        Self { stored, settled: stored, now: stored, row: None }
     }
 
-    /// The value before `block`'s first change, if this is that change and `block` keeps undo
-    /// rows (is at least `keep_from`).
-    fn first_change_in(&mut self, block: u64, keep_from: u64) -> Option<V> {
-        (block >= keep_from && self.block != Some(block)).then(|| {
-            self.block = Some(block);
-            self.now
-        })
+    /// Sets the value as of `block`: settled if the block leaves the window with this batch
+    /// (is below `keep_from`), else a window row of the block (one per key and block, holding
+    /// the value before the block and after it).
+    fn set<K: Copy>(&mut self, key: K, block: u64, keep_from: u64, now: V, rows: &mut Vec<WindowRow<K, V>>) {
+        if block < keep_from {
+            self.settled = now;
+        } else if let Some(row) = self.row.filter(|(b, _)| *b == block).and_then(|(_, at)| rows.get_mut(at)) {
+            row.after = now;
+        } else {
+            self.row = Some((block, rows.len()));
+            rows.push(WindowRow { block, key, before: self.now, after: now });
+        }
+        self.now = now;
     }
+}
+
+/// What one block in the reorg window changed in one value.
+#[derive(Debug, Clone, Copy)]
+struct WindowRow<K, V> {
+    block: u64,
+    key: K,
+    before: V,
+    after: V,
 }
 
 /// A reference to no slot: a move's side whose holder is the zero address, or a move of another
 /// kind.
 const NO_SLOT: u32 = u32::MAX;
 
-/// The slots of a batch, one per key its moves touch, in table order.
+/// The slots of a batch, one per key its moves touch or a block leaving the window changed, in
+/// table order, with the window's dups of the blocks leaving it.
 #[derive(Debug)]
 struct Slots<K, V> {
     /// The keys, ascending.
     keys: Vec<K>,
     /// The slot of `keys[i]`.
     slots: Vec<Slot<V>>,
+    /// The dups of the window table that leave it with this batch, in key order.
+    leaving: Vec<(K, WindowValue<V>)>,
 }
 
 impl<K: Copy + Ord, V: Copy> Slots<K, V> {
-    /// Reads the stored value of every key in `refs` through one cursor, walking them in order
-    /// (`absent` where the table has none). Each key comes with an index into `slot_of`, which
-    /// is set to the key's slot: the moves are then replayed in chain order straight to their
-    /// slots, with no lookup (hashing every move's keys was a fifth of the balances' merge).
-    fn read<T: Table<Key = K>, Kind: TransactionKind>(
+    /// Reads the value of every key in `refs` through one cursor per table, walking them in
+    /// order: as the large table `T` holds it (`absent` where it has none) and as the window
+    /// table `W` has it. Each key comes with an index into `slot_of`, which is set to the key's
+    /// slot: the moves are then replayed in chain order straight to their slots, with no lookup
+    /// (hashing every move's keys was a fifth of the balances' merge).
+    fn read<T, W, Kind>(
         txn: &Txn<Kind>,
         mut refs: Vec<(K, u32)>,
         slot_of: &mut [u32],
         absent: V,
         value: impl Fn(T::Value) -> V,
-    ) -> DbResult<Self> {
+        keep_from: u64,
+    ) -> DbResult<Self>
+    where
+        T: Table<Key = K>,
+        W: DupTable + Table<Key = K, Value = WindowValue<V>>,
+        Kind: TransactionKind,
+    {
         refs.sort_unstable_by_key(|r| r.0);
         let mut keys: Vec<K> = Vec::new();
         for (key, at) in refs {
@@ -116,11 +145,23 @@ impl<K: Copy + Ord, V: Copy> Slots<K, V> {
             }
         }
         let mut slots = Vec::with_capacity(keys.len());
+        let mut leaving = Vec::new();
         let mut cursor = txn.walking_cursor::<T>()?;
+        let mut window = txn.walking_cursor::<W>()?;
         for key in &keys {
-            slots.push(Slot::new(cursor.seek_exact(key)?.map_or(absent, &value)));
+            let mut slot = Slot::new(cursor.seek_exact(key)?.map_or(absent, &value));
+            let mut dup = window.seek_exact(key)?;
+            while let Some(row) = dup {
+                if row.block < keep_from {
+                    slot.settled = row.value;
+                    leaving.push((*key, row));
+                }
+                slot.now = row.value;
+                dup = window.next_dup()?;
+            }
+            slots.push(slot);
         }
-        Ok(Self { keys, slots })
+        Ok(Self { keys, slots, leaving })
     }
 
     /// Slot `at` with its key (`None` for [`NO_SLOT`]).
@@ -129,7 +170,8 @@ impl<K: Copy + Ord, V: Copy> Slots<K, V> {
         Some((key, self.slots.get_mut(at as usize)?))
     }
 
-    /// Every changed key in table order, with its value before the batch and now.
+    /// Every key whose large-table value changes, in table order, with its value before the
+    /// batch and after.
     fn changed(&self) -> impl Iterator<Item = (&K, V, V)> + '_
     where
         V: PartialEq,
@@ -137,8 +179,31 @@ impl<K: Copy + Ord, V: Copy> Slots<K, V> {
         self.keys
             .iter()
             .zip(&self.slots)
-            .filter_map(|(k, slot)| (slot.before != slot.now).then_some((k, slot.before, slot.now)))
+            .filter_map(|(k, slot)| (slot.stored != slot.settled).then_some((k, slot.stored, slot.settled)))
     }
+}
+
+/// The keys blocks below `keep_from` changed, by the window's per-block table `U`: their
+/// window dups settle into the large tables with this batch.
+fn leaving_keys<U, K>(
+    txn: &Txn<impl TransactionKind>,
+    keep_from: u64,
+    key: impl Fn(U::Value) -> K,
+) -> DbResult<Vec<(K, u32)>>
+where
+    U: DupTable + Table<Key = BlockNumber>,
+{
+    let mut out = Vec::new();
+    let mut cursor = txn.cursor::<U>()?;
+    let mut entry = cursor.first()?;
+    while let Some((BlockNumber(block), row)) = entry {
+        if block >= keep_from {
+            break;
+        }
+        out.push((key(row), NO_SLOT));
+        entry = cursor.next_entry()?;
+    }
+    Ok(out)
 }
 
 /// The balance and owner changes of one batch, in the order the chain made them.
@@ -147,17 +212,17 @@ pub(super) struct BalanceBook {
     moves: Vec<(u64, BalanceMove)>,
 }
 
-/// A batch's values resolved against the database, with what each block found before its first
-/// change: ready to be written.
+/// A batch's values resolved against the database: what the large tables hold after it, and the
+/// rows of its blocks in the reorg window; ready to be written.
 #[derive(Debug)]
 pub(super) struct Resolved {
     balances: Slots<PairKey, U256>,
     owners: Slots<TokenIdKey, Address>,
     multi: Slots<MultiKey, U256>,
-    balance_undo: Vec<(u64, BalancePrior)>,
-    owner_undo: Vec<(u64, OwnerPrior)>,
-    multi_undo: Vec<(u64, MultiPrior)>,
-    /// The oldest block whose undo rows are kept.
+    balance_rows: Vec<WindowRow<PairKey, U256>>,
+    owner_rows: Vec<WindowRow<TokenIdKey, Address>>,
+    multi_rows: Vec<WindowRow<MultiKey, U256>>,
+    /// The reorg window's first block after this batch.
     keep_from: u64,
 }
 
@@ -167,10 +232,8 @@ impl Resolved {
     /// around.
     fn shift(&mut self, block: u64, at: u32, add: bool, amount: U256) {
         let Some((key, slot)) = self.balances.get_mut(at) else { return };
-        if let Some(old) = slot.first_change_in(block, self.keep_from) {
-            self.balance_undo.push((block, BalancePrior { key, old }));
-        }
-        slot.now = if add { slot.now.saturating_add(amount) } else { slot.now.saturating_sub(amount) };
+        let now = if add { slot.now.saturating_add(amount) } else { slot.now.saturating_sub(amount) };
+        slot.set(key, block, self.keep_from, now, &mut self.balance_rows);
     }
 
     /// Moves `amount` of one ERC1155 id in or out of slot `at` (none for the zero address);
@@ -179,15 +242,13 @@ impl Resolved {
     /// exact sum over ids.
     fn shift_multi(&mut self, block: u64, at: u32, add: bool, amount: U256) -> U256 {
         let Some((key, slot)) = self.multi.get_mut(at) else { return amount };
-        if let Some(old) = slot.first_change_in(block, self.keep_from) {
-            self.multi_undo.push((block, MultiPrior { key, old }));
-        }
         let current = slot.now;
-        slot.now = if add { current.saturating_add(amount) } else { current.saturating_sub(amount) };
+        let now = if add { current.saturating_add(amount) } else { current.saturating_sub(amount) };
+        slot.set(key, block, self.keep_from, now, &mut self.multi_rows);
         if add {
-            slot.now - current
+            now - current
         } else {
-            current - slot.now
+            current - now
         }
     }
 
@@ -195,10 +256,7 @@ impl Resolved {
         match m.kind {
             TokenKind::Erc721 => {
                 if let Some((key, slot)) = self.owners.get_mut(slots.owner) {
-                    if let Some(old) = slot.first_change_in(block, self.keep_from) {
-                        self.owner_undo.push((block, OwnerPrior { key, old }));
-                    }
-                    slot.now = m.to;
+                    slot.set(key, block, self.keep_from, m.to, &mut self.owner_rows);
                 }
             }
             TokenKind::Erc1155 => {
@@ -241,9 +299,10 @@ impl BalanceBook {
         self.moves.len()
     }
 
-    /// Reads every value the moves touch as `txn` sees it (the state the batch starts from)
-    /// and replays the moves; undo rows are kept for blocks from `keep_from` on (older blocks
-    /// leave the reorg window with this batch).
+    /// Reads every value the moves touch as `txn` sees it (the state the batch starts from,
+    /// the reorg window's newest value where it has one) and replays the moves. Blocks from
+    /// `keep_from` on stay in the window; the window's blocks below it leave it with this batch,
+    /// and settle with the batch's older blocks into the large tables.
     pub(super) fn resolve<Kind: TransactionKind>(
         self,
         txn: &Txn<Kind>,
@@ -256,31 +315,53 @@ impl BalanceBook {
                 .filter(|(_, h)| *h != Address::ZERO)
         };
         let moves = self.moves.iter().enumerate();
-        let mut pairs: Vec<(PairKey, u32)> = Vec::with_capacity(2 * self.moves.len());
+        let mut pairs = leaving_keys::<OtsBalanceUndo, _>(txn, keep_from, |p| p.key)?;
         pairs.extend(moves.clone().flat_map(|(i, (_, m))| {
             sides(i, m).map(|(at, holder)| (PairKey { token: m.token, holder }, at))
         }));
-        let ids: Vec<(TokenIdKey, u32)> = moves
-            .clone()
-            .filter(|(_, (_, m))| m.kind == TokenKind::Erc721)
-            .map(|(i, (_, m))| (TokenIdKey { token: m.token, id: m.id }, i as u32))
-            .collect();
-        let multi: Vec<(MultiKey, u32)> = moves
-            .filter(|(_, (_, m))| m.kind == TokenKind::Erc1155)
-            .flat_map(|(i, (_, m))| {
-                sides(i, m).map(|(at, holder)| (MultiKey { token: m.token, holder, id: m.id }, at))
-            })
-            .collect();
+        let mut ids = leaving_keys::<OtsOwnerUndo, _>(txn, keep_from, |p| p.key)?;
+        ids.extend(
+            moves
+                .clone()
+                .filter(|(_, (_, m))| m.kind == TokenKind::Erc721)
+                .map(|(i, (_, m))| (TokenIdKey { token: m.token, id: m.id }, i as u32)),
+        );
+        let mut multi = leaving_keys::<OtsERC1155BalanceUndo, _>(txn, keep_from, |p| p.key)?;
+        multi.extend(moves.filter(|(_, (_, m))| m.kind == TokenKind::Erc1155).flat_map(|(i, (_, m))| {
+            sides(i, m).map(|(at, holder)| (MultiKey { token: m.token, holder, id: m.id }, at))
+        }));
         let mut pair_slots = vec![NO_SLOT; 2 * self.moves.len()];
         let mut owner_slots = vec![NO_SLOT; if ids.is_empty() { 0 } else { self.moves.len() }];
         let mut multi_slots = vec![NO_SLOT; if multi.is_empty() { 0 } else { 2 * self.moves.len() }];
+        let balance = |b: Balance| b.0;
         let mut resolved = Resolved {
-            balances: Slots::read::<OtsTokenBalances, _>(txn, pairs, &mut pair_slots, U256::ZERO, |b| b.0)?,
-            owners: Slots::read::<OtsERC721Owners, _>(txn, ids, &mut owner_slots, Address::ZERO, |o| o)?,
-            multi: Slots::read::<OtsERC1155Balances, _>(txn, multi, &mut multi_slots, U256::ZERO, |b| b.0)?,
-            balance_undo: Vec::new(),
-            owner_undo: Vec::new(),
-            multi_undo: Vec::new(),
+            balances: Slots::read::<OtsTokenBalances, OtsRecentBalances, _>(
+                txn,
+                pairs,
+                &mut pair_slots,
+                U256::ZERO,
+                balance,
+                keep_from,
+            )?,
+            owners: Slots::read::<OtsERC721Owners, OtsRecentOwners, _>(
+                txn,
+                ids,
+                &mut owner_slots,
+                Address::ZERO,
+                |o| o,
+                keep_from,
+            )?,
+            multi: Slots::read::<OtsERC1155Balances, OtsRecentMultiBalances, _>(
+                txn,
+                multi,
+                &mut multi_slots,
+                U256::ZERO,
+                balance,
+                keep_from,
+            )?,
+            balance_rows: Vec::new(),
+            owner_rows: Vec::new(),
+            multi_rows: Vec::new(),
             keep_from,
         };
         let slot = |slots: &[u32], at: usize| slots.get(at).copied().unwrap_or(NO_SLOT);
@@ -297,9 +378,10 @@ impl BalanceBook {
 }
 
 impl Resolved {
-    /// Writes every changed balance, owner, rank and holder count once, and the undo rows.
-    /// With `before` (a snapshot of the state `txn` started from) the balance table is
-    /// rewritten whole when the batch changes a large share of it.
+    /// Writes every changed balance, owner, rank and holder count of the large tables once,
+    /// moves the window's rows of the blocks leaving it out, and the batch's in. With `before`
+    /// (a snapshot of the state `txn` started from) the balance table is rewritten whole when
+    /// the batch changes a large share of it.
     pub(super) fn write(self, txn: &WriteTxn, before: Option<&ReadTxn>) -> DbResult<()> {
         let resolved = self;
         write_balances(txn, &resolved.balances, before)?;
@@ -319,38 +401,55 @@ impl Resolved {
                 multi.put(key, &Balance(now))?;
             }
         }
-        write_undo::<OtsBalanceUndo, _>(txn, &resolved.balance_undo)?;
-        write_undo::<OtsOwnerUndo, _>(txn, &resolved.owner_undo)?;
-        write_undo::<OtsERC1155BalanceUndo, _>(txn, &resolved.multi_undo)?;
-        Ok(())
+        write_window::<OtsRecentBalances, OtsBalanceUndo, _, _>(
+            txn,
+            &resolved.balances.leaving,
+            resolved.balance_rows,
+            |key, old| BalancePrior { key, old },
+        )?;
+        write_window::<OtsRecentOwners, OtsOwnerUndo, _, _>(
+            txn,
+            &resolved.owners.leaving,
+            resolved.owner_rows,
+            |key, old| OwnerPrior { key, old },
+        )?;
+        write_window::<OtsRecentMultiBalances, OtsERC1155BalanceUndo, _, _>(
+            txn,
+            &resolved.multi.leaving,
+            resolved.multi_rows,
+            |key, old| MultiPrior { key, old },
+        )
     }
 }
 
-/// Sets token-wide balances back to `priors` (one per (token, holder)), keeping ranks and holder
-/// counts in step the way a batch does: how an unwind restores a block's balances.
-pub(super) fn restore_balances(txn: &WriteTxn, priors: &[(PairKey, U256)]) -> DbResult<()> {
-    let refs = priors.iter().enumerate().map(|(i, (key, _))| (*key, i as u32)).collect();
-    let mut slot_of = vec![NO_SLOT; priors.len()];
-    let mut slots = Slots::read::<OtsTokenBalances, _>(txn, refs, &mut slot_of, U256::ZERO, |b| b.0)?;
-    for ((_, old), at) in priors.iter().zip(slot_of) {
-        if let Some((_, slot)) = slots.get_mut(at) {
-            slot.now = *old;
-        }
-    }
-    write_balances(txn, &slots, None)
-}
-
-/// Writes the per-block undo dups of a batch (rows in block order), one call per block.
-fn write_undo<T, V: Copy>(txn: &WriteTxn, rows: &[(u64, V)]) -> DbResult<()>
+/// Deletes the dups of window table `W` that leave it (their per-block rows in `U` go with the
+/// undo journal's), and writes a batch's window rows into both (rows in block order).
+fn write_window<W, U, K, V>(
+    txn: &WriteTxn,
+    leaving: &[(K, WindowValue<V>)],
+    mut rows: Vec<WindowRow<K, V>>,
+    prior: impl Fn(K, V) -> U::Value,
+) -> DbResult<()>
 where
-    T: DupTable + Table<Key = BlockNumber, Value = V>,
+    W: DupTable + Table<Key = K, Value = WindowValue<V>>,
+    U: DupTable + Table<Key = BlockNumber>,
+    K: Copy + Ord,
+    V: Copy,
 {
-    let mut cursor = txn.cursor::<T>()?;
+    let mut window = txn.cursor::<W>()?;
+    for (key, row) in leaving {
+        window.delete_dup(key, row)?;
+    }
+    let mut undo = txn.cursor::<U>()?;
     let mut values = Vec::new();
-    for block_rows in rows.chunk_by(|a, b| a.0 == b.0) {
+    for block_rows in rows.chunk_by(|a, b| a.block == b.block) {
         values.clear();
-        values.extend(block_rows.iter().map(|(_, v)| *v));
-        cursor.put_dups(&BlockNumber(block_rows[0].0), &values)?;
+        values.extend(block_rows.iter().map(|r| prior(r.key, r.before)));
+        undo.put_dups(&BlockNumber(block_rows[0].block), &values)?;
+    }
+    rows.sort_unstable_by(|a, b| a.key.cmp(&b.key).then(a.block.cmp(&b.block)));
+    for row in &rows {
+        window.put(&row.key, &WindowValue { block: row.block, value: row.after })?;
     }
     Ok(())
 }

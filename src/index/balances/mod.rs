@@ -6,28 +6,29 @@
 //! ids, kept per (token, holder, id) with their sum per (token, holder) for counts and ranks.
 //! The zero address is never a holder. Each batch gathers its moves ([`BalanceBook`]), resolves
 //! them against a read snapshot on the second core while the other families write, and writes
-//! each value once; the value each block found is kept in `OtsBalanceUndo`, `OtsOwnerUndo` and
-//! `OtsERC1155BalanceUndo` so that an unwind puts it back exactly.
+//! each value once. The large tables hold the state before the reorg window; what the window's
+//! blocks changed waits in its own tables ([`window`]) until they leave it, so that an unwind
+//! deletes those rows and touches no balance, rank or count.
 
 mod book;
 mod bulk;
 mod read;
-
-use std::collections::BTreeMap;
+mod window;
 
 use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::TransactionKind;
 use tracing::warn;
 
 pub use book::BalanceMove;
-use book::{restore_balances, BalanceBook, Resolved};
+use book::{BalanceBook, Resolved};
 pub use bulk::BulkBalances;
-pub use read::{balance, holder_count, holders_page, multi_balance, multi_balances};
+pub use read::{balance, holder_count, holders_page, multi_balance, multi_balances, owner};
+pub use window::{fold, unwind};
 
 use super::integrity::broken;
 use crate::{
     db::{
-        codec::{Balance, BlockNumber, Count, KeyCodec, MultiKey, PairKey, Rank, TokenIdKey, ValueCodec},
+        codec::{Balance, Count, KeyCodec, PairKey, Rank, ValueCodec},
         tables::*,
         Db, DbError, DbResult, Txn, WriteTxn,
     },
@@ -54,7 +55,7 @@ impl Balances {
     /// Resolves the moves on a second thread, from a read snapshot of the state `txn` started
     /// from, while `meanwhile` runs on this one; then writes them. The snapshot is exact: `txn`
     /// holds the writer lock, so nothing commits in between, and `meanwhile` must write no
-    /// balance table. Undo rows are kept for blocks from `keep_from` on.
+    /// balance table. Blocks from `keep_from` on stay in the reorg window.
     pub fn write_beside<T, E: From<DbError>>(
         self,
         db: &Db,
@@ -65,10 +66,8 @@ impl Balances {
         let book = self.book;
         let (done, resolving) = std::thread::scope(|scope| {
             // The book moves to that thread, which frees it once resolved.
+            // An empty book still settles the values of the blocks leaving the window.
             let resolving = scope.spawn(move || -> DbResult<Resolving> {
-                if book.is_empty() {
-                    return Ok(Resolving::Nothing);
-                }
                 match db.begin_read() {
                     Ok(snapshot) => Ok(Resolving::Done(Box::new(book.resolve(&snapshot, keep_from)?))),
                     Err(error) => {
@@ -84,7 +83,6 @@ impl Balances {
         });
         let done = done?;
         match resolving? {
-            Resolving::Nothing => {}
             Resolving::Done(resolved) => {
                 // Still the state this transaction started from: no balance table is written yet.
                 let before = db.begin_read().ok();
@@ -98,50 +96,10 @@ impl Balances {
 
 /// How a batch's balances were resolved.
 enum Resolving {
-    /// The batch moved no balance.
-    Nothing,
     /// From a read snapshot, on the second core.
     Done(Box<Resolved>),
     /// Still to be done in the write transaction: no snapshot could be had.
     Serially(BalanceBook),
-}
-
-/// Puts back what blocks `to + 1..=tip` changed. Each value is restored once, to what the
-/// oldest unwound block found, so that a holder moved in many of those blocks costs one balance
-/// write and one rank move, not one per block.
-pub fn unwind(txn: &WriteTxn, to: u64, tip: u64) -> DbResult<()> {
-    let mut balances: BTreeMap<PairKey, U256> = BTreeMap::new();
-    let mut owners: BTreeMap<TokenIdKey, Address> = BTreeMap::new();
-    let mut multi: BTreeMap<MultiKey, U256> = BTreeMap::new();
-    // Newest first: an older block's prior replaces a newer one's.
-    for block in (to + 1..=tip).rev() {
-        let key = BlockNumber(block);
-        balances.extend(txn.cursor::<OtsBalanceUndo>()?.dups(&key)?.into_iter().map(|p| (p.key, p.old)));
-        owners.extend(txn.cursor::<OtsOwnerUndo>()?.dups(&key)?.into_iter().map(|p| (p.key, p.old)));
-        multi.extend(txn.cursor::<OtsERC1155BalanceUndo>()?.dups(&key)?.into_iter().map(|p| (p.key, p.old)));
-        txn.delete::<OtsBalanceUndo>(&key, None)?;
-        txn.delete::<OtsOwnerUndo>(&key, None)?;
-        txn.delete::<OtsERC1155BalanceUndo>(&key, None)?;
-    }
-    let priors: Vec<(PairKey, U256)> = balances.into_iter().collect();
-    restore_balances(txn, &priors)?;
-    let mut cursor = txn.cursor::<OtsERC721Owners>()?;
-    for (key, old) in owners {
-        if old == Address::ZERO {
-            cursor.delete(&key)?;
-        } else {
-            cursor.put(&key, &old)?;
-        }
-    }
-    let mut cursor = txn.cursor::<OtsERC1155Balances>()?;
-    for (key, old) in multi {
-        if old.is_zero() {
-            cursor.delete(&key)?;
-        } else {
-            cursor.put(&key, &Balance(old))?;
-        }
-    }
-    Ok(())
 }
 
 /// Every balance is non-zero, of a holder other than the zero address, ranked once; each
@@ -217,8 +175,10 @@ fn check_multi_balances<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbError>
     Ok(())
 }
 
-/// Balances, ranks, holder counts and ERC1155 balances agree.
+/// Balances, ranks, holder counts and ERC1155 balances agree, and the window's two orders name
+/// the same rows.
 pub fn check<K: TransactionKind>(txn: &Txn<K>) -> DbResult<()> {
     check_balances(txn)?;
-    check_multi_balances(txn)
+    check_multi_balances(txn)?;
+    window::check(txn)
 }

@@ -1,26 +1,63 @@
 //! Reading balances: a holder's balance of a token, a token's holder count and its holders
-//! ranked by balance, ERC1155 balances per id.
+//! ranked by balance, ERC721 owners, ERC1155 balances per id. Each joins the large tables (the
+//! state before the reorg window) with the window's newest values.
 
 use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::TransactionKind;
 
+use super::window::newest;
 use crate::db::{
-    codec::{Balance, Count, MultiKey, PairKey},
+    codec::{Balance, Count, MultiKey, PairKey, TokenIdKey},
     tables::*,
     DbResult, Txn,
 };
 
 /// `holder`'s balance of `token` (zero when none is stored).
 pub fn balance<K: TransactionKind>(txn: &Txn<K>, token: Address, holder: Address) -> DbResult<U256> {
-    Ok(txn.get::<OtsTokenBalances>(&PairKey { token, holder })?.map_or(U256::ZERO, |b| b.0))
+    let key = PairKey { token, holder };
+    if let Some(now) = newest::<OtsRecentBalances, _, _>(txn, &key)? {
+        return Ok(now);
+    }
+    Ok(txn.get::<OtsTokenBalances>(&key)?.map_or(U256::ZERO, |b| b.0))
+}
+
+/// The holders of `token` the reorg window changed, by holder, with their balances now (zero
+/// for one it emptied).
+fn window_holders<K: TransactionKind>(txn: &Txn<K>, token: &Address) -> DbResult<Vec<(Address, U256)>> {
+    let mut out = Vec::new();
+    let mut cursor = txn.cursor::<OtsRecentBalances>()?;
+    let mut entry = cursor.seek(&PairKey { token: *token, holder: Address::ZERO })?;
+    while let Some((key, _)) = entry {
+        if key.token != *token {
+            break;
+        }
+        if let Some(now) = cursor.last_dup()? {
+            out.push((key.holder, now.value));
+        }
+        entry = cursor.next_key()?;
+    }
+    Ok(out)
 }
 
 /// The number of holders of `token` with a non-zero balance.
 pub fn holder_count<K: TransactionKind>(txn: &Txn<K>, token: &Address) -> DbResult<u64> {
-    Ok(txn.get::<OtsTokenHolderCounts>(token)?.map_or(0, |Count(c)| c))
+    let stored = txn.get::<OtsTokenHolderCounts>(token)?.map_or(0, |Count(c)| c);
+    let mut count = stored;
+    let mut balances = txn.cursor::<OtsTokenBalances>()?;
+    for (holder, now) in window_holders(txn, token)? {
+        let held = balances.seek_exact(&PairKey { token: *token, holder })?.is_some();
+        match (held, now.is_zero()) {
+            (false, false) => count += 1,
+            (true, true) => count = count.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(count)
 }
 
-/// Holders `idx..idx + count` of `token`, largest balance first (ties by address).
+/// Holders `idx..idx + count` of `token`, largest balance first (ties by address): the large
+/// table's ranking, less the holders the window changed, merged with those holders' balances
+/// now.
 pub fn holders_page<K: TransactionKind>(
     txn: &Txn<K>,
     token: &Address,
@@ -31,25 +68,64 @@ pub fn holders_page<K: TransactionKind>(
     if count == 0 {
         return Ok(out);
     }
+    let changed = window_holders(txn, token)?;
+    // Ranked as the large table ranks: !balance, then holder.
+    let mut fresh: Vec<(U256, Address)> =
+        changed.iter().filter(|(_, b)| !b.is_zero()).map(|&(h, b)| (!b, h)).collect();
+    fresh.sort_unstable();
+    let mut fresh = fresh.into_iter().peekable();
     let mut cursor = txn.cursor::<OtsTokenHolderRanks>()?;
-    let mut current = cursor.seek_exact(token)?;
+    let mut stored = cursor.seek_exact(token)?;
     let mut skipped = 0;
-    while let Some(rank) = current {
-        if skipped >= idx {
-            out.push((rank.holder, rank.balance));
-            if out.len() as u64 == count {
+    loop {
+        // The large table's next holder the window did not change.
+        while let Some(rank) = stored {
+            if changed.binary_search_by_key(&rank.holder, |(h, _)| *h).is_err() {
                 break;
             }
-        } else {
-            skipped += 1;
+            stored = cursor.next_dup()?;
         }
-        current = cursor.next_dup()?;
+        let next = match (stored, fresh.peek()) {
+            (None, None) => break,
+            (Some(rank), Some(&(inverted, holder))) if (inverted, holder) < (!rank.balance, rank.holder) => {
+                fresh.next();
+                (holder, !inverted)
+            }
+            (Some(rank), _) => {
+                stored = cursor.next_dup()?;
+                (rank.holder, rank.balance)
+            }
+            (None, Some(&(inverted, holder))) => {
+                fresh.next();
+                (holder, !inverted)
+            }
+        };
+        if skipped < idx {
+            skipped += 1;
+            continue;
+        }
+        out.push(next);
+        if out.len() as u64 == count {
+            break;
+        }
     }
     Ok(out)
 }
 
+/// The owner of id `id` of the ERC721 `token` (none when burnt or never seen).
+pub fn owner<K: TransactionKind>(txn: &Txn<K>, token: Address, id: U256) -> DbResult<Option<Address>> {
+    let key = TokenIdKey { token, id };
+    if let Some(now) = newest::<OtsRecentOwners, _, _>(txn, &key)? {
+        return Ok((now != Address::ZERO).then_some(now));
+    }
+    txn.get::<OtsERC721Owners>(&key)
+}
+
 /// `holder`'s balance of id `id` of the ERC1155 `token` (zero when none is stored).
 pub fn multi_balance<K: TransactionKind>(txn: &Txn<K>, key: &MultiKey) -> DbResult<U256> {
+    if let Some(now) = newest::<OtsRecentMultiBalances, _, _>(txn, key)? {
+        return Ok(now);
+    }
     Ok(txn.get::<OtsERC1155Balances>(key)?.map_or(U256::ZERO, |b| b.0))
 }
 
@@ -59,15 +135,28 @@ pub fn multi_balances<K: TransactionKind>(
     token: Address,
     holder: Address,
 ) -> DbResult<Vec<(U256, U256)>> {
-    let mut out = Vec::new();
+    let mut held = std::collections::BTreeMap::new();
+    let first = MultiKey { token, holder, id: U256::ZERO };
     let mut cursor = txn.cursor::<OtsERC1155Balances>()?;
-    let mut current = cursor.seek(&MultiKey { token, holder, id: U256::ZERO })?;
+    let mut current = cursor.seek(&first)?;
     while let Some((key, Balance(b))) = current {
         if key.token != token || key.holder != holder {
             break;
         }
-        out.push((key.id, b));
+        held.insert(key.id, b);
         current = cursor.next_entry()?;
     }
-    Ok(out)
+    let mut window = txn.cursor::<OtsRecentMultiBalances>()?;
+    let mut entry = window.seek(&first)?;
+    while let Some((key, _)) = entry {
+        if key.token != token || key.holder != holder {
+            break;
+        }
+        match window.last_dup()? {
+            Some(now) if !now.value.is_zero() => held.insert(key.id, now.value),
+            _ => held.remove(&key.id),
+        };
+        entry = window.next_key()?;
+    }
+    Ok(held.into_iter().collect())
 }

@@ -10,10 +10,10 @@ use crate::rpc::{
     RpcContext,
 };
 use crate::{
-    db::{codec::TokenIdKey, tables::OtsERC721Owners, DbError, ReadTxn},
+    db::{DbError, ReadTxn},
     decode::TokenKind,
     index::{
-        balances::{holder_count, holders_page, multi_balances},
+        balances::{holder_count, holders_page, multi_balances, owner},
         holdings,
     },
     rpc::ots2::HoldingRow,
@@ -148,7 +148,7 @@ impl Ots2HoldersApiServer for Ots2Holders {
     }
 
     fn get_erc721_owner(&self, token: Address, token_id: U256) -> RpcResult<Option<Address>> {
-        self.read(|t| t.get::<OtsERC721Owners>(&TokenIdKey { token, id: token_id }))
+        self.read(|t| owner(t, token, token_id))
     }
 
     fn get_erc1155_balances(&self, token: Address, holder: Address) -> RpcResult<Vec<IdBalance>> {

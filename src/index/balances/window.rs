@@ -1,0 +1,112 @@
+//! The balances' part of the reorg window: what its blocks changed, kept apart from the large
+//! tables so that unwinding them deletes a few small rows instead of moving balances, ranks and
+//! holder counts back (docs/format.md, "The reorg window's balances").
+//!
+//! `OtsRecentBalances`, `OtsRecentOwners` and `OtsRecentMultiBalances` hold, per key, the value
+//! each window block left; the per-block tables (`OtsBalanceUndo` and its two siblings) name the
+//! keys each block changed. The large tables hold the state before the window: a block leaving
+//! it settles its values there ([`super::book`]), an unwind deletes its rows here.
+
+use signet_libmdbx::tx::TransactionKind;
+
+use super::book::BalanceBook;
+use crate::{
+    db::{
+        codec::{BlockNumber, KeyCodec, ValueCodec, WindowValue},
+        tables::*,
+        DbResult, Txn, WriteTxn,
+    },
+    index::integrity::broken,
+};
+
+/// The value `key` has now by the window table `W`, if a window block changed it.
+pub(super) fn newest<W, K, V>(txn: &Txn<K>, key: &W::Key) -> DbResult<Option<V>>
+where
+    W: DupTable + Table<Value = WindowValue<V>>,
+    K: TransactionKind,
+{
+    let mut cursor = txn.cursor::<W>()?;
+    if cursor.seek_exact(key)?.is_none() {
+        return Ok(None);
+    }
+    Ok(cursor.last_dup()?.map(|row| row.value))
+}
+
+/// Settles every value blocks below `keep_from` left into the large tables and drops their
+/// window dups (their per-block rows go with the undo journal's): what a batch does for the
+/// blocks leaving the window, on its own.
+pub fn fold(txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
+    BalanceBook::default().resolve(txn, keep_from)?.write(txn, None)
+}
+
+/// Deletes the window rows of blocks `to + 1..=tip`: the large tables never held them.
+pub fn unwind(txn: &WriteTxn, to: u64, tip: u64) -> DbResult<()> {
+    for block in to + 1..=tip {
+        unwind_block::<OtsBalanceUndo, OtsRecentBalances, _>(txn, block, |p| p.key)?;
+        unwind_block::<OtsOwnerUndo, OtsRecentOwners, _>(txn, block, |p| p.key)?;
+        unwind_block::<OtsERC1155BalanceUndo, OtsRecentMultiBalances, _>(txn, block, |p| p.key)?;
+    }
+    Ok(())
+}
+
+fn unwind_block<U, W, V>(txn: &WriteTxn, block: u64, key: impl Fn(U::Value) -> W::Key) -> DbResult<()>
+where
+    U: DupTable + Table<Key = BlockNumber>,
+    W: DupTable + Table<Value = WindowValue<V>>,
+    V: Default,
+    WindowValue<V>: ValueCodec,
+{
+    let number = BlockNumber(block);
+    let rows = txn.cursor::<U>()?.dups(&number)?;
+    let mut window = txn.cursor::<W>()?;
+    for row in rows {
+        if window.seek_dup_at_least(&key(row), &first_of::<V>(block))?.is_some_and(|w| w.block == block) {
+            window.delete_current()?;
+        }
+    }
+    txn.delete::<U>(&number, None)?;
+    Ok(())
+}
+
+/// The smallest dup of `block` in window table `W` (fixed-size dups are sought with whole
+/// values).
+fn first_of<V: Default>(block: u64) -> Vec<u8>
+where
+    WindowValue<V>: ValueCodec,
+{
+    WindowValue { block, value: V::default() }.encode_value()
+}
+
+/// The per-block rows and the window dups name the same (key, block) pairs, one each.
+pub(super) fn check<K: TransactionKind>(txn: &Txn<K>) -> DbResult<()> {
+    check_family::<OtsBalanceUndo, OtsRecentBalances, _, _>(txn, |p| p.key)?;
+    check_family::<OtsOwnerUndo, OtsRecentOwners, _, _>(txn, |p| p.key)?;
+    check_family::<OtsERC1155BalanceUndo, OtsRecentMultiBalances, _, _>(txn, |p| p.key)
+}
+
+fn check_family<U, W, V, K>(txn: &Txn<K>, key: impl Fn(U::Value) -> W::Key) -> DbResult<()>
+where
+    U: DupTable + Table<Key = BlockNumber>,
+    W: DupTable + Table<Value = WindowValue<V>>,
+    V: Default,
+    WindowValue<V>: ValueCodec,
+    K: TransactionKind,
+{
+    let mut rows = 0u64;
+    let mut window = txn.cursor::<W>()?;
+    let mut cursor = txn.cursor::<U>()?;
+    let mut entry = cursor.first()?;
+    while let Some((BlockNumber(block), row)) = entry {
+        let key = key(row);
+        if window.seek_dup_at_least(&key, &first_of::<V>(block))?.is_none_or(|w| w.block != block) {
+            return Err(broken::<W>(key.encode_key().as_ref(), format!("no value of block {block}")));
+        }
+        rows += 1;
+        entry = cursor.next_entry()?;
+    }
+    let dups = txn.entries::<W>()?;
+    if dups != rows {
+        return Err(broken::<W>(&[], format!("{dups} dups for {rows} rows of {}", U::ID.name())));
+    }
+    Ok(())
+}
