@@ -11,7 +11,7 @@ use std::{
 
 use ots_indexer::{
     classify::capture::capture,
-    db::{state, AccessMode, Db},
+    db::{state, tables::OtsRecentBalances, AccessMode, Db},
     etl::RUN_DIR_NAME,
     index::{
         check::{check, dump_hash},
@@ -39,12 +39,18 @@ async fn generate(dir: &Path, transactions: u64) -> PathBuf {
 
 /// Indexes `recording` into a new database at `path`; returns it, the head and the stages run.
 async fn index(recording: &Path, path: &Path, config: SyncConfig) -> (Db, u64, u64) {
+    index_to(recording, path, config, None).await
+}
+
+/// Indexes `recording` into the database at `path` (new or not) up to block `to` (the head when
+/// `None`); returns it, the head and the stages run.
+async fn index_to(recording: &Path, path: &Path, config: SyncConfig, to: Option<u64>) -> (Db, u64, u64) {
     let db = Db::open(path, AccessMode::ReadWrite).expect("db");
     let fixture = Fixture::load(recording).expect("load");
     let head = fixture.block_count() - 1;
     let indexer = Indexer::open(db.clone(), fixture, classifiers(), config).await.expect("indexer");
     let progress = indexer.progress();
-    indexer.sync_to(head).await.expect("indexes");
+    indexer.sync_to(to.unwrap_or(head)).await.expect("indexes");
     indexer.close().await.expect("close");
     assert!(!path.join(RUN_DIR_NAME).exists(), "a committed stage leaves no run files");
     (db, head, progress.get().stages)
@@ -84,6 +90,23 @@ async fn bulk_stages_give_the_tables_batches_give() {
     let (many, _, stages) = index(&recording, &dir.path().join("many"), config(WritePath::Bulk, tiny)).await;
     assert!(stages >= 3, "{stages} stages");
     assert_eq!(hash(&many), want, "many bulk stages with spilled runs");
+
+    // Batch by batch half way (a full reorg window of balances, lists and totals kept apart),
+    // then stages: the first lets that window leave before it begins.
+    let resumed = dir.path().join("resumed");
+    let (half, head, _) = index_to(
+        &recording,
+        &resumed,
+        config(WritePath::Incremental, StageLimits::default()),
+        Some(head / 2),
+    )
+    .await;
+    assert!(half.begin_read().expect("read").entries::<OtsRecentBalances>().expect("entries") > 0);
+    drop(half);
+    let (resumed, _, stages) =
+        index_to(&recording, &resumed, config(WritePath::Bulk, StageLimits::default()), None).await;
+    assert_eq!(stages, 1);
+    assert_eq!(hash(&resumed), want, "batches, then a stage");
 
     // The newest window went batch by batch: unwinding into it works on both, alike.
     for db in [&incremental, &many] {
