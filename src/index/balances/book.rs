@@ -148,9 +148,11 @@ impl<K: Copy + Ord, V: Copy> Slots<K, V> {
         let mut leaving = Vec::new();
         let mut cursor = txn.walking_cursor::<T>()?;
         let mut window = txn.walking_cursor::<W>()?;
+        // A bulk stage's books find the window empty: no seek per key then.
+        let window_empty = window.first()?.is_none();
         for key in &keys {
             let mut slot = Slot::new(cursor.seek_exact(key)?.map_or(absent, &value));
-            let mut dup = window.seek_exact(key)?;
+            let mut dup = if window_empty { None } else { window.seek_exact(key)? };
             while let Some(row) = dup {
                 if row.block < keep_from {
                     slot.settled = row.value;
