@@ -8,6 +8,11 @@
 //! changed a large share of its holders; each token's holder count is written once per batch.
 //! A batch that changes a large share of all balances rewrites the balance table whole
 //! (`index::rewrite`).
+//!
+//! A value is read as the reorg window's newest dup where it has one, else the large table's row
+//! (the state before the window). What the batch's blocks still in the window change becomes
+//! window rows; what its older blocks change, with the last values of the window's blocks that
+//! leave it now, settles into the large tables, each key written once.
 
 use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::{Rw, TransactionKind};
