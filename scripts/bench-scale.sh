@@ -24,7 +24,7 @@ DIR=${BENCH_DIR:-${TMPDIR:-/tmp}/ots-bench-scale}
 cargo build --release --locked --bin ots-indexer --example gen_chain --example bench_scale
 mkdir -p "$DIR"
 # The recording format is in the name: a recording of an older format is generated again.
-RECORDING="$DIR/chain-$SIZE-seed$SEED-f3.rec.zst"
+RECORDING="$DIR/chain-$SIZE-seed$SEED-f4.rec.zst"
 if [ ! -s "$RECORDING" ]; then
   echo "generating $SIZE transactions (seed $SEED) to $RECORDING" >&2
   ./target/release/examples/gen_chain "$SIZE" "$SEED" "$RECORDING.part" >&2

@@ -52,6 +52,17 @@ pub fn render(progress: &SharedProgress) -> String {
     for (kind, n) in ERROR_KINDS.iter().zip(p.errors) {
         let _ = writeln!(out, "ots_rpc_errors_total{{kind=\"{kind}\"}} {n}");
     }
+    let notices = progress.notices().get();
+    let _ = writeln!(
+        out,
+        "# HELP ots_refused_probes_total Classifier probes the node answered with an error twice, taken as no.\n# TYPE ots_refused_probes_total counter\nots_refused_probes_total {}",
+        notices.refused_probes
+    );
+    let _ = writeln!(
+        out,
+        "# HELP ots_sync_stopped 1 while indexing is stopped on an answer retrying cannot change (see status).\n# TYPE ots_sync_stopped gauge\nots_sync_stopped {}",
+        u8::from(notices.stopped.is_some())
+    );
     out
 }
 

@@ -76,6 +76,17 @@ async fn the_standard_workload_indexes_from_hardhat_as_from_anvil() {
     let details = api.call("ots_getBlockDetails", json!([1])).await;
     assert_eq!(details["block"]["number"], json!("0x1"));
     assert!(details["block"]["transactionCount"].as_u64().expect("count") > 0);
+    // The blocks-rewarded list takes its fees from receipts one transaction at a time here (no
+    // eth_getBlockReceipts), as the UI's address page of the fee recipient asks it.
+    let miner: alloy::primitives::Address =
+        serde_json::from_value(details["block"]["miner"].clone()).expect("miner");
+    let rewarded = api.call("ots2_getBlocksRewardedCount", json!([miner])).await;
+    assert!(rewarded.as_u64().is_some_and(|n| n > 1), "{rewarded}");
+    let page = api.call("ots2_getBlocksRewardedList", json!([miner, 0, 3])).await;
+    let rows = page["results"].as_array().expect("results");
+    assert_eq!(rows.len() as u64, rewarded.as_u64().expect("count").min(3), "{page}");
+    let fees = |n: &Value| page["blocksSummary"][n.as_str().expect("hex")]["totalFees"].clone();
+    assert!(rows.iter().all(|r| fees(&r["blockNumber"]).is_string()), "every block's fees: {page}");
     // The address pages come from our index here too (without frames: senders, recipients and
     // created contracts). Every nonce of the busiest sender finds its transaction, and its
     // history pages back to genesis holding each of them once, newest first.

@@ -101,6 +101,10 @@ pub struct TxData {
     /// recordings made before it was kept.
     #[serde(default)]
     pub value: U256,
+    /// Wei the chain created and credited to the sender before the transaction ran: an OP Stack
+    /// deposit's `mint` (it stands even when the deposit fails); 0 for every other transaction.
+    #[serde(default)]
+    pub mint: U256,
 }
 
 /// What the index needs of a receipt.

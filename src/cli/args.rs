@@ -151,6 +151,13 @@ pub struct SyncArgs {
     /// most work a crash can lose (a stop request commits at once).
     #[arg(long, env = "OTS_STAGE_MAX_SECS", default_value_t = 1200, value_parser = clap::value_parser!(u64).range(1..))]
     pub stage_max_secs: u64,
+
+    /// Seconds the loop waits, once stopped on a node answer that retrying at once cannot
+    /// change (a block it cannot read, state a pruned node no longer has), before it looks
+    /// again; `status` says why it stopped meanwhile (docs/operations.md, "When the indexer
+    /// stops").
+    #[arg(long, env = "OTS_STOPPED_RECHECK_SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub stopped_recheck_secs: u64,
 }
 
 /// `--write-path`.
@@ -190,6 +197,7 @@ impl SyncArgs {
                 max_run_bytes: self.stage_max_run_mib.saturating_mul(1 << 20),
                 max_time: Duration::from_secs(self.stage_max_secs),
             },
+            stopped_recheck: Duration::from_secs(self.stopped_recheck_secs),
         }
     }
 

@@ -78,6 +78,18 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         }
     );
     println!("lag           {}", opt(s.lag));
+    if let Some(why) = &s.notices.stopped {
+        println!("STOPPED       {why}");
+    }
+    if s.notices.refused_probes > 0 {
+        println!(
+            "refused probes {} (the node answered a classifier's eth_call with an error twice; taken as no)",
+            s.notices.refused_probes
+        );
+        for p in s.notices.recent_refused_probes.iter().rev().take(5) {
+            println!("              {} at block {}: {}", p.address, p.block, p.message);
+        }
+    }
     println!(
         "speed         {}",
         s.blocks_per_second.map_or_else(|| "-".to_owned(), |r| format!("{r:.0} blocks/s (last batch)"))

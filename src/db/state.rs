@@ -35,6 +35,8 @@ const DB_STATE_KEY: &str = "db_state";
 const LAST_BLOCK_KEY: &str = "last_block";
 const SYNC_RATE_KEY: &str = "sync_rate";
 const CALL_FRAMES_KEY: &str = "call_frames";
+const STOPPED_KEY: &str = "stopped";
+const REFUSED_PROBES_KEY: &str = "refused_probes";
 
 /// Which chain a database indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -313,6 +315,31 @@ pub fn read_call_frames<K: TransactionKind>(txn: &Txn<K>) -> DbResult<CallFrames
         2 => CallFrames::None,
         _ => CallFrames::Partial,
     })
+}
+
+/// Records why the sync loop stopped and waits (`None`: it runs), for `status` in another
+/// process; UTF-8, at most a few hundred bytes.
+pub fn set_stopped(txn: &WriteTxn, why: Option<&str>) -> DbResult<()> {
+    match why {
+        Some(why) => put(txn, STOPPED_KEY, why.as_bytes()),
+        None => txn.delete::<OtsIndexerState>(&StateKey(STOPPED_KEY.to_owned()), None).map(drop),
+    }
+}
+
+/// Why the sync loop stopped and waits, if it does.
+pub fn read_stopped<K: TransactionKind>(txn: &Txn<K>) -> DbResult<Option<String>> {
+    Ok(get(txn, STOPPED_KEY)?.map(|v| String::from_utf8_lossy(&v).into_owned()))
+}
+
+/// Records the classifier probes the node refused (`status::Notices`' count and newest ones, as
+/// JSON), for `status` in another process and the next start.
+pub fn set_refused_probes(txn: &WriteTxn, json: &[u8]) -> DbResult<()> {
+    put(txn, REFUSED_PROBES_KEY, json)
+}
+
+/// What [`set_refused_probes`] stored.
+pub fn read_refused_probes<K: TransactionKind>(txn: &Txn<K>) -> DbResult<Option<Vec<u8>>> {
+    get(txn, REFUSED_PROBES_KEY)
 }
 
 /// Moves the checkpoint (in the same transaction as the batch it covers).

@@ -8,7 +8,8 @@
 //! SELFDESTRUCT with a value moves it from `from` to `to`; DELEGATECALL, STATICCALL and
 //! CALLCODE move nothing (their `value` is the caller's context, or stays with the caller); a
 //! frame inside a reverted one moved nothing. A block without call frames (a node with no
-//! tracer) counts its transactions' own values, when they succeeded.
+//! tracer) counts its transactions' own values, when they succeeded. An OP Stack deposit's
+//! `mint` is received by its sender whether or not the deposit succeeded, sent by no one.
 
 use std::sync::Arc;
 
@@ -162,6 +163,11 @@ pub fn block_totals(block: &BlockData) -> foldhash::HashMap<Address, AddressTota
         }
     }
     for (tx, receipt) in block.transactions.iter().zip(&block.receipts) {
+        // An OP Stack deposit's mint is new ETH: received, sent by no one.
+        if !tx.mint.is_zero() {
+            let received = &mut out.entry(tx.from).or_default().received;
+            *received = received.saturating_add(tx.mint);
+        }
         if !receipt.fee.is_zero() {
             let fees = &mut out.entry(tx.from).or_default().fees;
             *fees = fees.saturating_add(receipt.fee);
@@ -317,6 +323,7 @@ mod tests {
                 to: Some(B),
                 nonce: 0,
                 value: U256::from(7),
+                mint: U256::ZERO,
             }],
             receipts: vec![ReceiptData {
                 success: true,
@@ -365,5 +372,19 @@ mod tests {
         assert!(t[&B].received.is_zero());
         assert_eq!(t[&A].fees, U256::from(100), "a failed transaction still pays");
         assert_eq!(t[&B].top_level_in, 1);
+    }
+
+    #[test]
+    fn a_deposits_mint_is_received_by_its_sender_even_when_it_fails() {
+        for success in [true, false] {
+            let mut deposit = block(Some(vec![frame(FrameKind::Call, A, B, 7, success)]));
+            deposit.transactions[0].mint = U256::from(1_000);
+            deposit.receipts[0].success = success;
+            deposit.receipts[0].fee = U256::ZERO;
+            let t = block_totals(&deposit);
+            assert_eq!(t[&A].received, U256::from(1_000));
+            assert_eq!(t[&A].sent, U256::from(if success { 7 } else { 0 }));
+            assert!(t[&A].fees.is_zero());
+        }
     }
 }

@@ -107,7 +107,7 @@ impl Shared {
     }
 
     fn none_offered(&self) {
-        tracing::info!(target: "ots::pending", "the node offers no pending transactions (no newPendingTransactions subscription, txpool_content or eth_pendingTransactions)");
+        tracing::warn!(target: "ots::pending", "the node offers no pending transactions (no newPendingTransactions subscription, txpool_content or eth_pendingTransactions): ots2_getPendingTransactions and pendingActivity will answer that; enable the txpool namespace (geth: --http.api eth,net,web3,debug,txpool) or pass --max-pending-transactions 0");
         self.set_unavailable(NO_SOURCE.to_owned());
     }
 }

@@ -38,8 +38,23 @@ pub fn lacks_tracer(err: &SourceError) -> bool {
         || (err.is_error_answer() && err.to_string().to_ascii_lowercase().contains("tracer"))
 }
 
+/// JSON-RPC's code for a method that is not there.
+pub const METHOD_NOT_FOUND_CODE: i32 = -32601;
+
+/// An answer this server cannot give with this node, worded as a missing method (code -32601,
+/// "the method … does not exist/is not available"): client libraries (ethers' "unsupported
+/// operation") and so the Otterscan UI show their "not supported" notice for it instead of
+/// asking again and again.
+pub fn not_supported(method: &str, why: &str) -> ErrorObjectOwned {
+    ErrorObjectOwned::owned(
+        METHOD_NOT_FOUND_CODE,
+        format!("the method {method} does not exist/is not available here: {why}"),
+        None::<()>,
+    )
+}
+
 /// The one wording of every method that needs a feature the node does not have: what is
-/// missing, then the node's own words.
-pub fn node_lacks(feature: &str, err: &SourceError) -> ErrorObjectOwned {
-    server_error(format!("this node has no {feature}, which this method needs (the node says: {err})"))
+/// missing, then the node's own words, as [`not_supported`].
+pub fn node_lacks(method: &str, feature: &str, err: &SourceError) -> ErrorObjectOwned {
+    not_supported(method, &format!("this node has no {feature}, which it needs (the node says: {err})"))
 }

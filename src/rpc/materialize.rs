@@ -248,20 +248,19 @@ impl Materializer {
         tip: Option<u64>,
     ) -> Result<BTreeMap<String, RewardSummary>, ErrorObjectOwned> {
         let blocks = distinct(blocks);
-        let mut calls: Vec<_> = blocks.iter().map(|&n| header_call(n)).collect();
-        calls.extend(blocks.iter().map(|&n| ("eth_getBlockReceipts", json!([hex(n)]))));
-        let mut headers = self.batch(&calls).await?;
-        let receipts = headers.split_off(blocks.len());
+        let calls: Vec<_> = blocks.iter().map(|&n| header_call(n)).collect();
+        let headers = self.batch(&calls).await?;
+        if let Some((n, _)) = blocks.iter().zip(&headers).find(|(_, h)| h.is_null()) {
+            return Err(server_error(format!("the node has no block {n}: is it serving the indexed chain?")));
+        }
+        let receipts = self.node.receipts_of_blocks(&blocks, &headers).await.map_err(|e| node_error(&e))?;
         let summaries = self.summaries_from(&blocks, &blocks, &headers, tip, HashMap::new())?;
         blocks
             .iter()
             .zip(receipts)
             .map(|(&n, receipts)| {
-                let receipts = receipts
-                    .as_array()
-                    .ok_or_else(|| server_error(format!("the node has no receipts of block {n}")))?;
                 let mut total_fees = U256::ZERO;
-                for r in receipts {
+                for r in &receipts {
                     let field = |name: &str| {
                         r.get(name)
                             .and_then(Value::as_str)

@@ -4,8 +4,9 @@
 //! File: zstd-compressed (gzip, what older recordings used, is read too; `compression.rs`). The
 //! first line is the JSON header; then, per block, the block and the
 //! `eth_call`/`eth_getCode` answers its classification needed, sorted: each a 4-byte
-//! little-endian length and the entry in bincode (format 3, which added transaction values and
-//! fees to format 2's blocks; format 1, read still, had a JSON line per record). [`Fixture`]
+//! little-endian length and the entry in bincode (format 4, which added OP Stack deposits' mint
+//! to format 3's transactions; format 3, which added transaction values and fees to format 2's
+//! blocks, and format 1, a JSON line per record, are read still). [`Fixture`]
 //! reads it as it is indexed, so its length is bounded by disk, not memory.
 
 use std::{
@@ -27,10 +28,13 @@ use super::{
 };
 use crate::db::state::ChainIdentity;
 
-/// Version of the recording format written: 3, a JSON header line and then length-prefixed
-/// binary entries (bincode). Format 1 (every record a JSON line) is still read; format 2 (the
-/// same as 3 without transaction values and fees) is not: its entries cannot be told apart.
-pub const FIXTURE_FORMAT: u32 = 3;
+/// Version of the recording format written: 4, a JSON header line and then length-prefixed
+/// binary entries (bincode). Formats 3 (the same without deposits' mint) and 1 (every record a
+/// JSON line) are still read; format 2 (the same as 3 without transaction values and fees) is
+/// not: its entries cannot be told apart.
+pub const FIXTURE_FORMAT: u32 = 4;
+/// The binary format before deposits' mint.
+const BINARY_WITHOUT_MINT_FORMAT: u32 = 3;
 /// The binary format before transaction values and fees.
 const BINARY_WITHOUT_FEES_FORMAT: u32 = 2;
 /// The JSON-lines format, read but no longer written.
@@ -47,9 +51,9 @@ enum Record {
     Code { address: Address, block: u64, code: Bytes },
 }
 
-/// One record after the header, as format 2 stores it.
+/// One record after the header, as the binary formats store it.
 #[derive(Debug, Serialize, Deserialize)]
-enum Entry {
+pub(super) enum Entry {
     Block(Box<BlockData>),
     Call { to: Address, input: Bytes, block: u64, outcome: CallOutcome },
     Code { address: Address, block: u64, code: Bytes },
@@ -61,7 +65,7 @@ type CodeKey = (Address, u64);
 /// The records after the header, in either format.
 enum Entries {
     JsonLines { lines: std::io::Lines<Decompressed>, at: usize },
-    Binary { reader: Decompressed, at: u64 },
+    Binary { reader: Decompressed, at: u64, without_mint: bool },
 }
 
 impl Entries {
@@ -83,7 +87,7 @@ impl Entries {
                     Record::Code { address, block, code } => Ok(Entry::Code { address, block, code }),
                 }))
             }
-            Self::Binary { reader, at } => {
+            Self::Binary { reader, at, without_mint } => {
                 let mut len = [0u8; 4];
                 match reader.read(&mut len[..1]) {
                     Ok(0) => return None,
@@ -100,7 +104,12 @@ impl Entries {
                         }
                         let mut bytes = vec![0u8; n as usize];
                         reader.read_exact(&mut bytes).map_err(|e| format!("entry {at}: {e}"))?;
-                        bincode::deserialize(&bytes).map_err(|e| format!("entry {at}: {e}"))
+                        let entry = if *without_mint {
+                            super::fixture_v3::decode(&bytes)
+                        } else {
+                            bincode::deserialize(&bytes)
+                        };
+                        entry.map_err(|e| format!("entry {at}: {e}"))
                     });
                 Some(entry)
             }
@@ -292,7 +301,8 @@ impl Fixture {
             return Err(fixture_err(path, "not an ots-indexer recording (no header line)"));
         };
         let entries = match format {
-            FIXTURE_FORMAT => Entries::Binary { reader, at: 0 },
+            FIXTURE_FORMAT => Entries::Binary { reader, at: 0, without_mint: false },
+            BINARY_WITHOUT_MINT_FORMAT => Entries::Binary { reader, at: 0, without_mint: true },
             JSON_LINES_FORMAT => Entries::JsonLines { lines: reader.lines(), at: 1 },
             BINARY_WITHOUT_FEES_FORMAT => {
                 return Err(fixture_err(
@@ -304,7 +314,7 @@ impl Fixture {
                 return Err(fixture_err(
                     path,
                     format!(
-                    "recording format {format}, this build reads {JSON_LINES_FORMAT} and {FIXTURE_FORMAT}"
+                    "recording format {format}, this build reads {JSON_LINES_FORMAT}, {BINARY_WITHOUT_MINT_FORMAT} and {FIXTURE_FORMAT}"
                 ),
                 ))
             }

@@ -1,7 +1,9 @@
 //! Where block data comes from: the node over JSON-RPC, or a recording of it.
 
+mod chain_block;
 pub mod compression;
 pub mod fixture;
+mod fixture_v3;
 mod rpc;
 pub mod structlog;
 pub mod synthetic;
@@ -11,7 +13,7 @@ use alloy_primitives::B256;
 use ots_classifiers::{BlockData, BoxFuture, ChainView};
 
 use crate::db::state::ChainIdentity;
-pub use rpc::{ForwardError, NodeClient, SourceError, TraceChoice};
+pub use rpc::{needs_archive, ForwardError, NodeClient, SourceError, TraceChoice};
 
 /// A chain to index: blocks by number, plus the state queries classifiers make.
 pub trait BlockSource: ChainView + std::fmt::Debug {
@@ -32,6 +34,10 @@ pub trait BlockSource: ChainView + std::fmt::Debug {
     /// The sync loop's batches are at most `blocks` long from now on: a source that keeps blocks
     /// for a batch's second look (a recording) needs to keep no more than that.
     fn batches_of(&self, _blocks: u64) {}
+    /// Where the source tells what it met at the node (refused probes, missing methods).
+    fn notices(&self) -> Option<crate::status::SharedNotices> {
+        None
+    }
 }
 
 impl BlockSource for NodeClient {
@@ -52,5 +58,8 @@ impl BlockSource for NodeClient {
     }
     fn new_heads(&self) -> BoxFuture<'_, Option<futures::stream::BoxStream<'static, u64>>> {
         Box::pin(NodeClient::new_heads(self))
+    }
+    fn notices(&self) -> Option<crate::status::SharedNotices> {
+        Some(NodeClient::notices(self).clone())
     }
 }

@@ -10,30 +10,29 @@ use std::{
 };
 
 use alloy::{
-    consensus::Transaction as _,
-    eips::{BlockId, BlockNumberOrTag},
-    network::{Ethereum, TransactionResponse},
+    eips::BlockId,
+    network::Ethereum,
     providers::{DynProvider, Provider, ProviderBuilder},
     rpc::{
         client::ClientBuilder,
-        types::{Block, BlockTransactions, TransactionReceipt, TransactionRequest},
+        types::{Header, TransactionRequest},
     },
     transports::{http::reqwest, layers::RetryBackoffLayer, RpcError, TransportError, TransportErrorKind},
 };
-use alloy_primitives::{Address, Bytes, B256, U256};
-use ots_classifiers::{
-    BlockData, BoxFuture, CallFrame, CallOutcome, ChainError, ChainView, FrameKind, LogData, ReceiptData,
-    TxData, Withdrawal,
-};
-use serde::{de::DeserializeOwned, Serialize};
+use alloy_primitives::{Address, Bytes, B256};
+use ots_classifiers::{BlockData, BoxFuture, CallFrame, CallOutcome, ChainError, ChainView, FrameKind};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{json, value::RawValue, Value};
 use tracing::info;
 
 use super::{
-    structlog,
+    chain_block, structlog,
     traces::{parse_geth, parse_parity, TraceMode},
 };
-use crate::db::state::ChainIdentity;
+use crate::{
+    db::state::ChainIdentity,
+    status::{RefusedProbe, SharedNotices},
+};
 
 /// Retries of a request that the node rate-limited (429) or found itself unavailable for (503).
 const RATE_LIMIT_RETRIES: u32 = 10;
@@ -108,6 +107,23 @@ pub enum SourceError {
         /// What is wrong.
         reason: String,
     },
+    /// A block's answer lacks a field the index needs, or holds one it cannot read, even taken
+    /// as any chain's: waiting will not change it.
+    #[error("block {block} cannot be read: {part}{} field `{field}`: {reason}; the node answered {snippet}", index.map(|i| format!(" {i}")).unwrap_or_default())]
+    Unreadable {
+        /// The block.
+        block: u64,
+        /// `header`, `transaction`, `receipt` or `withdrawal`.
+        part: &'static str,
+        /// Which transaction, receipt or withdrawal of the block.
+        index: Option<usize>,
+        /// The field.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+        /// The start of the raw object.
+        snippet: String,
+    },
     /// The node's answer contradicts itself.
     #[error("the node answered inconsistent data for block {block}: {reason}")]
     Inconsistent {
@@ -176,6 +192,8 @@ pub struct NodeClient {
     /// Whether the node answers `eth_getBlockReceipts` (until it says it does not): shared by
     /// the clones that fetch blocks in parallel.
     block_receipts: Arc<AtomicBool>,
+    /// What this client met that the operator should know of.
+    notices: SharedNotices,
 }
 
 fn request_err(method: &'static str) -> impl FnOnce(TransportError) -> SourceError {
@@ -218,6 +236,7 @@ impl NodeClient {
             pubsub: false,
             check_header_hash: true,
             block_receipts: Arc::new(AtomicBool::new(true)),
+            notices: SharedNotices::default(),
         })
     }
 
@@ -239,6 +258,7 @@ impl NodeClient {
             pubsub: true,
             check_header_hash: true,
             block_receipts: Arc::new(AtomicBool::new(true)),
+            notices: SharedNotices::default(),
         })
     }
 
@@ -281,6 +301,11 @@ impl NodeClient {
         self
     }
 
+    /// What this client met that the operator should know of (shared by its clones).
+    pub const fn notices(&self) -> &SharedNotices {
+        &self.notices
+    }
+
     /// Where call frames come from.
     pub const fn trace_mode(&self) -> TraceMode {
         self.trace_mode
@@ -310,8 +335,12 @@ impl NodeClient {
                 }
             }
         };
-        if self.trace_mode == TraceMode::None {
-            info!(target: "ots::source", "the node offers no call traces: contracts created by other contracts are not seen");
+        if self.trace_mode == TraceMode::None && choice == TraceChoice::Auto {
+            let lacks = "call traces (no trace_block, no debug_traceBlockByNumber, no debug_traceTransaction): contracts made by other contracts, their creators, internal transfers, the Trace tab and revert reasons will be missing; enable the debug namespace (geth: --http.api eth,net,web3,debug,txpool) or trace (Erigon, reth, Nethermind)";
+            tracing::warn!(target: "ots::source", "the node offers no {lacks}");
+            self.notices.update(|n| n.node_lacks.push(lacks.to_owned()));
+        } else if self.trace_mode == TraceMode::None {
+            info!(target: "ots::source", "call traces are off (--traces none): contracts created by other contracts are not seen");
         } else {
             info!(target: "ots::source", tracer = self.trace_mode.name(), "taking call frames from the node's tracer");
         }
@@ -422,13 +451,9 @@ impl NodeClient {
     /// Chain id and genesis hash.
     pub async fn chain_identity(&self) -> Result<ChainIdentity, SourceError> {
         let chain_id = self.provider.get_chain_id().await.map_err(request_err("eth_chainId"))?;
-        let genesis = self
-            .provider
-            .get_block_by_number(BlockNumberOrTag::Number(0))
-            .await
-            .map_err(request_err("eth_getBlockByNumber"))?
-            .ok_or(SourceError::Missing { what: "header", block: 0 })?;
-        Ok(ChainIdentity { chain_id, genesis_hash: genesis.header.hash })
+        let genesis_hash =
+            self.block_hash(0).await?.ok_or(SourceError::Missing { what: "header", block: 0 })?;
+        Ok(ChainIdentity { chain_id, genesis_hash })
     }
 
     /// The newest block number.
@@ -438,12 +463,11 @@ impl NodeClient {
 
     /// The hash of block `number`, or `None` if the node has no such block.
     pub async fn block_hash(&self, number: u64) -> Result<Option<alloy_primitives::B256>, SourceError> {
-        let block = self
-            .provider
-            .get_block_by_number(BlockNumberOrTag::Number(number))
-            .await
-            .map_err(request_err("eth_getBlockByNumber"))?;
-        Ok(block.map(|b| b.header.hash))
+        let block: Value = self.raw("eth_getBlockByNumber", (format!("{number:#x}"), false)).await?;
+        if block.is_null() {
+            return Ok(None);
+        }
+        Ok(Some(chain_block::header(number, &block)?.hash))
     }
 
     /// One block with its transactions, receipts and (if the node traces) call frames, fetched
@@ -505,42 +529,35 @@ impl NodeClient {
         if block.is_null() {
             return Err(SourceError::Missing { what: "block", block: number });
         }
-        let block: Block = serde_json::from_value(block).map_err(|e| SourceError::Inconsistent {
-            block: number,
-            reason: format!("malformed block: {e}"),
-        })?;
         let receipts = match receipts {
-            None => self.receipts_one_by_one(&block).await?,
+            None => self.receipts_one_by_one(number, &block).await?,
             Some(receipts) => match receipts.await {
-                Ok(v) if v.is_null() => return Err(SourceError::Missing { what: "receipts", block: number }),
-                Ok(v) => serde_json::from_value::<Vec<TransactionReceipt>>(v).map_err(|e| {
-                    SourceError::Inconsistent { block: number, reason: format!("malformed receipts: {e}") }
-                })?,
+                Ok(Value::Array(v)) => v,
+                Ok(Value::Null) => return Err(SourceError::Missing { what: "receipts", block: number }),
+                Ok(other) => {
+                    return Err(SourceError::Inconsistent {
+                        block: number,
+                        reason: format!("eth_getBlockReceipts answered {other} where a list belongs"),
+                    })
+                }
                 Err(e) if is_method_missing(&e) => {
                     self.block_receipts.store(false, Ordering::Relaxed);
-                    self.receipts_one_by_one(&block).await?
+                    self.receipts_one_by_one(number, &block).await?
                 }
                 Err(source) => return Err(SourceError::Request { method: "eth_getBlockReceipts", source }),
             },
         };
-        if block.header.number != number {
+        let got = chain_block::header(number, &block)?.number;
+        if got != number {
             return Err(SourceError::Inconsistent {
                 block: number,
-                reason: format!("asked for block {number}, got block {}", block.header.number),
+                reason: format!("asked for block {number}, got block {got}"),
             });
         }
         if self.check_header_hash {
-            let computed = block.header.inner.hash_slow();
-            if computed != block.header.hash {
-                return Err(SourceError::Inconsistent {
-                    block: number,
-                    reason: format!(
-                        "its hash {} is not the hash of its header ({computed}); if this chain's headers differ from Ethereum's, run with --no-header-check",
-                        block.header.hash
-                    ),
-                });
-            }
+            check_header_hash(number, &block)?;
         }
+        let mut data = chain_block::block_data(number, &block, &receipts)?;
         let tx_count = receipts.len();
         let frames = match traces {
             None if self.trace_mode == TraceMode::Geth => Some(Vec::new()),
@@ -555,7 +572,6 @@ impl NodeClient {
                 Some(parsed.map_err(|reason| SourceError::Inconsistent { block: number, reason })?)
             }
         };
-        let mut data = to_block_data(number, block, &receipts)?;
         let frames = match self.trace_mode {
             TraceMode::StructLog => Some(self.struct_log_frames(&data).await?),
             _ => frames,
@@ -627,97 +643,86 @@ impl NodeClient {
             .collect())
     }
 
+    /// The receipts of each block of `blocks`, whose headers (`eth_getBlockByNumber` answers,
+    /// with transaction hashes or bodies) are `headers`: one `eth_getBlockReceipts` batch, or
+    /// one `eth_getTransactionReceipt` batch on a node without it.
+    pub async fn receipts_of_blocks(
+        &self,
+        blocks: &[u64],
+        headers: &[Value],
+    ) -> Result<Vec<Vec<Value>>, SourceError> {
+        if self.block_receipts.load(Ordering::Relaxed) {
+            let calls: Vec<(&'static str, Value)> =
+                blocks.iter().map(|n| ("eth_getBlockReceipts", json!([format!("{n:#x}")]))).collect();
+            match self.batch(&calls).await {
+                Ok(answers) => {
+                    return blocks
+                        .iter()
+                        .zip(answers)
+                        .map(|(&n, a)| match a {
+                            Value::Array(receipts) => Ok(receipts),
+                            _ => Err(SourceError::Missing { what: "receipts", block: n }),
+                        })
+                        .collect()
+                }
+                Err(e) if e.is_method_missing() => {
+                    if self.block_receipts.swap(false, Ordering::Relaxed) {
+                        info!(target: "ots::source", "the node has no eth_getBlockReceipts: receipts are fetched one transaction at a time");
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let mut calls = Vec::new();
+        let mut counts = Vec::with_capacity(blocks.len());
+        for (&n, header) in blocks.iter().zip(headers) {
+            let hashes = chain_block::transaction_hashes(n, header)?;
+            counts.push(hashes.len());
+            calls.extend(hashes.into_iter().map(|h| ("eth_getTransactionReceipt", json!([h]))));
+        }
+        let mut answers = self.batch(&calls).await?.into_iter();
+        blocks
+            .iter()
+            .zip(counts)
+            .map(|(&n, count)| {
+                let receipts: Vec<Value> = answers.by_ref().take(count).collect();
+                if receipts.len() != count || receipts.iter().any(Value::is_null) {
+                    return Err(SourceError::Missing { what: "receipt", block: n });
+                }
+                Ok(receipts)
+            })
+            .collect()
+    }
+
     /// Receipts by `eth_getTransactionReceipt`, for nodes without `eth_getBlockReceipts`.
-    async fn receipts_one_by_one(&self, block: &Block) -> Result<Vec<TransactionReceipt>, SourceError> {
-        let hashes: Vec<_> = block.transactions.hashes().collect();
-        futures::future::try_join_all(hashes.into_iter().map(|h| async move {
-            self.provider
-                .get_transaction_receipt(h)
-                .await
-                .map_err(request_err("eth_getTransactionReceipt"))?
-                .ok_or(SourceError::Missing { what: "receipt", block: block.header.number })
-        }))
-        .await
+    async fn receipts_one_by_one(&self, number: u64, block: &Value) -> Result<Vec<Value>, SourceError> {
+        let calls: Vec<(&'static str, Value)> = chain_block::transaction_hashes(number, block)?
+            .into_iter()
+            .map(|h| ("eth_getTransactionReceipt", json!([h])))
+            .collect();
+        let receipts = self.batch(&calls).await?;
+        if receipts.iter().any(Value::is_null) {
+            return Err(SourceError::Missing { what: "receipt", block: number });
+        }
+        Ok(receipts)
     }
 }
 
-fn to_block_data(
-    number: u64,
-    block: Block,
-    receipts: &[TransactionReceipt],
-) -> Result<BlockData, SourceError> {
-    let inconsistent = |reason: String| SourceError::Inconsistent { block: number, reason };
-    if block.header.number != number {
-        return Err(inconsistent(format!("asked for block {number}, got block {}", block.header.number)));
-    }
-    let BlockTransactions::Full(txs) = block.transactions else {
-        return Err(inconsistent("transactions came without bodies".into()));
-    };
-    if txs.len() != receipts.len() {
-        return Err(inconsistent(format!("{} transactions but {} receipts", txs.len(), receipts.len())));
-    }
-    let mut transactions = Vec::with_capacity(txs.len());
-    let mut receipt_data = Vec::with_capacity(receipts.len());
-    for (i, (tx, receipt)) in txs.iter().zip(receipts).enumerate() {
-        if receipt.transaction_hash != tx.tx_hash() {
-            return Err(inconsistent(format!("receipt {i} is for transaction {}", receipt.transaction_hash)));
-        }
-        if receipt.block_hash.is_some_and(|h| h != block.header.hash) {
-            return Err(inconsistent(format!("receipt {i} belongs to another block")));
-        }
-        transactions.push(TxData {
-            hash: tx.tx_hash(),
-            from: tx.from(),
-            to: tx.to(),
-            nonce: tx.nonce(),
-            value: tx.value(),
-        });
-        let fee = U256::from(receipt.gas_used) * U256::from(receipt.effective_gas_price)
-            + U256::from(receipt.blob_gas_used.unwrap_or(0))
-                * U256::from(receipt.blob_gas_price.unwrap_or(0));
-        receipt_data.push(ReceiptData {
-            success: receipt.status(),
-            fee,
-            contract_address: receipt.contract_address,
-            logs: receipt
-                .inner
-                .logs()
-                .iter()
-                .map(|l| LogData {
-                    address: l.address(),
-                    topics: l.topics().to_vec(),
-                    data: l.data().data.clone(),
-                })
-                .collect(),
+/// Checks that the block's hash is the hash of its header, read as Ethereum's.
+fn check_header_hash(number: u64, block: &Value) -> Result<(), SourceError> {
+    let hint = "if this chain's headers differ from Ethereum's, run with --no-header-check";
+    let header: Header = Header::deserialize(block).map_err(|e| SourceError::Inconsistent {
+        block: number,
+        reason: format!("its header is not an Ethereum header ({e}); {hint}"),
+    })?;
+    let computed = header.inner.hash_slow();
+    if computed != header.hash {
+        return Err(SourceError::Inconsistent {
+            block: number,
+            reason: format!("its hash {} is not the hash of its header ({computed}); {hint}", header.hash),
         });
     }
-    let withdrawals = block
-        .withdrawals
-        .as_ref()
-        .map(|ws| {
-            ws.iter()
-                .map(|w| Withdrawal {
-                    index: w.index,
-                    validator_index: w.validator_index,
-                    address: w.address,
-                    amount_gwei: w.amount,
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(BlockData {
-        number,
-        hash: block.header.hash,
-        parent_hash: block.header.parent_hash,
-        timestamp: block.header.timestamp,
-        coinbase: block.header.beneficiary,
-        gas_limit: block.header.gas_limit,
-        transactions,
-        receipts: receipt_data,
-        frames: None,
-        withdrawals,
-        code_removed: Vec::new(),
-    })
+    Ok(())
 }
 
 /// Whether an error answer to `eth_call` is the EVM failing (a verdict on the contract) rather
@@ -741,7 +746,74 @@ fn is_evm_failure(code: i64, message: &str) -> bool {
             && !["header not found", "missing trie node", "state", "timeout"].iter().any(|n| m.contains(n))
 }
 
+/// Pause before asking a probe the node refused a second time.
+const PROBE_RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// Whether an error message says the node no longer has the state a call needs (a pruned, not
+/// archive, node): waiting will not bring it back.
+pub fn needs_archive(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("missing trie node")
+        || (m.contains("state")
+            && ["not available", "unavailable", "pruned", "no state", "not found"]
+                .iter()
+                .any(|n| m.contains(n)))
+}
+
+/// Whether an error answer says the node is busy or not there yet: worth waiting for.
+fn is_transient_answer(code: i64, message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    code == -32005
+        || [
+            "header not found",
+            "unknown block",
+            "block not found",
+            "timeout",
+            "timed out",
+            "rate limit",
+            "too many",
+            "busy",
+            "try again",
+            "overloaded",
+        ]
+        .iter()
+        .any(|n| m.contains(n))
+}
+
+/// What one `eth_call` answer says about a probe.
+enum ProbeAnswer {
+    Outcome(CallOutcome),
+    /// An error answer that is none of the known kinds: asked again before it counts.
+    Refused(String),
+    Failed(ChainError),
+}
+
+fn probe_answer(answer: Result<Bytes, TransportError>, block: u64) -> ProbeAnswer {
+    let failed = |message: String| ProbeAnswer::Failed(ChainError { method: "eth_call", block, message });
+    match answer {
+        Ok(bytes) => ProbeAnswer::Outcome(CallOutcome::Returned(bytes)),
+        // Code 3 is a revert, whatever its reason string says.
+        Err(RpcError::ErrorResp(p)) if p.code == 3 => ProbeAnswer::Outcome(CallOutcome::Reverted),
+        Err(RpcError::ErrorResp(p)) if needs_archive(&p.message) => failed(p.to_string()),
+        Err(RpcError::ErrorResp(p)) if is_evm_failure(p.code, &p.message) => {
+            ProbeAnswer::Outcome(CallOutcome::Reverted)
+        }
+        Err(RpcError::ErrorResp(p)) if is_transient_answer(p.code, &p.message) => failed(p.to_string()),
+        Err(RpcError::ErrorResp(p)) => ProbeAnswer::Refused(p.to_string()),
+        Err(e) => failed(e.to_string()),
+    }
+}
+
+impl NodeClient {
+    async fn call_once(&self, request: &TransactionRequest, block: u64) -> ProbeAnswer {
+        probe_answer(self.provider.call(request.clone()).block(BlockId::number(block)).await, block)
+    }
+}
+
 impl ChainView for NodeClient {
+    /// An error answer of no known kind is asked again; the same answer twice is the node's
+    /// verdict on the contract (Hardhat's "Contract with code hash … does not exist" for one):
+    /// the probe says no, and the operator is told (`status`, the metrics).
     fn call_at(
         &self,
         to: Address,
@@ -750,13 +822,21 @@ impl ChainView for NodeClient {
     ) -> BoxFuture<'_, Result<CallOutcome, ChainError>> {
         Box::pin(async move {
             let request = TransactionRequest::default().from(Address::ZERO).to(to).input(input.into());
-            match self.provider.call(request).block(BlockId::number(block)).await {
-                Ok(bytes) => Ok(CallOutcome::Returned(bytes)),
-                Err(RpcError::ErrorResp(payload)) if is_evm_failure(payload.code, &payload.message) => {
-                    Ok(CallOutcome::Reverted)
+            let message = match self.call_once(&request, block).await {
+                ProbeAnswer::Outcome(outcome) => return Ok(outcome),
+                ProbeAnswer::Failed(e) => return Err(e),
+                ProbeAnswer::Refused(_) => {
+                    tokio::time::sleep(PROBE_RETRY_PAUSE).await;
+                    match self.call_once(&request, block).await {
+                        ProbeAnswer::Outcome(outcome) => return Ok(outcome),
+                        ProbeAnswer::Failed(e) => return Err(e),
+                        ProbeAnswer::Refused(message) => message,
+                    }
                 }
-                Err(e) => Err(ChainError { method: "eth_call", block, message: e.to_string() }),
-            }
+            };
+            tracing::warn!(target: "ots::source", contract = %to, block, error = %message, "the node refused a classifier's probe twice: taken as no");
+            self.notices.refused_probe(RefusedProbe { address: to, block, message });
+            Ok(CallOutcome::Reverted)
         })
     }
 

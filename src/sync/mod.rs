@@ -14,7 +14,7 @@ use ots_classifiers::{
     check_dependencies, classify_block, BlockData, ChainError, Classifier, DependencyError,
 };
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use std::collections::HashMap;
 
@@ -63,6 +63,9 @@ pub struct SyncConfig {
     pub write_path: WritePath,
     /// How large a bulk stage grows.
     pub stage: StageLimits,
+    /// How long the loop, stopped on an answer that asking again at once cannot change (a
+    /// block it cannot read, state the node no longer has), waits before it looks again.
+    pub stopped_recheck: Duration,
 }
 
 /// Which write path indexes blocks older than the reorg window (docs/architecture.md, "Two write
@@ -112,6 +115,7 @@ impl Default for SyncConfig {
             batch_max_time: Duration::from_secs(10),
             write_path: WritePath::Auto,
             stage: StageLimits::default(),
+            stopped_recheck: DEFAULT_STOPPED_RECHECK,
         }
     }
 }
@@ -125,6 +129,10 @@ pub const STAGE_BATCH_BLOCKS: u64 = 250;
 
 /// Least time between two info-level batch lines while catching up.
 const BATCH_LOG_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How long a stopped loop waits by default before it looks once more (the node may have been
+/// fixed, or pointed elsewhere).
+pub const DEFAULT_STOPPED_RECHECK: Duration = Duration::from_secs(300);
 
 /// Default reorg window, in blocks.
 pub const DEFAULT_REORG_WINDOW: u64 = 128;
@@ -183,8 +191,23 @@ impl SyncError {
         }
     }
 
+    /// Why the sync loop stops and waits rather than retrying at once: an answer of the node
+    /// that asking again will not change (docs/operations.md, "When the indexer stops").
+    pub fn stop_reason(&self) -> Option<String> {
+        match self {
+            Self::Source(e @ SourceError::Unreadable { .. }) => Some(e.to_string()),
+            Self::Chain(e) if crate::source::needs_archive(&e.message) => Some(format!(
+                "{e}: classifying contracts needs the state of past blocks, which this node no longer keeps; point --rpc-url at an archive node"
+            )),
+            _ => None,
+        }
+    }
+
     /// Whether waiting and trying again may help (the node is down or misbehaving).
-    pub const fn is_transient(&self) -> bool {
+    pub fn is_transient(&self) -> bool {
+        if self.stop_reason().is_some() {
+            return false;
+        }
         match self {
             // A URL that cannot work now never will: waiting would hide the mistake.
             Self::Source(SourceError::BadUrl { .. }) => false,
@@ -236,7 +259,8 @@ impl Indexer {
         blocking(move || bind(&db2, chain, &names)).await??;
         // Run files of a stage that never committed are worthless.
         crate::etl::RunDir::clean(&crate::index::stage::run_dir(&db)).map_err(DbError::from)?;
-        let progress = SharedProgress::default();
+        let progress = source.notices().map_or_else(SharedProgress::default, SharedProgress::with_notices);
+        progress.notices().load(&db)?;
         let tracer = source.tracer();
         progress.update(|p| p.tracer = tracer);
         let indexer = Self {
@@ -647,7 +671,7 @@ impl Indexer {
             self.log_batch(next, to, stats, secs);
             next = to + 1;
         }
-        Ok(())
+        self.save_notices().await
     }
 
     /// One info line per batch once at the head; while catching up, one every few seconds at
@@ -696,10 +720,19 @@ impl Indexer {
             if *stop.borrow() {
                 return Ok(());
             }
-            let pause = match self.step().await {
+            let stepped = self.step().await;
+            if stepped.is_ok() {
+                self.resume().await?;
+            }
+            self.save_notices().await?;
+            let pause = match stepped {
                 Ok(true) => {
                     backoff = self.config.poll_interval;
                     continue;
+                }
+                Err(e) if e.stop_reason().is_some() => {
+                    self.stopped(e.stop_reason().unwrap_or_default()).await?;
+                    self.config.stopped_recheck
                 }
                 // With a subscription, polling is only the fallback for a lost notification.
                 Ok(false) if heads.is_some() => self.config.poll_interval * 10,
@@ -744,6 +777,54 @@ impl Indexer {
                 }
             }
         }
+    }
+
+    /// Records that the loop stopped and waits, and why: in this process's status at once, in
+    /// the database for `status` elsewhere, and in one log line (not one per look).
+    async fn stopped(&self, reason: String) -> Result<(), SyncError> {
+        let next = self.next_block()?;
+        let why = format!("stopped at block {next}: {reason}");
+        let notices = self.progress.notices();
+        if notices.get().stopped.as_deref() == Some(why.as_str()) {
+            return Ok(());
+        }
+        error!(target: "ots::sync", block = next, reason = %reason, recheck_in_s = self.config.stopped_recheck.as_secs(), "indexing stopped; the API keeps serving what is indexed");
+        let db = self.db.clone();
+        let stored = why.clone();
+        blocking(move || -> Result<(), SyncError> {
+            let txn = db.begin_write()?;
+            state::set_stopped(&txn, Some(&stored))?;
+            txn.commit()?;
+            Ok(())
+        })
+        .await??;
+        notices.update(|n| n.stopped = Some(why));
+        Ok(())
+    }
+
+    /// Stores the refused probes the node client counted, if it counted more.
+    async fn save_notices(&self) -> Result<(), SyncError> {
+        let (notices, db) = (self.progress.notices().clone(), self.db.clone());
+        blocking(move || notices.save(&db)).await?.map_err(SyncError::from)
+    }
+
+    /// Clears a stop once a step went through again.
+    async fn resume(&self) -> Result<(), SyncError> {
+        let notices = self.progress.notices();
+        if notices.get().stopped.is_none() {
+            return Ok(());
+        }
+        let db = self.db.clone();
+        blocking(move || -> Result<(), SyncError> {
+            let txn = db.begin_write()?;
+            state::set_stopped(&txn, None)?;
+            txn.commit()?;
+            Ok(())
+        })
+        .await??;
+        notices.update(|n| n.stopped = None);
+        info!(target: "ots::sync", "indexing resumed");
+        Ok(())
     }
 
     /// Indexes one batch towards the head; `false` when already there.
@@ -793,6 +874,8 @@ fn bind(db: &Db, chain: ChainIdentity, names: &[String]) -> Result<(), SyncError
         warn!(target: "ots::sync", "the previous writer did not stop cleanly; every batch commits atomically, so the index is intact at its last checkpoint");
     }
     state::set_db_state(&txn, DbState::Open)?;
+    // A stop is the running loop's: this one has not met it (yet).
+    state::set_stopped(&txn, None)?;
     txn.commit()?;
     Ok(())
 }

@@ -35,6 +35,17 @@ pub enum Fault {
     TruncatedReceipts = 5,
     /// Blocks come back with a hash that is not their header's.
     ForgedHash = 6,
+    /// `eth_call` is answered with the error Hardhat's node gave a probe of a contract created
+    /// and destroyed in one transaction: the same on every retry.
+    RefusedCall = 7,
+    /// `eth_call` is answered as geth answers it for a block whose state it pruned.
+    PrunedState = 8,
+    /// Transactions come back with a sender that is not an address.
+    UnreadableSender = 9,
+    /// Transactions and receipts come back as Arbitrum's retry transactions (type `0x68`) look
+    /// in its node's answers (its documentation's fields: no signature, `ticketId`, `refundTo`,
+    /// `maxRefund`, `submissionFeeRefund`; receipts with `gasUsedForL1` and `l1BlockNumber`).
+    ArbitrumShapes = 10,
 }
 
 /// The running endpoint.
@@ -117,8 +128,28 @@ fn methods_by_id(request: &Value) -> Vec<(Value, String)> {
     }
 }
 
+/// Replaces `response`'s result with a JSON-RPC error.
+fn refuse(response: &mut Value, code: i64, message: &str) {
+    if let Some(fields) = response.as_object_mut() {
+        fields.remove("result");
+        fields.insert("error".into(), serde_json::json!({"code": code, "message": message}));
+    }
+}
+
 fn tamper(response: &mut Value, method: &str, fault: Fault) {
-    let result = &mut response["result"];
+    if matches!(fault, Fault::RefusedCall | Fault::PrunedState) {
+        if method == "eth_call" {
+            let code_and_message = if fault == Fault::RefusedCall {
+                (-32000, "Contract with code hash 0x791c1b0e3b8be2ab5b0aa1a1e3c07a8b0ba1e14c3f3ce4b9fd4d3a4b4cb5a295 does not exist.")
+            } else {
+                (-32000, "missing trie node 3b4e3c3b0b3e8cda1b1a3e0e4ff8f2e0c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8 (path ) state 0x3b4e is not available")
+            };
+            refuse(response, code_and_message.0, code_and_message.1);
+        }
+        return;
+    }
+    // An error answer has no result to tamper with (indexing would add a null one).
+    let Some(result) = response.get_mut("result") else { return };
     match (fault, method) {
         (Fault::WrongBlockNumber, "eth_getBlockByNumber") if result.is_object() => {
             result["number"] = Value::String("0x7777".into());
@@ -129,6 +160,36 @@ fn tamper(response: &mut Value, method: &str, fault: Fault) {
         (Fault::TruncatedReceipts, "eth_getBlockReceipts") => {
             if let Some(list) = result.as_array_mut() {
                 list.pop();
+            }
+        }
+        (Fault::UnreadableSender, "eth_getBlockByNumber") => {
+            for tx in result["transactions"].as_array_mut().into_iter().flatten().filter(|t| t.is_object()) {
+                tx["from"] = Value::String("0xnot-an-address".into());
+            }
+        }
+        (Fault::ArbitrumShapes, "eth_getBlockByNumber") => {
+            for tx in result["transactions"].as_array_mut().into_iter().flatten() {
+                if let Some(fields) = tx.as_object_mut() {
+                    for gone in ["v", "r", "s", "yParity", "accessList", "chainId", "maxPriorityFeePerGas"] {
+                        fields.remove(gone);
+                    }
+                    fields.insert("type".into(), Value::String("0x68".into()));
+                    fields.insert("ticketId".into(), Value::String(format!("0x{}", "11".repeat(32))));
+                    fields.insert("refundTo".into(), Value::String(format!("0x{}", "22".repeat(20))));
+                    fields.insert("maxRefund".into(), Value::String("0x3b9aca00".into()));
+                    fields.insert("submissionFeeRefund".into(), Value::String("0x0".into()));
+                }
+            }
+        }
+        (Fault::ArbitrumShapes, "eth_getBlockReceipts" | "eth_getTransactionReceipt") => {
+            let receipts = match result {
+                Value::Array(list) => list.iter_mut().collect::<Vec<_>>(),
+                one => vec![one],
+            };
+            for receipt in receipts.into_iter().filter_map(Value::as_object_mut) {
+                receipt.insert("type".into(), Value::String("0x68".into()));
+                receipt.insert("gasUsedForL1".into(), Value::String("0x0".into()));
+                receipt.insert("l1BlockNumber".into(), Value::String("0x1".into()));
             }
         }
         _ => {}
@@ -151,6 +212,10 @@ async fn serve(
         4 => Fault::WrongBlockNumber,
         5 => Fault::TruncatedReceipts,
         6 => Fault::ForgedHash,
+        7 => Fault::RefusedCall,
+        8 => Fault::PrunedState,
+        9 => Fault::UnreadableSender,
+        10 => Fault::ArbitrumShapes,
         _ => Fault::Healthy,
     };
     let (status, answer) = match fault {

@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use super::state_diff::state_diff;
 use crate::{
     rpc::{
-        errors::{lacks_tracer, node_error, node_lacks, server_error},
+        errors::{lacks_tracer, node_error, node_lacks, not_supported, server_error},
         RpcContext,
     },
     source::structlog,
@@ -46,6 +46,7 @@ pub(super) async fn replay_from_struct_logs(ctx: &RpcContext, hash: B256) -> Rpc
         Ok(None) => return Ok(Value::Null),
         Err(e) if lacks_tracer(&e) => {
             return Err(node_lacks(
+                "trace_replayTransaction",
                 "trace_replayTransaction, prestate tracer nor struct logs (debug_traceTransaction)",
                 &e,
             ))
@@ -59,9 +60,10 @@ pub(super) async fn replay_from_struct_logs(ctx: &RpcContext, hash: B256) -> Rpc
     let others = block["transactions"].as_array().map_or(0, |t| t.len().saturating_sub(1));
     let withdrawals = block["withdrawals"].as_array().map_or(0, Vec::len);
     let refuse = |why: String| {
-        server_error(format!(
-            "this node has no prestate tracer, and from struct logs the state diff of a transaction is read from the state before and after its block: {why}, whose changes it would count in"
-        ))
+        not_supported(
+            "trace_replayTransaction",
+            &format!("this node has no prestate tracer, and from struct logs the state diff of a transaction is read from the state before and after its block: {why}, whose changes it would count in"),
+        )
     };
     if others > 0 {
         return Err(refuse(format!("block {} holds {others} other transaction(s)", touched.block)));

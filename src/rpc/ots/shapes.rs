@@ -6,10 +6,7 @@
 //! has `root` in place of `status` — is passed on as the node gave it, with the same edits.
 
 use alloy::rpc::types::{
-    trace::otterscan::{
-        BlockDetails, InternalIssuance, OtsBlock, OtsBlockTransactions, OtsReceipt, OtsTransactionReceipt,
-        TransactionsWithReceipts,
-    },
+    trace::otterscan::{BlockDetails, InternalIssuance, OtsBlock, OtsReceipt, OtsTransactionReceipt},
     Block, TransactionReceipt,
 };
 use alloy_primitives::U256;
@@ -42,23 +39,29 @@ pub(super) enum ReceiptLogs {
     Dropped,
 }
 
-/// One receipt as alloy's Otterscan receipt with `timestamp`.
-fn typed_receipt(
-    raw: &Value,
-    timestamp: Option<u64>,
-    logs: ReceiptLogs,
-) -> Result<OtsTransactionReceipt, serde_json::Error> {
-    let mut raw = raw.clone();
-    if let Some(fields) = raw.as_object_mut() {
+/// One receipt as alloy's Otterscan receipt with `timestamp`, and every field of the node's
+/// that type has no place for (an OP Stack receipt's `l1Fee`, `depositNonce`, …) as the node
+/// gave it.
+fn typed_receipt(raw: &Value, timestamp: Option<u64>, logs: ReceiptLogs) -> Result<Value, serde_json::Error> {
+    let mut normalized = raw.clone();
+    if let Some(fields) = normalized.as_object_mut() {
         // Every transaction before Berlin is a legacy one, whose receipts some nodes give untyped.
         fields.entry("type").or_insert_with(|| json!("0x0"));
     }
-    let mut receipt: TransactionReceipt<OtsReceipt> = serde_json::from_value(raw)?;
+    let mut receipt: TransactionReceipt<OtsReceipt> = serde_json::from_value(normalized)?;
     if logs == ReceiptLogs::Dropped {
         receipt.inner.logs = None;
         receipt.inner.logs_bloom = None;
     }
-    Ok(OtsTransactionReceipt { receipt, timestamp })
+    let mut typed = serde_json::to_value(OtsTransactionReceipt { receipt, timestamp })?;
+    if let (Some(typed), Some(raw)) = (typed.as_object_mut(), raw.as_object()) {
+        for (key, value) in raw {
+            if key != "blockTimestamp" && !typed.contains_key(key) {
+                typed.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    Ok(typed)
 }
 
 /// The node's receipt with the same edits as [`typed_receipt`], for one that type cannot hold.
@@ -74,14 +77,9 @@ fn raw_receipt(mut raw: Value, timestamp: Option<u64>, logs: ReceiptLogs) -> Val
     raw
 }
 
-/// A page's receipts: alloy's Otterscan receipts, or (when one of them does not fit that type)
-/// the node's own with the same edits.
-pub(super) enum Receipts {
-    /// Every receipt fits alloy's type.
-    Typed(Vec<OtsTransactionReceipt>),
-    /// As the node gave them, edited alike.
-    AsGiven(Vec<Value>),
-}
+/// A page's receipts: alloy's Otterscan receipts with the node's other fields, or (when one of
+/// them does not fit that type) the node's own with the same edits.
+pub(super) struct Receipts(Vec<Value>);
 
 impl Receipts {
     /// `raw` (the node's receipts) with `timestamps` (one per receipt).
@@ -89,12 +87,10 @@ impl Receipts {
         let typed: Result<Vec<_>, _> =
             raw.iter().zip(timestamps).map(|(r, &t)| typed_receipt(r, t, logs)).collect();
         match typed {
-            Ok(typed) => Self::Typed(typed),
+            Ok(typed) => Self(typed),
             Err(e) => {
                 tracing::debug!(target: "ots_indexer::rpc", error = %e, "receipts passed on as the node gave them");
-                Self::AsGiven(
-                    raw.into_iter().zip(timestamps).map(|(r, &t)| raw_receipt(r, t, logs)).collect(),
-                )
+                Self(raw.into_iter().zip(timestamps).map(|(r, &t)| raw_receipt(r, t, logs)).collect())
             }
         }
     }
@@ -104,35 +100,34 @@ fn to_value(shape: &impl serde::Serialize) -> Result<Value, ErrorObjectOwned> {
     serde_json::to_value(shape).map_err(|e| server_error(format!("cannot write the answer: {e}")))
 }
 
-/// `ots_searchTransactions*`'s page: alloy's `TransactionsWithReceipts`.
+/// `ots_searchTransactions*`'s page: the shape of alloy's `TransactionsWithReceipts`.
 pub(super) fn search_page(
     txs: Vec<Value>,
     receipts: Receipts,
     first_page: bool,
     last_page: bool,
 ) -> Result<Value, ErrorObjectOwned> {
-    match receipts {
-        Receipts::Typed(receipts) => {
-            to_value(&TransactionsWithReceipts { txs, receipts, first_page, last_page })
-        }
-        Receipts::AsGiven(receipts) => Ok(json!({
-            "txs": txs, "receipts": receipts, "firstPage": first_page, "lastPage": last_page,
-        })),
-    }
+    let mut page = Map::new();
+    page.insert("txs".into(), Value::Array(txs));
+    page.insert("receipts".into(), Value::Array(receipts.0));
+    page.insert("firstPage".into(), Value::Bool(first_page));
+    page.insert("lastPage".into(), Value::Bool(last_page));
+    Ok(Value::Object(page))
 }
 
-/// `ots_getBlockTransactions`'s page: alloy's `OtsBlockTransactions`, whose block lists the
-/// page's transactions with their input cut to the selector and counts all of the block's.
+/// `ots_getBlockTransactions`'s page: the shape of alloy's `OtsBlockTransactions`, whose block
+/// lists the page's transactions with their input cut to the selector and counts all of the
+/// block's.
 pub(super) fn block_transactions_page(
     block: NodeBlock,
     transaction_count: usize,
     receipts: Receipts,
 ) -> Result<Value, ErrorObjectOwned> {
     let fullblock = OtsBlock { block, transaction_count };
-    match receipts {
-        Receipts::Typed(receipts) => to_value(&OtsBlockTransactions { fullblock, receipts }),
-        Receipts::AsGiven(receipts) => Ok(json!({"fullblock": to_value(&fullblock)?, "receipts": receipts})),
-    }
+    let mut page = Map::new();
+    page.insert("fullblock".into(), to_value(&fullblock)?);
+    page.insert("receipts".into(), Value::Array(receipts.0));
+    Ok(Value::Object(page))
 }
 
 /// `ots_getBlockDetails`'s answer: alloy's `BlockDetails`.
@@ -166,12 +161,8 @@ mod tests {
 
     #[test]
     fn an_untyped_receipt_is_a_legacy_one_with_the_blocks_timestamp() {
-        let Receipts::Typed(typed) =
-            Receipts::new(vec![receipt(Some("0x1"))], &[Some(16)], ReceiptLogs::Dropped)
-        else {
-            panic!("typed");
-        };
-        let v = serde_json::to_value(&typed[0]).expect("json");
+        let Receipts(typed) = Receipts::new(vec![receipt(Some("0x1"))], &[Some(16)], ReceiptLogs::Dropped);
+        let v = typed[0].clone();
         assert_eq!(v["type"], json!("0x0"));
         assert_eq!(v["timestamp"], json!("0x10"));
         assert_eq!(v["status"], json!("0x1"));
@@ -181,13 +172,26 @@ mod tests {
 
     #[test]
     fn a_receipt_from_before_byzantium_is_passed_on_with_the_same_edits() {
-        let Receipts::AsGiven(raw) = Receipts::new(vec![receipt(None)], &[Some(16)], ReceiptLogs::Kept)
-        else {
-            panic!("passed on");
-        };
+        let Receipts(raw) = Receipts::new(vec![receipt(None)], &[Some(16)], ReceiptLogs::Kept);
         assert_eq!(raw[0]["timestamp"], json!("0x10"));
         assert_eq!(raw[0]["root"], json!(format!("0x{}", "11".repeat(32))));
         assert_eq!(raw[0]["logs"], json!([]));
         assert!(raw[0].get("blockTimestamp").is_none());
+    }
+
+    #[test]
+    fn an_op_stack_receipt_keeps_its_own_fields() {
+        let mut r = receipt(Some("0x1"));
+        r["type"] = json!("0x7E");
+        r["depositNonce"] = json!("0x1");
+        r["depositReceiptVersion"] = json!("0x1");
+        r["l1Fee"] = json!("0x64");
+        let Receipts(typed) = Receipts::new(vec![r], &[Some(16)], ReceiptLogs::Kept);
+        let v = &typed[0];
+        assert_eq!(v["depositNonce"], json!("0x1"));
+        assert_eq!(v["depositReceiptVersion"], json!("0x1"));
+        assert_eq!(v["l1Fee"], json!("0x64"));
+        assert_eq!(v["timestamp"], json!("0x10"));
+        assert!(v.get("blockTimestamp").is_none());
     }
 }

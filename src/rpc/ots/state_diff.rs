@@ -16,7 +16,7 @@ use serde_json::{json, Map, Value};
 use super::block_state_diff;
 use crate::rpc::{
     context::TxFrames,
-    errors::{invalid_params, lacks_tracer, node_error, server_error},
+    errors::{invalid_params, lacks_tracer, node_error, not_supported, server_error},
     RpcContext,
 };
 
@@ -149,8 +149,9 @@ impl TraceReplayApiServer for TraceReplay {
             Err(e) => return Err(node_error(&e)),
         }
         if modes.iter().any(|m| m != "stateDiff") {
-            return Err(server_error(
-                "this node has no trace_replayTransaction, which this method needs for modes other than stateDiff (only stateDiff is rebuilt here, from the node's prestateTracer)",
+            return Err(not_supported(
+                "trace_replayTransaction",
+                "this node has none for modes other than stateDiff (only stateDiff is rebuilt here, from the node's prestate tracer or struct logs)",
             ));
         }
         let calls = [

@@ -96,6 +96,7 @@ impl OtsTx {
             }),
             Ok(None) => Err(unknown()),
             Err(e) if lacks_tracer(&e) => Err(node_lacks(
+                "debug_traceTransaction",
                 "tracer (debug_traceTransaction: neither callTracer nor the default struct logs)",
                 &e,
             )),

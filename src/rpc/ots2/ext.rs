@@ -84,8 +84,8 @@ impl Ots2Ext {
 impl Ots2ExtApiServer for Ots2Ext {
     async fn get_indexer_status(&self) -> RpcResult<IndexerStatus> {
         let head = self.ctx.node.head().await.ok();
-        let progress = self.ctx.progress.as_ref().map(|p| p.get());
-        let mut status = read_status(&self.ctx.db, head, progress).map_err(|e| db_error(&e))?;
+        let mut status =
+            read_status(&self.ctx.db, head, self.ctx.progress.as_ref()).map_err(|e| db_error(&e))?;
         status.pending = self.ctx.pending.as_ref().map(crate::pending::PendingPool::status);
         Ok(status)
     }
