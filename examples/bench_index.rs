@@ -124,7 +124,7 @@ fn block(n: u64, logs_per_block: u64, gen: &mut Gen) -> ClassifiedBlock {
                 to: Some(contract),
                 nonce: tx_nonce,
                 value: U256::ZERO,
-                mint: U256::ZERO,
+                mint: None,
             });
         }
     }

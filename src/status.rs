@@ -38,6 +38,9 @@ pub struct Notices {
     /// The newest of them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub recent_refused_probes: Vec<RefusedProbe>,
+    /// How many of them the database holds: the sync loop writes only when there are more.
+    #[serde(skip)]
+    stored_refused_probes: u64,
 }
 
 /// A classifier's `eth_call` that the node answered with an error, the same on a retry.
@@ -77,17 +80,18 @@ impl SharedNotices {
         self.update(|n| {
             n.refused_probes = stored.count;
             n.recent_refused_probes = stored.recent;
+            n.stored_refused_probes = stored.count;
         });
         Ok(())
     }
 
-    /// Stores the refused probes when there are more than `db` holds.
+    /// Stores the refused probes when there are more than `db` holds (no write otherwise).
     pub fn save(&self, db: &Db) -> Result<(), DbError> {
         let now = self.get();
-        let txn = db.begin_write()?;
-        if stored_refusals(&txn)?.count == now.refused_probes {
+        if now.refused_probes == now.stored_refused_probes {
             return Ok(());
         }
+        let txn = db.begin_write()?;
         let stored = StoredRefusals { count: now.refused_probes, recent: now.recent_refused_probes };
         let json = serde_json::to_vec(&stored).map_err(|e| DbError::Corrupt {
             table: "OtsIndexerState",
@@ -96,6 +100,7 @@ impl SharedNotices {
         })?;
         state::set_refused_probes(&txn, &json)?;
         txn.commit()?;
+        self.update(|n| n.stored_refused_probes = n.stored_refused_probes.max(stored.count));
         Ok(())
     }
 
@@ -320,6 +325,7 @@ pub fn read_status(
             stopped,
             refused_probes: refusals.count,
             recent_refused_probes: refusals.recent,
+            stored_refused_probes: refusals.count,
             ..Notices::default()
         }),
         tables,

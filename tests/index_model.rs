@@ -269,7 +269,7 @@ impl World {
                     to: Some(self.tokens[0]),
                     nonce: 0,
                     value: U256::ZERO,
-                    mint: U256::ZERO,
+                    mint: None,
                 });
                 receipts.push(ReceiptData { success: true, contract_address: None, logs, fee: U256::ZERO });
             }

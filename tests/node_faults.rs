@@ -102,11 +102,7 @@ async fn a_misbehaving_node_changes_nothing_and_sync_resumes() {
 
     // The follow loop waits out a faulty node and catches up once it is healthy again.
     proxy.set(Fault::ServerError);
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let follower = tokio::spawn(async move {
-        let r = indexer.follow(stop_rx).await;
-        (indexer, r)
-    });
+    let follower = common::follower::Follower::start(indexer);
     tokio::time::sleep(Duration::from_millis(300)).await;
     proxy.set(Fault::Healthy);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -118,10 +114,7 @@ async fn a_misbehaving_node_changes_nothing_and_sync_resumes() {
         assert!(std::time::Instant::now() < deadline, "sync did not resume");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    stop_tx.send(true).expect("stop");
-    let (indexer, result) = follower.await.expect("task");
-    result.expect("follow survived the faults");
-    indexer.close().await.expect("close");
+    follower.stop().await;
     ots_indexer::index::check::check(&db.begin_read().expect("read")).expect("check");
 }
 
@@ -217,11 +210,7 @@ async fn an_answer_retrying_cannot_change_stops_the_loop_with_its_reason() {
     // The follow loop: stopped, said so, and no retry storm.
     proxy.set(Fault::UnreadableSender);
     let progress = indexer.progress();
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let follower = tokio::spawn(async move {
-        let r = indexer.follow(stop_rx).await;
-        (indexer, r)
-    });
+    let follower = common::follower::Follower::start(indexer);
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while progress.notices().get().stopped.is_none() {
         assert!(std::time::Instant::now() < deadline, "the loop did not say it stopped");
@@ -250,10 +239,7 @@ async fn an_answer_retrying_cannot_change_stops_the_loop_with_its_reason() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(read_status(&db, None, None).expect("status").notices.stopped, None);
-    stop_tx.send(true).expect("stop");
-    let (indexer, result) = follower.await.expect("task");
-    result.expect("follow ends cleanly");
-    indexer.close().await.expect("close");
+    follower.stop().await;
     ots_indexer::index::check::check(&db.begin_read().expect("read")).expect("check");
 }
 

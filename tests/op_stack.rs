@@ -241,6 +241,10 @@ async fn an_op_stack_chain_is_indexed_as_plain_anvils_plus_its_deposits() {
         .await
         .expect("open");
     indexer.sync_to(head).await.expect("replay");
-    assert_eq!(dump_hash(&replayed).expect("hash"), dump_hash(&db).expect("hash"), "replay equals the node's index");
+    assert_eq!(
+        dump_hash(&replayed).expect("hash"),
+        dump_hash(&db).expect("hash"),
+        "replay equals the node's index"
+    );
     let _ = server.stop();
 }

@@ -127,11 +127,7 @@ async fn reorgs_unwind_to_exactly_the_clean_index() {
     let indexer = Indexer::open(db.clone(), node.clone(), vec![Box::new(Erc20Classifier)], config())
         .await
         .expect("indexer");
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let follower = tokio::spawn(async move {
-        let r = indexer.follow(stop_rx).await;
-        (indexer, r)
-    });
+    let follower = common::follower::Follower::start(indexer);
     assert_equals_clean_index(&anvil.url, &db, &node, "before any reorg").await;
     let (ours, server) = common::serve(&db, node.clone()).await;
     let theirs = common::Client::new(&anvil.url);
@@ -168,8 +164,5 @@ async fn reorgs_unwind_to_exactly_the_clean_index() {
     assert_page_is_the_nodes(&ours, &theirs, acc[0], "after the rollback").await;
     let _ = server.stop();
 
-    stop_tx.send(true).expect("stop");
-    let (indexer, result) = follower.await.expect("follower task");
-    result.expect("the follower never failed");
-    indexer.close().await.expect("close");
+    follower.stop().await;
 }

@@ -33,11 +33,7 @@ async fn new_heads_wake_the_follower() {
     let indexer = Indexer::open(db.clone(), node.clone(), vec![Box::new(Erc20Classifier)], config)
         .await
         .expect("indexer");
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let follower = tokio::spawn(async move {
-        let r = indexer.follow(stop_rx).await;
-        (indexer, r)
-    });
+    let follower = common::follower::Follower::start(indexer);
 
     let tip =
         || state::read_state(&db.begin_read().expect("read")).expect("state").checkpoint.map(|c| c.number);
@@ -57,8 +53,5 @@ async fn new_heads_wake_the_follower() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    stop_tx.send(true).expect("stop");
-    let (indexer, result) = follower.await.expect("task");
-    result.expect("follow");
-    indexer.close().await.expect("close");
+    follower.stop().await;
 }

@@ -102,9 +102,10 @@ pub struct TxData {
     #[serde(default)]
     pub value: U256,
     /// Wei the chain created and credited to the sender before the transaction ran: an OP Stack
-    /// deposit's `mint` (it stands even when the deposit fails); 0 for every other transaction.
+    /// deposit's `mint` (it stands even when the deposit fails); `None` for every other
+    /// transaction (one byte in a recording, where a number would be 32).
     #[serde(default)]
-    pub mint: U256,
+    pub mint: Option<U256>,
 }
 
 /// What the index needs of a receipt.

@@ -164,9 +164,9 @@ pub fn block_totals(block: &BlockData) -> foldhash::HashMap<Address, AddressTota
     }
     for (tx, receipt) in block.transactions.iter().zip(&block.receipts) {
         // An OP Stack deposit's mint is new ETH: received, sent by no one.
-        if !tx.mint.is_zero() {
+        if let Some(mint) = tx.mint.filter(|m| !m.is_zero()) {
             let received = &mut out.entry(tx.from).or_default().received;
-            *received = received.saturating_add(tx.mint);
+            *received = received.saturating_add(mint);
         }
         if !receipt.fee.is_zero() {
             let fees = &mut out.entry(tx.from).or_default().fees;
@@ -323,7 +323,7 @@ mod tests {
                 to: Some(B),
                 nonce: 0,
                 value: U256::from(7),
-                mint: U256::ZERO,
+                mint: None,
             }],
             receipts: vec![ReceiptData {
                 success: true,
@@ -378,7 +378,7 @@ mod tests {
     fn a_deposits_mint_is_received_by_its_sender_even_when_it_fails() {
         for success in [true, false] {
             let mut deposit = block(Some(vec![frame(FrameKind::Call, A, B, 7, success)]));
-            deposit.transactions[0].mint = U256::from(1_000);
+            deposit.transactions[0].mint = Some(U256::from(1_000));
             deposit.receipts[0].success = success;
             deposit.receipts[0].fee = U256::ZERO;
             let t = block_totals(&deposit);

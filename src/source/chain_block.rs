@@ -178,7 +178,7 @@ fn transaction(number: u64, index: usize, tx: &Value) -> Result<(TxData, bool), 
             to: t.optional("to")?,
             nonce: t.u64_or_zero("nonce")?,
             value: t.quantity_or_zero("value")?,
-            mint: if kind == DEPOSIT_TX_TYPE { t.quantity_or_zero("mint")? } else { U256::ZERO },
+            mint: if kind == DEPOSIT_TX_TYPE { t.optional_quantity("mint")? } else { None },
         },
         kind == DEPOSIT_TX_TYPE,
     ))
@@ -355,7 +355,7 @@ mod tests {
         let data = block_data(1, &block, &receipts).expect("read");
         assert_eq!(data.transactions.len(), 1);
         assert_eq!(data.transactions[0].value, U256::from(0x100));
-        assert_eq!(data.transactions[0].mint, U256::from(0x1000));
+        assert_eq!(data.transactions[0].mint, Some(U256::from(0x1000)));
         assert!(data.receipts[0].success);
         assert_eq!(data.receipts[0].fee, U256::ZERO);
     }

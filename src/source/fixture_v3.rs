@@ -66,7 +66,7 @@ impl From<EntryV3> for Entry {
                             to: t.to,
                             nonce: t.nonce,
                             value: t.value,
-                            mint: U256::ZERO,
+                            mint: None,
                         })
                         .collect(),
                     receipts: b.receipts,
@@ -121,7 +121,7 @@ mod tests {
         let Entry::Block(read) = decode(&bytes).expect("decode") else { panic!("a block") };
         assert_eq!((read.number, read.gas_limit, read.code_removed.len()), (7, 30_000_000, 1));
         let tx = &read.transactions[0];
-        assert_eq!((tx.nonce, tx.value, tx.mint), (5, U256::from(9), U256::ZERO));
+        assert_eq!((tx.nonce, tx.value, tx.mint), (5, U256::from(9), None));
         assert_eq!(read.receipts[0].fee, U256::from(21));
     }
 }

@@ -399,7 +399,7 @@ impl SyntheticChain {
         let (from, nonce) = self.sender(s);
         let index = b.transactions.len();
         let hash = self.tx_hash(b.number, index);
-        b.transactions.push(TxData { hash, from, to: None, nonce, value: U256::ZERO, mint: U256::ZERO });
+        b.transactions.push(TxData { hash, from, to: None, nonce, value: U256::ZERO, mint: None });
         let frames = b.frames.get_or_insert_with(Vec::new);
         frames.push(frame(index, 0, FrameKind::Create, from, contract, U256::ZERO));
         b.receipts.push(ReceiptData {
@@ -526,7 +526,7 @@ impl SyntheticChain {
             }
         }
         let value = frames.iter().find(|f| f.depth == 0).map_or(U256::ZERO, |f| f.value);
-        b.transactions.push(TxData { hash, from, to, nonce, value, mint: U256::ZERO });
+        b.transactions.push(TxData { hash, from, to, nonce, value, mint: None });
         b.receipts.push(ReceiptData { success, contract_address, logs, fee: fee_of(&hash) });
         // Recorded chains are pre-Cancun: every successful selfdestruct removes the code.
         b.code_removed

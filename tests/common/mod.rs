@@ -6,6 +6,7 @@
 pub mod anvil;
 pub mod contracts;
 pub mod fault_proxy;
+pub mod follower;
 pub mod geth;
 pub mod hardhat;
 pub mod transfer_chain;

@@ -49,7 +49,7 @@ pub fn block(n: u64) -> ClassifiedBlock {
             to: None,
             nonce: 0,
             value: U256::ZERO,
-            mint: U256::ZERO,
+            mint: None,
         });
     }
     let parent = if n == 0 { B256::ZERO } else { keccak256((n - 1).to_be_bytes()) };

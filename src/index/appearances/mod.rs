@@ -538,7 +538,7 @@ mod tests {
             to: Some(to),
             nonce: 0,
             value: alloy_primitives::U256::ZERO,
-            mint: alloy_primitives::U256::ZERO,
+            mint: None,
         };
         let receipt = ReceiptData {
             success: true,
