@@ -89,7 +89,6 @@ async fn a_misbehaving_node_changes_nothing_and_sync_resumes() {
         (Fault::ServerError, "500"),
         (Fault::WrongBlockNumber, "asked for block 4, got block 30583"),
         (Fault::TruncatedReceipts, "transactions but"),
-        (Fault::ForgedHash, "is not the hash of its header"),
     ] {
         proxy.set(fault);
         let err = indexer.sync_to(head).await.expect_err("a faulty node must not be indexed");
@@ -172,8 +171,9 @@ async fn a_probe_the_node_refuses_twice_is_a_no_and_the_index_reaches_the_head()
     ots_indexer::index::check::check(&db.begin_read().expect("read")).expect("check");
 }
 
-/// Answers that asking again at once cannot change: state a pruned node no longer has, and a
-/// block whose transactions cannot be read even as any chain's. The loop stops with the reason
+/// Answers that asking again at once cannot change: state a pruned node no longer has, a
+/// block whose transactions cannot be read even as any chain's, and a block whose hash is not
+/// its header's. The loop stops with the reason
 /// (in `status` here and from another process, and the metrics) instead of retrying for ever,
 /// writes nothing, looks again after `stopped_recheck`, and resumes once the node is fixed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,6 +195,10 @@ async fn an_answer_retrying_cannot_change_stops_the_loop_with_its_reason() {
         (
             Fault::UnreadableSender,
             vec!["block 2 cannot be read", "transaction 0", "`from`", "0xnot-an-address"],
+        ),
+        (
+            Fault::ForgedHash,
+            vec!["block 2: its hash 0xabab", "is not the hash of its header", "--no-header-check"],
         ),
     ] {
         proxy.set(fault);

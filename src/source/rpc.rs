@@ -124,6 +124,17 @@ pub enum SourceError {
         /// The start of the raw object.
         snippet: String,
     },
+    /// A block's hash is not the hash of its header read as Ethereum's: a chain whose headers
+    /// differ (or a node that forges them). Asking again gives the same answer.
+    #[error(
+        "block {block}: {reason}; if this chain's headers differ from Ethereum's, run with --no-header-check"
+    )]
+    ForeignHeader {
+        /// The block.
+        block: u64,
+        /// What does not match.
+        reason: String,
+    },
     /// The node's answer contradicts itself.
     #[error("the node answered inconsistent data for block {block}: {reason}")]
     Inconsistent {
@@ -710,16 +721,15 @@ impl NodeClient {
 
 /// Checks that the block's hash is the hash of its header, read as Ethereum's.
 fn check_header_hash(number: u64, block: &Value) -> Result<(), SourceError> {
-    let hint = "if this chain's headers differ from Ethereum's, run with --no-header-check";
-    let header: Header = Header::deserialize(block).map_err(|e| SourceError::Inconsistent {
+    let header: Header = Header::deserialize(block).map_err(|e| SourceError::ForeignHeader {
         block: number,
-        reason: format!("its header is not an Ethereum header ({e}); {hint}"),
+        reason: format!("its header is not an Ethereum header ({e})"),
     })?;
     let computed = header.inner.hash_slow();
     if computed != header.hash {
-        return Err(SourceError::Inconsistent {
+        return Err(SourceError::ForeignHeader {
             block: number,
-            reason: format!("its hash {} is not the hash of its header ({computed}); {hint}", header.hash),
+            reason: format!("its hash {} is not the hash of its header ({computed})", header.hash),
         });
     }
     Ok(())

@@ -195,7 +195,9 @@ impl SyncError {
     /// that asking again will not change (docs/operations.md, "When the indexer stops").
     pub fn stop_reason(&self) -> Option<String> {
         match self {
-            Self::Source(e @ SourceError::Unreadable { .. }) => Some(e.to_string()),
+            Self::Source(e @ (SourceError::Unreadable { .. } | SourceError::ForeignHeader { .. })) => {
+                Some(e.to_string())
+            }
             Self::Chain(e) if crate::source::needs_archive(&e.message) => Some(format!(
                 "{e}: classifying contracts needs the state of past blocks, which this node no longer keeps; point --rpc-url at an archive node"
             )),
