@@ -28,42 +28,13 @@ use ots_indexer::{
 };
 use serde_json::{json, Value};
 
+#[path = "common/rpc_timing.rs"]
+mod rpc_timing;
+
+use rpc_timing::{free_port, time, time_each};
+
 fn arg(n: usize, default: u64) -> u64 {
     std::env::args().nth(n).and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// Median of `rounds` timed calls of `method` at `url`, in milliseconds, and the last answer.
-async fn time(client: &NodeClient, method: &'static str, params: Value, rounds: u64) -> (f64, Value) {
-    let mut times = Vec::new();
-    let mut answer = Value::Null;
-    for _ in 0..rounds.max(1) {
-        let started = Instant::now();
-        answer = client.raw(method, params.clone()).await.unwrap_or_else(|e| panic!("{method}: {e}"));
-        times.push(started.elapsed().as_secs_f64() * 1e3);
-    }
-    times.sort_by(f64::total_cmp);
-    (times[times.len() / 2], answer)
-}
-
-/// Median of one timed call of `method` per entry of `params` (each a different page), in
-/// milliseconds, and the last answer.
-async fn time_each(client: &NodeClient, method: &'static str, params: &[Value]) -> (f64, Value) {
-    let mut times = Vec::new();
-    let mut answer = Value::Null;
-    for p in params {
-        let started = Instant::now();
-        answer = client.raw(method, p.clone()).await.unwrap_or_else(|e| panic!("{method}: {e}"));
-        times.push(started.elapsed().as_secs_f64() * 1e3);
-    }
-    times.sort_by(f64::total_cmp);
-    (times[times.len() / 2], answer)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

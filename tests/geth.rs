@@ -18,7 +18,7 @@ use alloy::{
 use common::{
     anvil::Anvil,
     contracts::Makers,
-    geth::Geth,
+    geth::{Dev, Geth},
     workload::{self, Faucet},
     world, Client,
 };
@@ -37,50 +37,6 @@ sol! {
     function all(address to) external payable;
     function fail() external pure;
     function transfer(address to, uint256 value) returns (bool);
-}
-
-/// The creation code of testbed artifact `name`.
-fn bytecode(name: &str) -> Bytes {
-    let path = common::anvil::testbed_dir().join("build/artifacts.json");
-    let artifacts: Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("artifacts")).expect("json");
-    serde_json::from_value(artifacts[name]["bytecode"].clone()).expect("hex")
-}
-
-/// geth's one unlocked account, sending and waiting for each transaction's receipt (the dev
-/// chain seals a block per transaction).
-struct Dev {
-    node: Client,
-    from: Address,
-}
-
-impl Dev {
-    async fn send(&self, to: Option<Address>, value: u64, data: Bytes) -> (B256, Value) {
-        let mut tx =
-            json!({"from": self.from, "value": format!("{value:#x}"), "data": data, "gas": "0x7a1200"});
-        if let Some(to) = to {
-            tx["to"] = json!(to);
-        }
-        let hash: B256 =
-            serde_json::from_value(self.node.call("eth_sendTransaction", json!([tx])).await).expect("hash");
-        for _ in 0..200 {
-            // A fresh geth answers "transaction indexing is in progress" for a moment.
-            match self.node.try_call("eth_getTransactionReceipt", json!([hash])).await {
-                Ok(receipt) if !receipt.is_null() => return (hash, receipt),
-                Ok(_) => {}
-                Err((_, message)) => assert!(message.contains("indexing is in progress"), "{message}"),
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("{hash} was never mined");
-    }
-
-    async fn deploy(&self, name: &str, args: Vec<u8>) -> Address {
-        let mut code = bytecode(name).to_vec();
-        code.extend(args);
-        let (_, receipt) = self.send(None, 0, code.into()).await;
-        serde_json::from_value(receipt["contractAddress"].clone()).expect("created")
-    }
 }
 
 /// The address in the factory's `Made(address)` log (a made token logs its mint first).
@@ -108,9 +64,7 @@ async fn serve(db: &Db, url: &str, frames: TxFrames) -> (Client, jsonrpsee::serv
 async fn geth_dev_indexes_with_its_call_tracer_and_follows_set_head() {
     let geth = Geth::start();
     let node = Client::new(&geth.url);
-    let from: Address =
-        serde_json::from_value(node.call("eth_accounts", json!([])).await[0].clone()).expect("dev account");
-    let dev = Dev { node: node.clone(), from };
+    let dev = Dev::of(&geth).await;
     let eoa = Address::repeat_byte(0x42);
 
     let factory = dev.deploy("Factory", Vec::new()).await;

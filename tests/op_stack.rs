@@ -15,11 +15,14 @@ use alloy::{
     sol,
     sol_types::SolCall,
 };
-use common::{anvil::Anvil, workload, world};
+use common::{
+    anvil::{bytecode, Anvil},
+    workload, world,
+};
 use ots_indexer::{
     classify::capture::capture,
     db::{AccessMode, Db},
-    index::check::dump_hash,
+    index::check::{check, dump_hash},
     source::fixture::Fixture,
     sync::{Indexer, SyncConfig},
 };
@@ -44,14 +47,6 @@ fn wei(v: &Value) -> U256 {
 
 fn addr(v: &Value) -> Option<Address> {
     v.as_str().and_then(|s| s.parse().ok())
-}
-
-/// The creation code of testbed artifact `name`.
-fn creation_code(name: &str) -> Bytes {
-    let path = common::anvil::testbed_dir().join("build/artifacts.json");
-    let artifacts: Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("artifacts")).expect("json");
-    artifacts[name]["bytecode"].as_str().expect("bytecode").parse().expect("hex")
 }
 
 /// A deposit from `from`, minting `mint` wei to it and sending `value` of it to `to` (or into a
@@ -147,9 +142,12 @@ async fn an_op_stack_chain_is_indexed_as_plain_anvils_plus_its_deposits() {
     let plain_deposit = deposit(&chain, 1, d1, Some(a6), (1_000_000, 250_000), Bytes::new()).await;
     let call_deposit =
         deposit(&chain, 2, d2, Some(ops), (10_000, 4_000), allCall { to: a8 }.abi_encode().into()).await;
-    let create_deposit = deposit(&chain, 3, d3, None, (5_000, 700), creation_code("Payer")).await;
+    let create_deposit = deposit(&chain, 3, d3, None, (5_000, 700), bytecode("Payer")).await;
     let failed_deposit =
         deposit(&chain, 4, d4, Some(ops), (2_000, 500), failCall {}.abi_encode().into()).await;
+    chain.mine().await;
+    // A second deposit of d1's: Anvil says nonce 0 again, where d1's account counts on to 1.
+    let repeat_deposit = deposit(&chain, 5, d1, Some(a6), (300, 100), Bytes::new()).await;
     chain.mine().await;
     let status = |r: &Value| r["status"].clone();
     for hash in [plain_deposit, call_deposit, create_deposit] {
@@ -228,6 +226,12 @@ async fn an_op_stack_chain_is_indexed_as_plain_anvils_plus_its_deposits() {
         let details = api.call("ots_getBlockDetails", json!([quantity(&block)])).await;
         assert_eq!(details["totalFees"], json!("0x0"), "deposits pay no fee: {details}");
     }
+
+    // A deposit whose nonce goes back counts as its sender's next, as the account does.
+    assert_eq!(quantity(&chain.call("eth_getTransactionCount", json!([d1, "latest"])).await), 2);
+    let second = api.call("ots_getTransactionBySenderAndNonce", json!([d1, 1])).await;
+    assert_eq!(second, json!(repeat_deposit), "d1's second deposit under nonce 1");
+    check(&db.begin_read().expect("read")).expect("check");
 
     // A recording keeps deposits (their mint too): replayed with no node, the same tables.
     let builtins = || -> Vec<Box<dyn ots_classifiers::Classifier>> {

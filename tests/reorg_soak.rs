@@ -1,18 +1,24 @@
 //! Random reorgs while following, with the server's caches warm: each round adds blocks of
 //! transfers, reads the pages of the parties they touched (so the server caches what the reorg
 //! takes away), reorganises the last 1–64 blocks with other transactions, waits for the indexer
-//! to follow, and compares those pages with the node's chain. On Anvil (`anvil_reorg`), over HTTP
-//! and over ws://. CI runs a few rounds; `scripts/reorg-soak.sh` runs many
-//! (`OTS_SOAK_ROUNDS`) and prints the follow time after each reorg (median and max).
+//! to follow, and compares those pages with the node's chain. On Anvil (`anvil_reorg`) and on
+//! geth (`debug_setHead` and a new fork sealed on top), each over HTTP and over ws://. CI runs a
+//! few rounds; `scripts/reorg-soak.sh` runs many (`OTS_SOAK_ROUNDS`) and prints the follow time
+//! after each reorg (median and max).
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use alloy::primitives::Address;
+use alloy::{
+    primitives::{Address, Bytes, B256, U256},
+    sol,
+    sol_types::{SolCall, SolValue},
+};
 use common::{
     anvil::Anvil,
     follower::Follower,
+    geth::{Dev, Geth},
     workload::{self, Chain},
     Client,
 };
@@ -24,6 +30,10 @@ use ots_indexer::{
     sync::{Indexer, SyncConfig},
 };
 use serde_json::{json, Value};
+
+sol! {
+    function transfer(address to, uint256 value) returns (bool);
+}
 
 /// A small deterministic generator (xorshift64*), so that a failing round can be replayed.
 struct Rng(u64);
@@ -81,7 +91,7 @@ async fn pages_are_the_nodes(ours: &Client, node: &Client, address: Address, wha
     }
 }
 
-async fn soak(ws: bool, rounds: u64, seed: u64) {
+async fn anvil_soak(ws: bool, rounds: u64, seed: u64) {
     let anvil = Anvil::start(&[]);
     let work = workload::run(&anvil.url).await;
     let acc = work.accounts.clone();
@@ -144,8 +154,8 @@ async fn soak(ws: bool, rounds: u64, seed: u64) {
                 .await;
         }
         eprintln!(
-            "reorg-soak {} round {round}: depth {depth}, followed in {:.1} ms",
-            if ws { "ws" } else { "http" },
+            "reorg-soak anvil {} round {round}: depth {depth}, followed in {:.1} ms",
+            transport(ws),
             follow_times[follow_times.len() - 1].as_secs_f64() * 1e3
         );
     }
@@ -153,22 +163,266 @@ async fn soak(ws: bool, rounds: u64, seed: u64) {
     follower.stop().await;
     check(&db.begin_read().expect("read")).expect("check after the soak");
 
+    summary("anvil", ws, follow_times);
+}
+
+fn transport(ws: bool) -> &'static str {
+    if ws {
+        "ws"
+    } else {
+        "http"
+    }
+}
+
+/// Prints the follow times' median and max.
+fn summary(node: &str, ws: bool, mut follow_times: Vec<Duration>) {
     follow_times.sort_unstable();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     eprintln!(
-        "reorg-soak {} summary: {rounds} rounds, no difference; follow time median {:.1} ms, max {:.1} ms",
-        if ws { "ws" } else { "http" },
+        "reorg-soak {node} {} summary: {} rounds, no difference; follow time median {:.1} ms, max {:.1} ms",
+        transport(ws),
+        follow_times.len(),
         ms(follow_times[follow_times.len() / 2]),
         ms(follow_times[follow_times.len() - 1]),
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn random_reorgs_over_http_leave_every_page_the_nodes() {
-    soak(false, rounds(), 0x5eed_0001).await;
+async fn random_reorgs_on_anvil_over_http_leave_every_page_the_nodes() {
+    anvil_soak(false, rounds(), 0x5eed_0001).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn random_reorgs_over_websocket_leave_every_page_the_nodes() {
-    soak(true, rounds(), 0x5eed_0002).await;
+async fn random_reorgs_on_anvil_over_websocket_leave_every_page_the_nodes() {
+    anvil_soak(true, rounds(), 0x5eed_0002).await;
+}
+
+/// What the test knows of one transaction of the node's chain: the dev account's ether payment
+/// to `paid`, or its token transfer to `credited`.
+#[derive(Debug, Clone, Copy)]
+struct Mirrored {
+    hash: B256,
+    paid: Option<Address>,
+    credited: Option<Address>,
+}
+
+/// The node's canonical chain as the test read it, block by block: what a page of ours must
+/// equal. geth has no `ots_` namespace to compare with, so the expected pages come from here.
+#[derive(Debug, Default)]
+struct Mirror {
+    blocks: Vec<(B256, Vec<Mirrored>)>,
+}
+
+impl Mirror {
+    /// Reads the blocks that changed since the last call: back from the head to the first block
+    /// whose hash the mirror already has, then forward.
+    async fn catch_up(&mut self, node: &Client, token: Address) {
+        let head = hex_u64(&node.call("eth_blockNumber", json!([])).await);
+        self.blocks.truncate(head as usize + 1);
+        while let Some((hash, _)) = self.blocks.last() {
+            let n = self.blocks.len() - 1;
+            let now = node.call("eth_getBlockByNumber", json!([format!("{n:#x}"), false])).await;
+            if now["hash"] == json!(hash) {
+                break;
+            }
+            self.blocks.pop();
+        }
+        for n in self.blocks.len() as u64..=head {
+            let block = node.call("eth_getBlockByNumber", json!([format!("{n:#x}"), true])).await;
+            let txs = block["transactions"]
+                .as_array()
+                .expect("transactions")
+                .iter()
+                .map(|tx| {
+                    let to: Option<Address> = serde_json::from_value(tx["to"].clone()).expect("to");
+                    let input: Bytes = serde_json::from_value(tx["input"].clone()).expect("input");
+                    let credited = (to == Some(token))
+                        .then(|| transferCall::abi_decode(&input).ok().map(|c| c.to))
+                        .flatten();
+                    Mirrored {
+                        hash: serde_json::from_value(tx["hash"].clone()).expect("hash"),
+                        paid: to.filter(|_| tx["value"] != json!("0x0")),
+                        credited,
+                    }
+                })
+                .collect();
+            self.blocks.push((serde_json::from_value(block["hash"].clone()).expect("hash"), txs));
+        }
+    }
+
+    /// The hashes of the transactions `select` picks, oldest first.
+    fn picked(&self, select: impl Fn(&Mirrored) -> bool) -> Vec<B256> {
+        self.blocks.iter().flat_map(|(_, txs)| txs.iter().filter(|t| select(t)).map(|t| t.hash)).collect()
+    }
+}
+
+/// Waits until the index's tip is the node's head and the mirror has read up to it: geth may
+/// seal another block between the two; the time the first wait took.
+async fn settle(db: &Db, node: &NodeClient, mirror: &mut Mirror, geth: &Client, token: Address) -> Duration {
+    let took = followed(db, node).await;
+    loop {
+        mirror.catch_up(geth, token).await;
+        let tip = state::read_state(&db.begin_read().expect("read")).expect("state").checkpoint;
+        if tip.map(|t| t.hash) == mirror.blocks.last().map(|(hash, _)| *hash) {
+            return took;
+        }
+        followed(db, node).await;
+    }
+}
+
+/// Waits until geth's pool has taken in a `debug_setHead`: until then it hands out the nonces
+/// of the dropped chain, and a transaction sent with one would wait for ever.
+async fn pool_reset(dev: &Dev) {
+    for _ in 0..1000 {
+        let nonce = |tag: &'static str| dev.node.call("eth_getTransactionCount", json!([dev.from, tag]));
+        if nonce("pending").await == nonce("latest").await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("geth's pool did not follow debug_setHead");
+}
+
+fn hex_u64(v: &Value) -> u64 {
+    u64::from_str_radix(v.as_str().expect("hex").trim_start_matches("0x"), 16).expect("hex number")
+}
+
+/// `party`'s newest page holds the newest payments to it on the node's chain, and its ERC20
+/// transfer count and last transfers are the token transfers to it there.
+async fn pages_are_the_mirrors(ours: &Client, mirror: &Mirror, party: Address, what: &str) {
+    let mut paid = mirror.picked(|t| t.paid == Some(party));
+    paid.reverse();
+    let page: Vec<B256> = hashes(&ours.call("ots_searchTransactionsBefore", json!([party, 0, 25])).await)
+        .into_iter()
+        .map(|h| serde_json::from_value(h).expect("hash"))
+        .collect();
+    assert!(
+        page.len() >= paid.len().min(25) && page.len() <= paid.len(),
+        "{what}: the page of {party} holds {page:?}, the node's chain {paid:?}"
+    );
+    assert_eq!(page, paid[..page.len()], "{what}: the page of {party} is not the node's chain");
+    let credited = mirror.picked(|t| t.credited == Some(party));
+    let count = ours.call("ots2_getERC20TransferCount", json!([party])).await;
+    assert_eq!(count, json!(credited.len()), "{what}: transfer count of {party}");
+    let from = credited.len().saturating_sub(10);
+    let list = ours.call("ots2_getERC20TransferList", json!([party, from, 10])).await;
+    let listed: Vec<B256> = list["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| serde_json::from_value(r["hash"].clone()).expect("hash"))
+        .collect();
+    assert_eq!(listed, credited[from..], "{what}: the transfers of {party} are not the node's chain");
+}
+
+async fn geth_soak(ws: bool, rounds: u64, seed: u64) {
+    let geth = Geth::start();
+    let dev = Dev::of(&geth).await;
+    let supply = U256::from(10u64).pow(U256::from(24));
+    let token = dev
+        .deploy("DemoToken", ("Soak Token".to_owned(), "SOAK".to_owned(), supply).abi_encode_params())
+        .await;
+    let parties: Vec<Address> = (0..10u8).map(|i| Address::repeat_byte(0x20 + i)).collect();
+    let mut rng = Rng(seed | 1);
+    let pay = |to: Address, value: u64| {
+        let dev = dev.clone();
+        async move { dev.send(Some(to), value, Bytes::new()).await }
+    };
+    let credit = |to: Address, amount: u64| {
+        let dev = dev.clone();
+        let data = transferCall { to, value: U256::from(amount) }.abi_encode();
+        async move { dev.send(Some(token), 0, data.into()).await }
+    };
+    // geth seals a block per transaction: enough blocks under the head for a reorg of 64.
+    for i in 0..66 {
+        let to = parties[i % 10];
+        if i % 2 == 0 {
+            pay(to, 1 + i as u64).await;
+        } else {
+            credit(to, 1 + i as u64).await;
+        }
+    }
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+    let url = if ws { geth.url.replace("http://", "ws://") } else { geth.url.clone() };
+    let node = NodeClient::open(&url, Duration::from_secs(10)).await.expect("node");
+    let config = SyncConfig {
+        batch_blocks: 16,
+        concurrency: 4,
+        poll_interval: Duration::from_millis(20),
+        ..Default::default()
+    };
+    let indexer = Indexer::open(db.clone(), node.clone(), vec![Box::new(Erc20Classifier)], config)
+        .await
+        .expect("indexer");
+    let follower = Follower::start(indexer);
+    followed(&db, &node).await;
+    let (ours, server) = common::serve(&db, node.clone()).await;
+    let mut mirror = Mirror::default();
+    mirror.catch_up(&dev.node, token).await;
+
+    let mut follow_times = Vec::new();
+    for round in 0..rounds {
+        let depth = 1 + rng.below(64);
+        // Activity the reorg may take away.
+        let mut touched = Vec::new();
+        for _ in 0..1 + rng.below(3) {
+            let (a, b) = (parties[rng.below(10) as usize], parties[rng.below(10) as usize]);
+            pay(a, 1 + rng.below(1000)).await;
+            credit(b, 1 + rng.below(1000)).await;
+            touched.extend([a, b]);
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        settle(&db, &node, &mut mirror, &dev.node, token).await;
+        for who in &touched {
+            pages_are_the_mirrors(&ours, &mirror, *who, &format!("geth round {round} before")).await;
+        }
+        // The reorg: the head set back `depth` blocks (geth drops their transactions) and a new
+        // fork of one or two blocks sealed on top, shorter or longer than the old chain.
+        let head = hex_u64(&dev.node.call("eth_blockNumber", json!([])).await);
+        let _: Value = dev.node.call("debug_setHead", json!([format!("{:#x}", head - depth)])).await;
+        pool_reset(&dev).await;
+        let (a, b) = (parties[rng.below(10) as usize], parties[rng.below(10) as usize]);
+        pay(a, 7).await;
+        if rng.below(2) == 0 {
+            credit(b, 3).await;
+        }
+        follow_times.push(settle(&db, &node, &mut mirror, &dev.node, token).await);
+        for who in &parties {
+            pages_are_the_mirrors(
+                &ours,
+                &mirror,
+                *who,
+                &format!("geth round {round} after a reorg of {depth}"),
+            )
+            .await;
+        }
+        eprintln!(
+            "reorg-soak geth {} round {round}: depth {depth}, followed in {:.1} ms",
+            transport(ws),
+            follow_times[follow_times.len() - 1].as_secs_f64() * 1e3
+        );
+        // Blocks again for the next reorg of up to 64.
+        let mut head = hex_u64(&dev.node.call("eth_blockNumber", json!([])).await);
+        while head < 66 {
+            pay(parties[rng.below(10) as usize], 1).await;
+            head += 1;
+        }
+    }
+    let _ = server.stop();
+    follower.stop().await;
+    check(&db.begin_read().expect("read")).expect("check after the soak");
+    summary("geth", ws, follow_times);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_reorgs_on_geth_over_http_leave_every_page_the_nodes() {
+    geth_soak(false, rounds(), 0x5eed_0003).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_reorgs_on_geth_over_websocket_leave_every_page_the_nodes() {
+    geth_soak(true, rounds(), 0x5eed_0004).await;
 }

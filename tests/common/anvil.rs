@@ -9,9 +9,20 @@ use std::{
     time::{Duration, Instant},
 };
 
+use alloy::primitives::Bytes;
+use serde_json::Value;
+
 /// The test bed folder of this checkout.
 pub fn testbed_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testbed")
+}
+
+/// The creation code of testbed artifact `name`.
+pub fn bytecode(name: &str) -> Bytes {
+    let path = testbed_dir().join("build/artifacts.json");
+    let artifacts: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("artifacts")).expect("json");
+    serde_json::from_value(artifacts[name]["bytecode"].clone()).expect("hex")
 }
 
 static SETUP: Mutex<bool> = Mutex::new(false);

@@ -9,7 +9,13 @@ use std::{
     time::Duration,
 };
 
-use super::anvil::{ensure_testbed, spawn_node, testbed_dir};
+use alloy::primitives::{Address, Bytes, B256};
+use serde_json::{json, Value};
+
+use super::{
+    anvil::{bytecode, ensure_testbed, spawn_node, testbed_dir},
+    Client,
+};
 
 /// A running `geth --dev` on a free loopback port (HTTP and WebSocket on the same port), its
 /// data in a temporary directory; stopped when dropped.
@@ -78,5 +84,54 @@ impl Drop for Geth {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// geth's one unlocked account, sending and waiting for each transaction's receipt (the dev
+/// chain seals a block per transaction).
+#[derive(Debug, Clone)]
+pub struct Dev {
+    /// The node.
+    pub node: Client,
+    /// The dev account.
+    pub from: Address,
+}
+
+impl Dev {
+    /// The dev account of `geth`.
+    pub async fn of(geth: &Geth) -> Self {
+        let node = Client::new(&geth.url);
+        let from = serde_json::from_value(node.call("eth_accounts", json!([])).await[0].clone())
+            .expect("dev account");
+        Self { node, from }
+    }
+
+    /// Sends `value` wei and `data` to `to` (a creation without it); its hash and receipt.
+    pub async fn send(&self, to: Option<Address>, value: u64, data: Bytes) -> (B256, Value) {
+        let mut tx =
+            json!({"from": self.from, "value": format!("{value:#x}"), "data": data, "gas": "0x7a1200"});
+        if let Some(to) = to {
+            tx["to"] = json!(to);
+        }
+        let hash: B256 =
+            serde_json::from_value(self.node.call("eth_sendTransaction", json!([tx])).await).expect("hash");
+        for _ in 0..200 {
+            // A fresh geth answers "transaction indexing is in progress" for a moment.
+            match self.node.try_call("eth_getTransactionReceipt", json!([hash])).await {
+                Ok(receipt) if !receipt.is_null() => return (hash, receipt),
+                Ok(_) => {}
+                Err((_, message)) => assert!(message.contains("indexing is in progress"), "{message}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{hash} was never mined");
+    }
+
+    /// Deploys artifact `name` with ABI-encoded constructor arguments; its address.
+    pub async fn deploy(&self, name: &str, args: Vec<u8>) -> Address {
+        let mut code = bytecode(name).to_vec();
+        code.extend(args);
+        let (_, receipt) = self.send(None, 0, code.into()).await;
+        serde_json::from_value(receipt["contractAddress"].clone()).expect("created")
     }
 }

@@ -281,14 +281,23 @@ fn expected_nonce(last_anchor: Option<NonceAnchor>, position: u64) -> u64 {
     last_anchor.map_or(position, |a| a.nonce.wrapping_add(position - a.position))
 }
 
+/// The nonce a transaction counts with: the one it carries, unless that is lower than the one
+/// expected. A sender's nonce never goes back, but some chains' system transactions say 0 for
+/// every one (Arbitrum's internal transactions; Anvil's OP Stack deposits): those take the next
+/// nonce, as the sender's account does.
+fn effective_nonce(carried: u64, expected: u64) -> u64 {
+    carried.max(expected)
+}
+
 /// Writes the anchors where the nonces of one sender's transactions of the batch (`(TxId,
-/// nonce)`, ascending; `before` sent earlier) skip; returns how many it wrote.
+/// nonce)`, ascending; `before` sent earlier) skip forward; returns how many it wrote.
 fn write_anchors(txn: &WriteTxn, sender: &Address, before: u64, run: &[(u64, u64)]) -> DbResult<u64> {
     let mut anchors = txn.cursor::<OtsNonceAnchors>()?;
     let mut last = if anchors.seek_exact(sender)?.is_some() { anchors.last_dup()? } else { None };
     let mut written = 0;
     for (position, &(_, nonce)) in (before..).zip(run) {
-        if nonce != expected_nonce(last, position) {
+        let expected = expected_nonce(last, position);
+        if effective_nonce(nonce, expected) != expected {
             let anchor = NonceAnchor { position, nonce };
             anchors.put(sender, &anchor)?;
             last = Some(anchor);
@@ -310,17 +319,26 @@ pub fn unwind_creator(txn: &WriteTxn, contract: &Address, cut: u64) -> DbResult<
 }
 
 /// The transaction `sender` sent with `nonce`, if the index holds one: in the reorg window by
-/// its nonce, else its position among the sender's transactions follows from the anchors, its
-/// TxId from the sent marks of its list.
+/// its nonce (counted on from the list's as the anchors count), else its position among the
+/// sender's transactions follows from the anchors, its TxId from the sent marks of its list.
 pub fn sent_with_nonce<K: TransactionKind>(
     txn: &Txn<K>,
     sender: &Address,
     nonce: u64,
 ) -> DbResult<Option<TxId>> {
-    if let Some(&(tx, _)) = recent::sent(txn, sender)?.iter().find(|&&(_, n)| n == nonce) {
-        return Ok(Some(TxId(tx)));
-    }
     let anchors = txn.cursor::<OtsNonceAnchors>()?.dups(sender)?;
+    let window = recent::sent(txn, sender)?;
+    if !window.is_empty() {
+        let settled = lists::count::<OtsAppearances, K>(txn, sender)?.sent;
+        let mut expected = expected_nonce(anchors.last().copied(), settled);
+        for &(tx, carried) in &window {
+            let counted = effective_nonce(carried, expected);
+            if counted == nonce {
+                return Ok(Some(TxId(tx)));
+            }
+            expected = counted.wrapping_add(1);
+        }
+    }
     // Runs of consecutive nonces: (first position, first nonce); before any anchor nonces count
     // from 0.
     let mut runs: Vec<(u64, u64)> = Vec::with_capacity(anchors.len() + 1);
@@ -598,6 +616,46 @@ mod tests {
             let txn = db.begin_write().expect("write");
             let refused = gathered(&seen, &[sent]).write(&txn, Window::closed(&mut Default::default()));
             assert!(matches!(refused, Err(DbError::Corrupt { .. })), "{sent:?}: {refused:?}");
+        }
+    }
+
+    /// Nonces that go back (system transactions that all say 0) count as the next nonce, in the
+    /// lists' anchors and in the reorg window alike; a skip forward is still an anchor.
+    #[test]
+    fn a_nonce_that_goes_back_counts_as_the_next_one() {
+        let b = Address::repeat_byte(2);
+        let ids: Vec<u64> = (1..=6).map(|block| TxId::new(block, 0).expect("id").0).collect();
+        let carried = [0, 0, 0, 5, 0, 0];
+        // Which transaction each nonce finds: the sender's account counted 0, 1, 2, 5, 6, 7.
+        let want =
+            [(0, Some(0)), (1, Some(1)), (2, Some(2)), (3, None), (5, Some(3)), (6, Some(4)), (7, Some(5))];
+        for window_from in [None, Some(3), Some(5)] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+            let txn = db.begin_write().expect("write");
+            let seen: Vec<(Address, u64)> = ids.iter().map(|&id| (b, id)).collect();
+            let sent: Vec<(Address, u64, u64)> = ids.iter().zip(carried).map(|(&id, n)| (b, id, n)).collect();
+            let window = match window_from {
+                None => Window::closed(&mut Default::default()),
+                Some(block) => Window::starting_at(block, &mut Default::default()),
+            };
+            let written = gathered(&seen, &sent).write(&txn, window).expect("write");
+            assert_eq!(
+                written.anchors,
+                u64::from(window_from.is_none_or(|block| block > 4)),
+                "{window_from:?}"
+            );
+            for (nonce, position) in want {
+                let found = sent_with_nonce(&txn, &b, nonce).expect("read");
+                assert_eq!(found, position.map(|p| TxId(ids[p])), "{window_from:?}: nonce {nonce}");
+            }
+            let anchors = txn.cursor::<OtsNonceAnchors>().expect("cursor").dups(&b).expect("dups");
+            let settled = lists::count::<OtsAppearances, _>(&txn, &b).expect("count").sent;
+            let mut previous = None;
+            for a in &anchors {
+                assert!(a.position < settled && a.nonce > expected_nonce(previous, a.position), "{a:?}");
+                previous = Some(*a);
+            }
         }
     }
 }
