@@ -304,6 +304,50 @@ tables! {
     OtsIndexerState: Plain, StateKey => Vec<u8>;
 }
 
+/// A dupsorted table whose dups sort by a leading part of their bytes, the sub-key: a seek
+/// names a sub-key, never raw bytes, and lands on the first dup at or after it.
+pub trait DupSubKey: DupTable {
+    /// The part of a dup that orders it.
+    type SubKey: PartialEq + Copy;
+    /// A dup's sub-key.
+    fn sub_key(value: &Self::Value) -> Self::SubKey;
+    /// The smallest dup bytes with sub-key `sub`: its encoding, padded with zeros to a whole
+    /// value where the table's dups are of fixed size (MDBX seeks those with whole values).
+    fn seek_bytes(sub: &Self::SubKey) -> Vec<u8>;
+}
+
+/// Declares the sub-key of dupsorted tables: `Table, Table… by SubKey: |value| sub, |sub| bytes`.
+macro_rules! sub_keys {
+    ($( $($table:ident),+ by $sub:ty: |$v:ident| $of:expr, |$s:ident| $bytes:expr; )*) => {
+        $($(
+            impl DupSubKey for $table {
+                type SubKey = $sub;
+                fn sub_key($v: &Self::Value) -> $sub {
+                    $of
+                }
+                fn seek_bytes($s: &$sub) -> Vec<u8> {
+                    $bytes
+                }
+            }
+        )+)*
+    };
+}
+
+sub_keys! {
+    // Holdings sort by token, then the first TxId.
+    OtsERC20Holdings, OtsERC721Holdings, OtsERC1155Holdings by Address:
+        |v| v.token, |s| Holding { token: *s, first: TxId(0) }.encode_value();
+    // A block's totals deltas sort by address.
+    OtsTotalsUndo by Address: |v| v.address, |s| s.as_slice().to_vec();
+    // A key's window values sort by block.
+    OtsRecentBalances by u64: |v| v.block, |s| WindowValue { block: *s, value: U256::ZERO }.encode_value();
+    OtsRecentMultiBalances by u64: |v| v.block, |s| WindowValue { block: *s, value: U256::ZERO }.encode_value();
+    OtsRecentOwners by u64: |v| v.block, |s| WindowValue { block: *s, value: Address::ZERO }.encode_value();
+    // An address-index counter's dups sort by the cumulative count (the 1-byte form is alone).
+    OtsERC20TransferCounter, OtsERC721TransferCounter, OtsERC1155TransferCounter, OtsWithdrawalsCounter,
+    OtsBlocksRewardedCounter by u64: |v| v.cumulative(), |s| s.to_be_bytes().to_vec();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,5 +375,47 @@ mod tests {
         assert_eq!(TableId::OtsERC20TransferCounter.layout(), Layout::DupSort);
         assert_eq!(TableId::OtsERC20.layout(), Layout::DupFixed);
         assert_eq!(TableId::OtsAddrAttributes.layout(), Layout::Plain);
+    }
+
+    /// A dup's sub-key seek bytes are the start of its own bytes (zeros after, for fixed-size
+    /// dups) and sort at or below them: a seek by its sub-key lands on it or before it.
+    fn seeks_land_at_or_before<T: DupSubKey>(values: &[T::Value]) {
+        for v in values {
+            let bytes = v.encode_value();
+            let seek = T::seek_bytes(&T::sub_key(v));
+            assert!(seek <= bytes, "{}: {seek:?} > {bytes:?}", T::ID.name());
+            let shared = seek.iter().zip(&bytes).take_while(|(a, b)| a == b).count();
+            assert!(seek[shared..].iter().all(|&b| b == 0), "{}: {seek:?} vs {bytes:?}", T::ID.name());
+            if T::ID.layout() == Layout::DupFixed {
+                assert_eq!(seek.len(), bytes.len(), "{}: whole values", T::ID.name());
+            }
+        }
+    }
+
+    #[test]
+    fn sub_keys_are_the_leading_bytes_of_their_dups() {
+        use crate::db::codec::{AddressTotals, CounterDup, Holding, TotalsDelta, WindowValue};
+        let (a, b) = (Address::repeat_byte(0xa1), Address::repeat_byte(0xb2));
+        let holdings = [Holding { token: a, first: TxId(7) }, Holding { token: b, first: TxId(u64::MAX) }];
+        seeks_land_at_or_before::<OtsERC20Holdings>(&holdings);
+        seeks_land_at_or_before::<OtsERC721Holdings>(&holdings);
+        seeks_land_at_or_before::<OtsERC1155Holdings>(&holdings);
+        seeks_land_at_or_before::<OtsTotalsUndo>(&[TotalsDelta {
+            address: a,
+            added: AddressTotals::default(),
+        }]);
+        let values = [
+            WindowValue { block: 9, value: U256::from(5) },
+            WindowValue { block: 1 << 40, value: U256::MAX },
+        ];
+        seeks_land_at_or_before::<OtsRecentBalances>(&values);
+        seeks_land_at_or_before::<OtsRecentMultiBalances>(&values);
+        seeks_land_at_or_before::<OtsRecentOwners>(&[WindowValue { block: 3, value: b }]);
+        let counters = [
+            CounterDup::Regular { cumulative: 512, chunk: 3 },
+            CounterDup::Regular { cumulative: 1, chunk: 0 },
+        ];
+        seeks_land_at_or_before::<OtsERC20TransferCounter>(&counters);
+        seeks_land_at_or_before::<OtsBlocksRewardedCounter>(&counters);
     }
 }

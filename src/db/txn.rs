@@ -14,7 +14,7 @@ use super::{
     codec::{KeyCodec, ValueCodec},
     error::{hint_for, read_err, table_err, DbError, DbResult},
     residency::{release_mapped, MappedFile},
-    tables::{DupTable, Layout, Table, TableId},
+    tables::{DupSubKey, DupTable, Layout, Table, TableId},
 };
 
 /// A read-only transaction: a consistent snapshot, to be kept short.
@@ -352,16 +352,23 @@ impl<'tx, K: TransactionKind, T: DupTable> TableCursor<'tx, K, T> {
         Ok(found.is_some())
     }
 
-    /// The first dup at `key` whose bytes are ≥ `value_prefix` (MDBX's GET_BOTH_RANGE).
-    pub fn seek_dup_at_least(&mut self, key: &T::Key, value_prefix: &[u8]) -> DbResult<Option<T::Value>> {
-        let k = key.encode_key();
-        let raw = self.cursor.get_both_range(k.as_ref(), value_prefix);
-        self.value("seek dup", raw, k.as_ref())
-    }
-
     /// Number of dups at the cursor's current key.
     pub fn dup_count(&self) -> DbResult<usize> {
         self.cursor.dup_count().map_err(|e| table_err("count dups", T::ID.name(), &[], e))
+    }
+}
+
+impl<'tx, K: TransactionKind, T: DupSubKey> TableCursor<'tx, K, T> {
+    /// The first dup at `key` whose sub-key is `sub` or later (MDBX's GET_BOTH_RANGE).
+    pub fn seek_sub_key(&mut self, key: &T::Key, sub: &T::SubKey) -> DbResult<Option<T::Value>> {
+        let k = key.encode_key();
+        let raw = self.cursor.get_both_range(k.as_ref(), &T::seek_bytes(sub));
+        self.value("seek dup", raw, k.as_ref())
+    }
+
+    /// The first dup at `key` whose sub-key is exactly `sub`.
+    pub fn seek_sub_key_exact(&mut self, key: &T::Key, sub: &T::SubKey) -> DbResult<Option<T::Value>> {
+        Ok(self.seek_sub_key(key, sub)?.filter(|v| T::sub_key(v) == *sub))
     }
 }
 

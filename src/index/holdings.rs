@@ -12,7 +12,7 @@ use signet_libmdbx::tx::TransactionKind;
 use super::{integrity::broken, transfers::Touch, undo::UndoLog};
 use crate::{
     db::{
-        codec::{Holding, IndexKind, ValueCodec},
+        codec::{Holding, IndexKind},
         tables::*,
         DbResult, Txn, WriteTxn,
     },
@@ -22,8 +22,8 @@ use crate::{
 };
 
 /// A holdings table: holder → `token ‖ first TxId` dups.
-pub trait HoldingsTable: DupTable + Table<Key = Address, Value = Holding> {}
-impl<T: DupTable + Table<Key = Address, Value = Holding>> HoldingsTable for T {}
+pub trait HoldingsTable: DupSubKey<SubKey = Address> + Table<Key = Address, Value = Holding> {}
+impl<T: DupSubKey<SubKey = Address> + Table<Key = Address, Value = Holding>> HoldingsTable for T {}
 
 /// Every token kind with a holdings table, in the order a batch writes them.
 const KINDS: [TokenKind; 3] = [TokenKind::Erc20, TokenKind::Erc721, TokenKind::Erc1155];
@@ -105,10 +105,8 @@ impl HoldingsViewer for Write<'_> {
         let mut cursor = self.txn.walking_cursor::<H>()?;
         for ((holder, token), txs) in pairs.by_ref() {
             let first = txs[0];
-            // A DupFixed table only takes a whole-size value to seek with: token ‖ the smallest id.
-            let lowest = Holding { token, first: TxId(0) }.encode_value();
             // Forward sync only ever finds earlier appearances stored.
-            if cursor.seek_dup_at_least(&holder, &lowest)?.is_some_and(|h| h.token == token) {
+            if cursor.seek_sub_key_exact(&holder, &token)?.is_some() {
                 continue;
             }
             cursor.put(&holder, &Holding { token, first })?;

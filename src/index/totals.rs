@@ -219,10 +219,8 @@ pub fn of<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<Addre
     let mut window = txn.cursor::<OtsTotalsUndo>()?;
     let mut next = window.first()?.map(|(BlockNumber(b), _)| b);
     while let Some(block) = next {
-        if let Some(delta) = window.seek_dup_at_least(&BlockNumber(block), address.as_slice())? {
-            if delta.address == *address {
-                sum = sum.checked_add(&delta.added).ok_or_else(|| overflow(address))?;
-            }
+        if let Some(delta) = window.seek_sub_key_exact(&BlockNumber(block), address)? {
+            sum = sum.checked_add(&delta.added).ok_or_else(|| overflow(address))?;
         }
         next = match block.checked_add(1) {
             Some(after) => window.seek(&BlockNumber(after))?.map(|(BlockNumber(b), _)| b),

@@ -11,7 +11,7 @@ use signet_libmdbx::tx::{Rw, TransactionKind};
 
 use crate::db::{
     codec::{ChunkKey, CounterDup, IdChunk, LAST_CHUNK, MAX_UNIQUE_CHUNK_COUNT},
-    tables::{DupTable, Table},
+    tables::{DupSubKey, Table},
     DbError, DbResult, TableCursor, Txn, WriteTxn,
 };
 
@@ -25,8 +25,8 @@ pub trait AddressIndex: Table<Key = ChunkKey, Value = IdChunk> {}
 impl<T: Table<Key = ChunkKey, Value = IdChunk>> AddressIndex for T {}
 
 /// An address counter table: `address` → counter dups.
-pub trait AddressCounter: DupTable + Table<Key = Address, Value = CounterDup> {}
-impl<T: DupTable + Table<Key = Address, Value = CounterDup>> AddressCounter for T {}
+pub trait AddressCounter: DupSubKey<SubKey = u64> + Table<Key = Address, Value = CounterDup> {}
+impl<T: DupSubKey<SubKey = u64> + Table<Key = Address, Value = CounterDup>> AddressCounter for T {}
 
 fn hex_key(address: &Address, chunk: u64) -> String {
     let mut k = address.to_vec();
@@ -306,7 +306,7 @@ pub fn id_page<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
         CounterDup::Unique { total } if idx < total => first,
         CounterDup::Unique { .. } => return Ok(out),
         CounterDup::Regular { .. } => {
-            let Some(dup) = counter.seek_dup_at_least(address, &(idx + 1).to_be_bytes())? else {
+            let Some(dup) = counter.seek_sub_key(address, &(idx + 1))? else {
                 return Ok(out);
             };
             dup

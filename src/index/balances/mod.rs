@@ -28,7 +28,7 @@ pub use window::{fold, unwind};
 use super::integrity::broken;
 use crate::{
     db::{
-        codec::{Balance, Count, KeyCodec, PairKey, Rank, ValueCodec},
+        codec::{Balance, Count, KeyCodec, PairKey, Rank},
         tables::*,
         Db, DbError, DbResult, Txn, WriteTxn,
     },
@@ -117,7 +117,7 @@ fn check_balances<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbError> {
             ));
         }
         let rank = Rank { balance, holder: key.holder };
-        if ranks.seek_dup_at_least(&key.token, &rank.encode_value())? != Some(rank) {
+        if !ranks.seek_both(&key.token, &rank)? {
             return Err(broken::<OtsTokenHolderRanks>(
                 key.token.as_slice(),
                 format!("no rank for holder {}", key.holder),

@@ -22,7 +22,7 @@ use crate::{
 /// The value `key` has now by the window table `W`, if a window block changed it.
 pub(super) fn newest<W, K, V>(txn: &Txn<K>, key: &W::Key) -> DbResult<Option<V>>
 where
-    W: DupTable + Table<Value = WindowValue<V>>,
+    W: DupSubKey<SubKey = u64> + Table<Value = WindowValue<V>>,
     K: TransactionKind,
 {
     let mut cursor = txn.cursor::<W>()?;
@@ -52,7 +52,7 @@ pub fn unwind(txn: &WriteTxn, to: u64, tip: u64) -> DbResult<()> {
 fn unwind_block<U, W, V>(txn: &WriteTxn, block: u64, key: impl Fn(U::Value) -> W::Key) -> DbResult<()>
 where
     U: DupTable + Table<Key = BlockNumber>,
-    W: DupTable + Table<Value = WindowValue<V>>,
+    W: DupSubKey<SubKey = u64> + Table<Value = WindowValue<V>>,
     V: Default,
     WindowValue<V>: ValueCodec,
 {
@@ -60,21 +60,12 @@ where
     let rows = txn.cursor::<U>()?.dups(&number)?;
     let mut window = txn.cursor::<W>()?;
     for row in rows {
-        if window.seek_dup_at_least(&key(row), &first_of::<V>(block))?.is_some_and(|w| w.block == block) {
+        if window.seek_sub_key_exact(&key(row), &block)?.is_some() {
             window.delete_current()?;
         }
     }
     txn.delete::<U>(&number, None)?;
     Ok(())
-}
-
-/// The smallest dup of `block` in window table `W` (fixed-size dups are sought with whole
-/// values).
-fn first_of<V: Default>(block: u64) -> Vec<u8>
-where
-    WindowValue<V>: ValueCodec,
-{
-    WindowValue { block, value: V::default() }.encode_value()
 }
 
 /// The per-block rows and the window dups name the same (key, block) pairs, one each.
@@ -87,7 +78,7 @@ pub(super) fn check<K: TransactionKind>(txn: &Txn<K>) -> DbResult<()> {
 fn check_family<U, W, V, K>(txn: &Txn<K>, key: impl Fn(U::Value) -> W::Key) -> DbResult<()>
 where
     U: DupTable + Table<Key = BlockNumber>,
-    W: DupTable + Table<Value = WindowValue<V>>,
+    W: DupSubKey<SubKey = u64> + Table<Value = WindowValue<V>>,
     V: Default,
     WindowValue<V>: ValueCodec,
     K: TransactionKind,
@@ -98,7 +89,7 @@ where
     let mut entry = cursor.first()?;
     while let Some((BlockNumber(block), row)) = entry {
         let key = key(row);
-        if window.seek_dup_at_least(&key, &first_of::<V>(block))?.is_none_or(|w| w.block != block) {
+        if window.seek_sub_key_exact(&key, &block)?.is_none() {
             return Err(broken::<W>(key.encode_key().as_ref(), format!("no value of block {block}")));
         }
         rows += 1;
