@@ -33,7 +33,7 @@ use serde_json::{json, Value};
 #[path = "common/rpc_timing.rs"]
 mod rpc_timing;
 
-use rpc_timing::{free_port, time, time_each};
+use rpc_timing::{free_port, time, time_each, Killed};
 
 /// The L1Block predeploy every L1 attributes deposit calls.
 const L1_BLOCK: Address = address!("4200000000000000000000000000000000000015");
@@ -50,15 +50,17 @@ async fn main() {
 
     let testbed = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testbed");
     let port = free_port();
-    let mut anvil = Command::new(testbed.join("node_modules/.bin/anvil"))
-        .args(["--optimism", "--chain-id", "10", "--port", &port.to_string(), "--host", "127.0.0.1"])
-        .args(["--accounts", "30", "--balance", "1000000"])
-        .args(["--no-mining", "--order", "fifo", "--timestamp", "1700000000", "--silent"])
-        .args(["--gas-limit", "1000000000"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start anvil (run testbed/setup.sh first)");
+    let _anvil = Killed(
+        Command::new(testbed.join("node_modules/.bin/anvil"))
+            .args(["--optimism", "--chain-id", "10", "--port", &port.to_string(), "--host", "127.0.0.1"])
+            .args(["--accounts", "30", "--balance", "1000000"])
+            .args(["--no-mining", "--order", "fifo", "--timestamp", "1700000000", "--silent"])
+            .args(["--gas-limit", "1000000000"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start anvil (run testbed/setup.sh first)"),
+    );
     let url = format!("http://127.0.0.1:{port}");
     let node = NodeClient::connect(&url, Duration::from_secs(600)).expect("client");
     let started = Instant::now();
@@ -194,6 +196,4 @@ async fn main() {
         );
     }
     let _ = server.stop();
-    let _ = anvil.kill();
-    let _ = anvil.wait();
 }

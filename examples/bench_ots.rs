@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 #[path = "common/rpc_timing.rs"]
 mod rpc_timing;
 
-use rpc_timing::{free_port, time, time_each};
+use rpc_timing::{free_port, time, time_each, Killed};
 
 fn arg(n: usize, default: u64) -> u64 {
     std::env::args().nth(n).and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -46,23 +46,25 @@ async fn main() {
 
     let testbed = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testbed");
     let port = free_port();
-    let mut anvil = Command::new(testbed.join("node_modules/.bin/anvil"))
-        .args([
-            "--port",
-            &port.to_string(),
-            "--host",
-            "127.0.0.1",
-            "--accounts",
-            "30",
-            "--balance",
-            "1000000",
-        ])
-        .args(["--no-mining", "--order", "fifo", "--timestamp", "1700000000", "--silent"])
-        .args(["--gas-limit", "1000000000"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start anvil (run testbed/setup.sh first)");
+    let _anvil = Killed(
+        Command::new(testbed.join("node_modules/.bin/anvil"))
+            .args([
+                "--port",
+                &port.to_string(),
+                "--host",
+                "127.0.0.1",
+                "--accounts",
+                "30",
+                "--balance",
+                "1000000",
+            ])
+            .args(["--no-mining", "--order", "fifo", "--timestamp", "1700000000", "--silent"])
+            .args(["--gas-limit", "1000000000"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start anvil (run testbed/setup.sh first)"),
+    );
     let url = format!("http://127.0.0.1:{port}");
     let node = NodeClient::connect(&url, Duration::from_secs(600)).expect("client");
     let started = Instant::now();
@@ -228,6 +230,4 @@ async fn main() {
         floor[1][2]
     );
     let _ = server.stop();
-    let _ = anvil.kill();
-    let _ = anvil.wait();
 }

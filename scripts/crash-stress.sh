@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 
 if [ "${1:-}" != "--recording" ]; then
   bash testbed/setup.sh
-  OTS_CRASH_ROUNDS=${1:-200} cargo test --locked --test crash -- --nocapture
+  OTS_CRASH_ROUNDS=${1:-200} cargo test --locked --test it crash:: -- --nocapture
   exit 0
 fi
 

@@ -9,4 +9,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash testbed/setup.sh
-OTS_SOAK_ROUNDS=${1:-1000} cargo test --release --locked --test reorg_soak -- --nocapture --test-threads 1 ${2:-}
+OTS_SOAK_ROUNDS=${1:-1000} cargo test --release --locked --test it "reorg_soak::random_reorgs_on_${2:-}" -- --nocapture --test-threads 1

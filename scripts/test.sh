@@ -10,7 +10,10 @@ if [ "${CI:-}" = "true" ]; then
     export CARGO_INCREMENTAL=0
 fi
 
+started=$(date +%s)
 bash testbed/setup.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --all-targets --locked
+# What the run cost: the figures CI's time and disk limits are measured against.
+echo "test.sh: $(( $(date +%s) - started )) s; target/ holds $(du -sh target 2>/dev/null | cut -f1)" >&2

@@ -1,7 +1,7 @@
-//! Timed JSON-RPC calls for the benchmarks that compare answers over HTTP, and a free port for
-//! the node they start.
+//! Timed JSON-RPC calls for the benchmarks that compare answers over HTTP, a free port for the
+//! node they start, and that node stopped however the benchmark ends.
 
-use std::time::Instant;
+use std::{process::Child, time::Instant};
 
 use ots_indexer::source::NodeClient;
 use serde_json::Value;
@@ -12,6 +12,16 @@ pub(crate) fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("free port")
+}
+
+/// A node process, killed when dropped (also when the benchmark panics).
+pub(crate) struct Killed(pub(crate) Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Median of `rounds` timed calls of `method` at `url`, in milliseconds, and the last answer.

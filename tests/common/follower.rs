@@ -21,6 +21,18 @@ impl Follower {
         Self { stop, task }
     }
 
+    /// Why the loop ended by itself, if it did (it ends only on an error it does not retry).
+    pub async fn ended_with(&mut self) -> Option<String> {
+        if !self.task.is_finished() {
+            return None;
+        }
+        Some(match (&mut self.task).await {
+            Ok((_, Err(e))) => e.to_string(),
+            Ok((_, Ok(()))) => "no error".to_owned(),
+            Err(e) => format!("a panic: {e}"),
+        })
+    }
+
     /// Stops the loop, checks that it never failed and marks the database closed.
     pub async fn stop(self) {
         self.stop.send(true).expect("stop");

@@ -108,21 +108,47 @@ impl Dev {
 
     /// Sends `value` wei and `data` to `to` (a creation without it); its hash and receipt.
     pub async fn send(&self, to: Option<Address>, value: u64, data: Bytes) -> (B256, Value) {
+        let hash = self.submit(to, value, data).await;
+        (hash, self.mined(hash).await)
+    }
+
+    /// Sends `value` wei and `data` to `to` (a creation without it), not waiting for a block.
+    pub async fn submit(&self, to: Option<Address>, value: u64, data: Bytes) -> B256 {
         let mut tx =
             json!({"from": self.from, "value": format!("{value:#x}"), "data": data, "gas": "0x7a1200"});
         if let Some(to) = to {
             tx["to"] = json!(to);
         }
-        let hash: B256 =
-            serde_json::from_value(self.node.call("eth_sendTransaction", json!([tx])).await).expect("hash");
-        for _ in 0..200 {
+        loop {
+            match self.node.try_call("eth_sendTransaction", json!([tx])).await {
+                Ok(hash) => return serde_json::from_value(hash).expect("hash"),
+                // After `debug_setHead` geth's pool may take back a transaction of the dropped
+                // blocks under the nonce it has just given this one: outbid it.
+                Err((_, message)) if message.contains("replacement transaction underpriced") => {
+                    let price = tx
+                        .get("gasPrice")
+                        .cloned()
+                        .unwrap_or(self.node.call("eth_gasPrice", json!([])).await);
+                    let price =
+                        u128::from_str_radix(price.as_str().expect("hex").trim_start_matches("0x"), 16)
+                            .expect("price");
+                    tx["gasPrice"] = json!(format!("{:#x}", price.max(1) * 10));
+                }
+                Err(e) => panic!("eth_sendTransaction failed: {e:?}"),
+            }
+        }
+    }
+
+    /// The receipt of `hash`, once a block holds it (ten seconds at most).
+    pub async fn mined(&self, hash: B256) -> Value {
+        for _ in 0..2000 {
             // A fresh geth answers "transaction indexing is in progress" for a moment.
             match self.node.try_call("eth_getTransactionReceipt", json!([hash])).await {
-                Ok(receipt) if !receipt.is_null() => return (hash, receipt),
+                Ok(receipt) if !receipt.is_null() => return receipt,
                 Ok(_) => {}
                 Err((_, message)) => assert!(message.contains("indexing is in progress"), "{message}"),
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
         panic!("{hash} was never mined");
     }

@@ -1,0 +1,45 @@
+//! The integration tests, one binary: each module is one area's tests against real parts (an
+//! Anvil, geth or Hardhat node from the test bed, MDBX on disk, our server over HTTP). One
+//! binary links once; `cargo test --test it MODULE::` runs one area.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod address_index;
+mod anvil_bulk;
+mod anvil_erc20;
+mod anvil_erc721;
+mod api_server;
+mod batching;
+mod bulk;
+mod classifiers;
+mod cli_errors;
+mod cli_run;
+mod compact;
+mod crash;
+mod db_state;
+mod geth;
+mod golden_api;
+mod hardhat;
+mod index_model;
+mod metadata_refresh;
+mod node_faults;
+mod node_restart;
+mod op_stack;
+mod ots_blocks;
+mod ots_search;
+mod pending;
+mod reorg;
+mod reorg_soak;
+mod reorg_window;
+mod replay;
+mod residency;
+mod rewards_withdrawals;
+mod state_diff;
+mod structlog;
+mod subscriptions;
+mod summary;
+mod synthetic;
+mod terminal;
+mod traces;
+mod websocket;
