@@ -14,26 +14,16 @@
 //! `scripts/bench-op.sh` runs it in release mode.
 //! Usage: bench_op [BLOCKS] [TXS_PER_BLOCK] [ROUNDS]
 
-use std::{
-    path::PathBuf,
-    process::{Command, Stdio},
-    time::{Duration, Instant},
-};
+use std::time::Instant;
 
 use alloy_primitives::{address, keccak256, Address, B256};
-use ots_indexer::{
-    db::{AccessMode, Db},
-    index::check::check,
-    rpc::{self, RpcContext},
-    source::{NodeClient, TraceChoice},
-    sync::{Indexer, SyncConfig},
-};
+use ots_indexer::index::check::check;
 use serde_json::{json, Value};
 
-#[path = "common/rpc_timing.rs"]
-mod rpc_timing;
+#[path = "common/node_bench.rs"]
+mod node_bench;
 
-use rpc_timing::{free_port, time, time_each, Killed};
+use node_bench::{index_to, serve, start_anvil, time, time_each};
 
 /// The L1Block predeploy every L1 attributes deposit calls.
 const L1_BLOCK: Address = address!("4200000000000000000000000000000000000015");
@@ -48,26 +38,7 @@ async fn main() {
     let per_block = arg(2, 5).max(1);
     let rounds = arg(3, 21).max(1);
 
-    let testbed = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testbed");
-    let port = free_port();
-    let _anvil = Killed(
-        Command::new(testbed.join("node_modules/.bin/anvil"))
-            .args(["--optimism", "--chain-id", "10", "--port", &port.to_string(), "--host", "127.0.0.1"])
-            .args(["--accounts", "30", "--balance", "1000000"])
-            .args(["--no-mining", "--order", "fifo", "--timestamp", "1700000000", "--silent"])
-            .args(["--gas-limit", "1000000000"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start anvil (run testbed/setup.sh first)"),
-    );
-    let url = format!("http://127.0.0.1:{port}");
-    let node = NodeClient::connect(&url, Duration::from_secs(600)).expect("client");
-    let started = Instant::now();
-    while node.head().await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(30), "anvil did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (_anvil, url, node) = start_anvil(&["--optimism", "--chain-id", "10"]).await;
     let accounts: Vec<Address> = node.raw("eth_accounts", json!([])).await.expect("accounts");
     let depositor = accounts[29];
     let lonely_sender = accounts[28];
@@ -119,27 +90,10 @@ async fn main() {
         built.elapsed().as_secs_f64()
     );
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
-    let source = NodeClient::connect(&url, Duration::from_secs(600))
-        .expect("client")
-        .with_traces(TraceChoice::Auto)
-        .await
-        .expect("tracer");
-    let indexed = Instant::now();
-    let indexer =
-        Indexer::open(db.clone(), source.clone(), vec![], SyncConfig::default()).await.expect("indexer");
-    indexer.sync_to(head).await.expect("sync");
-    indexer.close().await.expect("close");
-    println!("indexed in {:.1} s (tracer {})", indexed.elapsed().as_secs_f64(), source.trace_mode().name());
+    let (_dir, db, source) = index_to(&url, head).await;
     check(&db.begin_read().expect("read")).expect("check");
 
-    let ctx = RpcContext::new(db, source);
-    let (addr, server) =
-        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
-            .await
-            .expect("serve");
-    let ours = NodeClient::connect(&format!("http://{addr}"), Duration::from_secs(600)).expect("client");
+    let (ours, server) = serve(db, source).await;
 
     let hex = |v: &Value| {
         u64::from_str_radix(v.as_str().unwrap_or("0x0").trim_start_matches("0x"), 16).unwrap_or(0)

@@ -9,29 +9,19 @@
 //! `scripts/bench-ots.sh` runs it in release mode.
 //! Usage: bench_ots [TRANSACTIONS] [TXS_PER_BLOCK] [ANVIL_ROUNDS] [OUR_ROUNDS]
 
-use std::{
-    path::PathBuf,
-    process::{Command, Stdio},
-    time::{Duration, Instant},
-};
+use std::time::Instant;
 
 use alloy_primitives::{keccak256, Address};
 use ots_indexer::{
-    db::{
-        tables::{OtsAppearances, OtsContractCreators, OtsNonceAnchors},
-        AccessMode, Db,
-    },
+    db::tables::{OtsAppearances, OtsContractCreators, OtsNonceAnchors},
     index::check::check,
-    rpc::{self, RpcContext},
-    source::{NodeClient, TraceChoice},
-    sync::{Indexer, SyncConfig},
 };
 use serde_json::{json, Value};
 
-#[path = "common/rpc_timing.rs"]
-mod rpc_timing;
+#[path = "common/node_bench.rs"]
+mod node_bench;
 
-use rpc_timing::{free_port, time, time_each, Killed};
+use node_bench::{index_to, serve, start_anvil, time, time_each};
 
 fn arg(n: usize, default: u64) -> u64 {
     std::env::args().nth(n).and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -44,34 +34,7 @@ async fn main() {
     let anvil_rounds = arg(3, 3);
     let our_rounds = arg(4, 21);
 
-    let testbed = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testbed");
-    let port = free_port();
-    let _anvil = Killed(
-        Command::new(testbed.join("node_modules/.bin/anvil"))
-            .args([
-                "--port",
-                &port.to_string(),
-                "--host",
-                "127.0.0.1",
-                "--accounts",
-                "30",
-                "--balance",
-                "1000000",
-            ])
-            .args(["--no-mining", "--order", "fifo", "--timestamp", "1700000000", "--silent"])
-            .args(["--gas-limit", "1000000000"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("start anvil (run testbed/setup.sh first)"),
-    );
-    let url = format!("http://127.0.0.1:{port}");
-    let node = NodeClient::connect(&url, Duration::from_secs(600)).expect("client");
-    let started = Instant::now();
-    while node.head().await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(30), "anvil did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (_anvil, url, node) = start_anvil(&[]).await;
     let accounts: Vec<Address> = node.raw("eth_accounts", json!([])).await.expect("accounts");
 
     // Block 1: the lonely sender's only transaction, to an address that never appears again.
@@ -118,19 +81,7 @@ async fn main() {
         built.elapsed().as_secs_f64()
     );
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
-    let source = NodeClient::connect(&url, Duration::from_secs(600))
-        .expect("client")
-        .with_traces(TraceChoice::Auto)
-        .await
-        .expect("tracer");
-    let indexed = Instant::now();
-    let indexer =
-        Indexer::open(db.clone(), source.clone(), vec![], SyncConfig::default()).await.expect("indexer");
-    indexer.sync_to(head).await.expect("sync");
-    indexer.close().await.expect("close");
-    println!("indexed in {:.1} s (tracer {})", indexed.elapsed().as_secs_f64(), source.trace_mode().name());
+    let (_dir, db, source) = index_to(&url, head).await;
 
     let txn = db.begin_read().expect("read");
     let report = check(&txn).expect("check");
@@ -151,12 +102,7 @@ async fn main() {
     );
     drop(txn);
 
-    let ctx = RpcContext::new(db, source);
-    let (addr, server) =
-        rpc::serve("127.0.0.1:0".parse().expect("addr"), ctx, &rpc::ServerOptions::default())
-            .await
-            .expect("serve");
-    let ours = NodeClient::connect(&format!("http://{addr}"), Duration::from_secs(600)).expect("client");
+    let (ours, server) = serve(db, source).await;
     let busiest_sender = accounts[0];
     let busiest_nonce: Value =
         node.raw("eth_getTransactionCount", json!([busiest_sender, "latest"])).await.expect("n");

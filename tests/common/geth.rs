@@ -119,24 +119,22 @@ impl Dev {
         if let Some(to) = to {
             tx["to"] = json!(to);
         }
-        loop {
+        for _ in 0..400 {
             match self.node.try_call("eth_sendTransaction", json!([tx])).await {
                 Ok(hash) => return serde_json::from_value(hash).expect("hash"),
-                // After `debug_setHead` geth's pool may take back a transaction of the dropped
-                // blocks under the nonce it has just given this one: outbid it.
-                Err((_, message)) if message.contains("replacement transaction underpriced") => {
-                    let price = tx
-                        .get("gasPrice")
-                        .cloned()
-                        .unwrap_or(self.node.call("eth_gasPrice", json!([])).await);
-                    let price =
-                        u128::from_str_radix(price.as_str().expect("hex").trim_start_matches("0x"), 16)
-                            .expect("price");
-                    tx["gasPrice"] = json!(format!("{:#x}", price.max(1) * 10));
+                // After `debug_setHead` geth's pool takes back transactions of the dropped
+                // blocks and mines them again, and may meanwhile give this one a nonce one of
+                // them holds: once they are mined the next try gets a fresh one.
+                Err((_, message))
+                    if message.contains("replacement transaction underpriced")
+                        || message.contains("already known") =>
+                {
+                    tokio::time::sleep(Duration::from_millis(25)).await;
                 }
                 Err(e) => panic!("eth_sendTransaction failed: {e:?}"),
             }
         }
+        panic!("geth's pool kept refusing {tx}");
     }
 
     /// The receipt of `hash`, once a block holds it (ten seconds at most).

@@ -22,6 +22,7 @@ use common::{
     workload::{self, Chain},
     Client,
 };
+use jsonrpsee::server::ServerHandle;
 use ots_classifiers::Erc20Classifier;
 use ots_indexer::{
     db::{state, AccessMode, Db},
@@ -70,6 +71,31 @@ async fn followed(db: &Db, node: &NodeClient, follower: &mut Follower) -> Durati
     }
 }
 
+/// An index in a temporary directory following the node at `url` (over ws:// when `ws`), at
+/// the node's head, and our API serving it.
+async fn following(
+    url: &str,
+    ws: bool,
+) -> (tempfile::TempDir, Db, NodeClient, Follower, (Client, ServerHandle)) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+    let url = if ws { url.replace("http://", "ws://") } else { url.to_owned() };
+    let node = NodeClient::open(&url, Duration::from_secs(10)).await.expect("node");
+    let config = SyncConfig {
+        batch_blocks: 16,
+        concurrency: 4,
+        poll_interval: Duration::from_millis(20),
+        ..Default::default()
+    };
+    let indexer = Indexer::open(db.clone(), node.clone(), vec![Box::new(Erc20Classifier)], config)
+        .await
+        .expect("indexer");
+    let mut follower = Follower::start(indexer);
+    followed(&db, &node, &mut follower).await;
+    let api = common::serve(&db, node.clone()).await;
+    (dir, db, node, follower, api)
+}
+
 fn hashes(page: &Value) -> Vec<Value> {
     page["txs"].as_array().expect("txs").iter().map(|t| t["hash"].clone()).collect()
 }
@@ -106,22 +132,7 @@ async fn anvil_soak(ws: bool, rounds: u64, seed: u64) {
         chain.mine().await;
     }
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
-    let url = if ws { anvil.url.replace("http://", "ws://") } else { anvil.url.clone() };
-    let node = NodeClient::open(&url, Duration::from_secs(10)).await.expect("node");
-    let config = SyncConfig {
-        batch_blocks: 16,
-        concurrency: 4,
-        poll_interval: Duration::from_millis(20),
-        ..Default::default()
-    };
-    let indexer = Indexer::open(db.clone(), node.clone(), vec![Box::new(Erc20Classifier)], config)
-        .await
-        .expect("indexer");
-    let mut follower = Follower::start(indexer);
-    followed(&db, &node, &mut follower).await;
-    let (ours, server) = common::serve(&db, node.clone()).await;
+    let (_dir, db, node, mut follower, (ours, server)) = following(&anvil.url, ws).await;
     let theirs = Client::new(&anvil.url);
 
     let mut rng = Rng(seed | 1);
@@ -278,17 +289,20 @@ async fn settle(
     }
 }
 
-/// Waits (a second at most) until geth's pool has taken in a `debug_setHead`: until then it
-/// hands out the nonces of the dropped chain, and a transaction sent with one would wait for
-/// ever. A pool that took back transactions of the dropped blocks stays ahead: the next
-/// transaction goes after them, and its block takes them too.
+/// Waits (two seconds at most) until geth's pool has taken in a `debug_setHead` and mined what
+/// it took back of the dropped blocks: an empty pool whose next nonce is the chain's, three
+/// looks in a row.
 async fn pool_reset(dev: &Dev) {
-    for _ in 0..200 {
+    let mut quiet = 0;
+    for _ in 0..100 {
         let nonce = |tag: &'static str| dev.node.call("eth_getTransactionCount", json!([dev.from, tag]));
-        if nonce("pending").await == nonce("latest").await {
+        let status = dev.node.call("txpool_status", json!([])).await;
+        let empty = status["pending"] == json!("0x0") && status["queued"] == json!("0x0");
+        quiet = if empty && nonce("pending").await == nonce("latest").await { quiet + 1 } else { 0 };
+        if quiet == 3 {
             return;
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -359,22 +373,7 @@ async fn geth_soak(ws: bool, rounds: u64, seed: u64) {
         }
     }
 
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
-    let url = if ws { geth.url.replace("http://", "ws://") } else { geth.url.clone() };
-    let node = NodeClient::open(&url, Duration::from_secs(10)).await.expect("node");
-    let config = SyncConfig {
-        batch_blocks: 16,
-        concurrency: 4,
-        poll_interval: Duration::from_millis(20),
-        ..Default::default()
-    };
-    let indexer = Indexer::open(db.clone(), node.clone(), vec![Box::new(Erc20Classifier)], config)
-        .await
-        .expect("indexer");
-    let mut follower = Follower::start(indexer);
-    followed(&db, &node, &mut follower).await;
-    let (ours, server) = common::serve(&db, node.clone()).await;
+    let (_dir, db, node, mut follower, (ours, server)) = following(&geth.url, ws).await;
     let mut mirror = Mirror::default();
     mirror.catch_up(&dev.node, token).await;
 
