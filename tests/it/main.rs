@@ -1,6 +1,8 @@
 //! The integration tests, one binary: each module is one area's tests against real parts (an
 //! Anvil, geth or Hardhat node from the test bed, MDBX on disk, our server over HTTP). One
-//! binary links once; `cargo test --test it MODULE::` runs one area.
+//! binary links once; `cargo test --test it MODULE::` runs one area. A test that must own
+//! something of the process's (a port across a node's restart) has a binary of its own beside
+//! this one (`tests/node_restart.rs`).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -24,7 +26,6 @@ mod hardhat;
 mod index_model;
 mod metadata_refresh;
 mod node_faults;
-mod node_restart;
 mod op_stack;
 mod ots_blocks;
 mod ots_search;

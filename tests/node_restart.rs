@@ -1,7 +1,7 @@
 //! A node stopped and restarted mid-sync (same chain, same port): the follower waits for it and
 //! resumes. In a test binary of its own, so that no other test can take the port meanwhile.
 
-use crate::common;
+mod common;
 
 use std::time::Duration;
 
