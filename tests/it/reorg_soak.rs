@@ -282,8 +282,16 @@ async fn settle(
     loop {
         mirror.catch_up(geth, token).await;
         let tip = state::read_state(&db.begin_read().expect("read")).expect("state").checkpoint;
-        if tip.map(|t| t.hash) == mirror.blocks.last().map(|(hash, _)| *hash) {
-            return took;
+        // Nothing left in geth's pool (what it took back from dropped blocks is mined when it
+        // pleases), and the same head a moment later: the chain stands still for the checks.
+        let status = geth.call("txpool_status", json!([])).await;
+        let idle = status["pending"] == json!("0x0") && status["queued"] == json!("0x0");
+        if idle && tip.map(|t| t.hash) == mirror.blocks.last().map(|(hash, _)| *hash) {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            let head = hex_u64(&geth.call("eth_blockNumber", json!([])).await);
+            if head + 1 == mirror.blocks.len() as u64 {
+                return took;
+            }
         }
         followed(db, node, follower).await;
     }
@@ -312,17 +320,21 @@ fn hex_u64(v: &Value) -> u64 {
 
 /// `party`'s newest page holds the newest payments to it on the node's chain, and its ERC20
 /// transfer count and last transfers are the token transfers to it there.
-async fn pages_are_the_mirrors(ours: &Client, mirror: &Mirror, party: Address, what: &str) {
+async fn pages_are_the_mirrors(ours: &Client, node: &Client, mirror: &Mirror, party: Address, what: &str) {
     let mut paid = mirror.picked(|t| t.paid == Some(party));
     paid.reverse();
     let page: Vec<B256> = hashes(&ours.call("ots_searchTransactionsBefore", json!([party, 0, 25])).await)
         .into_iter()
         .map(|h| serde_json::from_value(h).expect("hash"))
         .collect();
-    assert!(
-        page.len() >= paid.len().min(25) && page.len() <= paid.len(),
-        "{what}: the page of {party} holds {page:?}, the node's chain {paid:?}"
-    );
+    if page.len() < paid.len().min(25) || page.len() > paid.len() || page != paid[..page.len()] {
+        let mut where_ = Vec::new();
+        for hash in &page {
+            let tx = node.call("eth_getTransactionByHash", json!([hash])).await;
+            where_.push(format!("{hash}: block {} {}", tx["blockNumber"], tx["blockHash"]));
+        }
+        panic!("{what}: the page of {party} holds {page:?}, the node's chain {paid:?}; the node has them at {where_:#?}");
+    }
     assert_eq!(page, paid[..page.len()], "{what}: the page of {party} is not the node's chain");
     let credited = mirror.picked(|t| t.credited == Some(party));
     let count = ours.call("ots2_getERC20TransferCount", json!([party])).await;
@@ -393,7 +405,8 @@ async fn geth_soak(ws: bool, rounds: u64, seed: u64) {
         touched.dedup();
         settle((&db, &node, &mut follower), &mut mirror, &dev.node, token).await;
         for who in &touched {
-            pages_are_the_mirrors(&ours, &mirror, *who, &format!("geth round {round} before")).await;
+            pages_are_the_mirrors(&ours, &dev.node, &mirror, *who, &format!("geth round {round} before"))
+                .await;
         }
         // The reorg: the head set back `depth` blocks (geth drops their transactions) and a new
         // fork of one or two blocks sealed on top, shorter or longer than the old chain.
@@ -410,6 +423,7 @@ async fn geth_soak(ws: bool, rounds: u64, seed: u64) {
         for who in &parties {
             pages_are_the_mirrors(
                 &ours,
+                &dev.node,
                 &mirror,
                 *who,
                 &format!("geth round {round} after a reorg of {depth}"),
