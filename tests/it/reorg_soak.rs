@@ -279,6 +279,7 @@ async fn settle(
     token: Address,
 ) -> Duration {
     let took = followed(db, node, follower).await;
+    let mut busy_since = Instant::now();
     loop {
         mirror.catch_up(geth, token).await;
         let tip = state::read_state(&db.begin_read().expect("read")).expect("state").checkpoint;
@@ -293,8 +294,23 @@ async fn settle(
                 return took;
             }
         }
+        if idle {
+            busy_since = Instant::now();
+        } else if busy_since.elapsed() > Duration::from_secs(2) {
+            // geth's dev mode sometimes fails to seal right after `debug_setHead` ("BAD BLOCK:
+            // unknown ancestor", its own log) and then waits for the next transaction: send
+            // one, to an address no page is read of.
+            let dev = Dev { node: geth.clone(), from: geth_dev(geth).await };
+            dev.submit(Some(Address::repeat_byte(0xde)), 1, Bytes::new()).await;
+            busy_since = Instant::now();
+        }
         followed(db, node, follower).await;
     }
+}
+
+/// geth's dev account.
+async fn geth_dev(geth: &Client) -> Address {
+    serde_json::from_value(geth.call("eth_accounts", json!([])).await[0].clone()).expect("dev account")
 }
 
 /// Waits (two seconds at most) until geth's pool has taken in a `debug_setHead` and mined what
