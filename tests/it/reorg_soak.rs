@@ -354,7 +354,22 @@ async fn pages_are_the_mirrors(ours: &Client, node: &Client, mirror: &Mirror, pa
     assert_eq!(page, paid[..page.len()], "{what}: the page of {party} is not the node's chain");
     let credited = mirror.picked(|t| t.credited == Some(party));
     let count = ours.call("ots2_getERC20TransferCount", json!([party])).await;
-    assert_eq!(count, json!(credited.len()), "{what}: transfer count of {party}");
+    if count != json!(credited.len()) {
+        let all = ours.call("ots2_getERC20TransferList", json!([party, 0, 1000])).await;
+        let mut where_ = Vec::new();
+        for r in all["results"].as_array().expect("results") {
+            let tx = node.call("eth_getTransactionByHash", json!([r["hash"]])).await;
+            where_.push(format!(
+                "{}: ours in block {} {}, the node's in block {} {}",
+                r["hash"],
+                r["transaction"]["blockNumber"],
+                r["transaction"]["blockHash"],
+                tx["blockNumber"],
+                tx["blockHash"]
+            ));
+        }
+        panic!("{what}: transfer count of {party} is {count}, the node's chain has {credited:?}; ours: {where_:#?}");
+    }
     let from = credited.len().saturating_sub(10);
     let list = ours.call("ots2_getERC20TransferList", json!([party, from, 10])).await;
     let listed: Vec<B256> = list["results"]
