@@ -222,7 +222,7 @@ struct Mirrored {
 
 /// The node's canonical chain as the test read it, block by block: what a page of ours must
 /// equal. geth has no `ots_` namespace to compare with, so the expected pages come from here.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Mirror {
     blocks: Vec<(B256, Vec<Mirrored>)>,
 }
@@ -334,9 +334,10 @@ fn hex_u64(v: &Value) -> u64 {
     u64::from_str_radix(v.as_str().expect("hex").trim_start_matches("0x"), 16).expect("hex number")
 }
 
-/// `party`'s newest page holds the newest payments to it on the node's chain, and its ERC20
-/// transfer count and last transfers are the token transfers to it there.
-async fn pages_are_the_mirrors(ours: &Client, node: &Client, mirror: &Mirror, party: Address, what: &str) {
+/// What differs between `party`'s pages and the node's chain as `mirror` holds it, if anything:
+/// its newest page must hold the newest payments to it, its ERC20 transfer count and last ten
+/// transfers the token credits to it.
+async fn mirror_differences(ours: &Client, node: &Client, mirror: &Mirror, party: Address) -> Option<String> {
     let mut paid = mirror.picked(|t| t.paid == Some(party));
     paid.reverse();
     let page: Vec<B256> = hashes(&ours.call("ots_searchTransactionsBefore", json!([party, 0, 25])).await)
@@ -344,32 +345,13 @@ async fn pages_are_the_mirrors(ours: &Client, node: &Client, mirror: &Mirror, pa
         .map(|h| serde_json::from_value(h).expect("hash"))
         .collect();
     if page.len() < paid.len().min(25) || page.len() > paid.len() || page != paid[..page.len()] {
-        let mut where_ = Vec::new();
-        for hash in &page {
-            let tx = node.call("eth_getTransactionByHash", json!([hash])).await;
-            where_.push(format!("{hash}: block {} {}", tx["blockNumber"], tx["blockHash"]));
-        }
-        panic!("{what}: the page of {party} holds {page:?}, the node's chain {paid:?}; the node has them at {where_:#?}");
+        return Some(format!(
+            "the page of {party} holds {page:?}, the node's chain {paid:?}; the node has them at {:#?}",
+            where_the_node_has(node, &page).await
+        ));
     }
-    assert_eq!(page, paid[..page.len()], "{what}: the page of {party} is not the node's chain");
     let credited = mirror.picked(|t| t.credited == Some(party));
     let count = ours.call("ots2_getERC20TransferCount", json!([party])).await;
-    if count != json!(credited.len()) {
-        let all = ours.call("ots2_getERC20TransferList", json!([party, 0, 1000])).await;
-        let mut where_ = Vec::new();
-        for r in all["results"].as_array().expect("results") {
-            let tx = node.call("eth_getTransactionByHash", json!([r["hash"]])).await;
-            where_.push(format!(
-                "{}: ours in block {} {}, the node's in block {} {}",
-                r["hash"],
-                r["transaction"]["blockNumber"],
-                r["transaction"]["blockHash"],
-                tx["blockNumber"],
-                tx["blockHash"]
-            ));
-        }
-        panic!("{what}: transfer count of {party} is {count}, the node's chain has {credited:?}; ours: {where_:#?}");
-    }
     let from = credited.len().saturating_sub(10);
     let list = ours.call("ots2_getERC20TransferList", json!([party, from, 10])).await;
     let listed: Vec<B256> = list["results"]
@@ -378,7 +360,59 @@ async fn pages_are_the_mirrors(ours: &Client, node: &Client, mirror: &Mirror, pa
         .iter()
         .map(|r| serde_json::from_value(r["hash"].clone()).expect("hash"))
         .collect();
-    assert_eq!(listed, credited[from..], "{what}: the transfers of {party} are not the node's chain");
+    if count != json!(credited.len()) || listed != credited[from..] {
+        let all = ours.call("ots2_getERC20TransferList", json!([party, 0, 1000])).await;
+        let ours: Vec<B256> = all["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .map(|r| serde_json::from_value(r["hash"].clone()).expect("hash"))
+            .collect();
+        return Some(format!(
+            "{party} has {count} transfers, the node's chain {credited:?}; ours are at {:#?}",
+            where_the_node_has(node, &ours).await
+        ));
+    }
+    None
+}
+
+/// Where the node has each of `hashes`: block number and hash, or null.
+async fn where_the_node_has(node: &Client, hashes: &[B256]) -> Vec<String> {
+    let mut out = Vec::new();
+    for hash in hashes {
+        let tx = node.call("eth_getTransactionByHash", json!([hash])).await;
+        out.push(format!("{hash}: block {} {}", tx["blockNumber"], tx["blockHash"]));
+    }
+    out
+}
+
+/// Waits until the index and the mirror stand at geth's head, then compares the pages of
+/// `parties` with the mirror. geth may still mine, later, transactions its pool took back from
+/// dropped blocks: a difference found while the chain moved on is looked at again once it
+/// stands still; one found on a chain that did not move fails the test.
+async fn pages_are_the_chains(
+    following: (&Db, &NodeClient, &mut Follower),
+    (ours, mirror, geth, token): (&Client, &mut Mirror, &Client, Address),
+    parties: &[Address],
+    what: &str,
+) -> Duration {
+    let (db, node, follower) = following;
+    let took = settle((db, node, &mut *follower), mirror, geth, token).await;
+    for _ in 0..5 {
+        let head = mirror.blocks.last().map(|(hash, _)| *hash);
+        let mut differences = Vec::new();
+        for who in parties {
+            differences.extend(mirror_differences(ours, geth, mirror, *who).await);
+        }
+        if differences.is_empty() {
+            return took;
+        }
+        let mut now = Mirror { blocks: mirror.blocks.clone() };
+        now.catch_up(geth, token).await;
+        assert_ne!(now.blocks.last().map(|(hash, _)| *hash), head, "{what}: {differences:#?}");
+        settle((db, node, &mut *follower), mirror, geth, token).await;
+    }
+    panic!("{what}: the chain kept moving");
 }
 
 async fn geth_soak(ws: bool, rounds: u64, seed: u64) {
@@ -434,11 +468,13 @@ async fn geth_soak(ws: bool, rounds: u64, seed: u64) {
         }
         touched.sort_unstable();
         touched.dedup();
-        settle((&db, &node, &mut follower), &mut mirror, &dev.node, token).await;
-        for who in &touched {
-            pages_are_the_mirrors(&ours, &dev.node, &mirror, *who, &format!("geth round {round} before"))
-                .await;
-        }
+        pages_are_the_chains(
+            (&db, &node, &mut follower),
+            (&ours, &mut mirror, &dev.node, token),
+            &touched,
+            &format!("geth round {round} before"),
+        )
+        .await;
         // The reorg: the head set back `depth` blocks (geth drops their transactions) and a new
         // fork of one or two blocks sealed on top, shorter or longer than the old chain.
         let head = hex_u64(&dev.node.call("eth_blockNumber", json!([])).await);
@@ -450,17 +486,15 @@ async fn geth_soak(ws: bool, rounds: u64, seed: u64) {
         if rng.below(2) == 0 {
             credit(b, 3).await;
         }
-        follow_times.push(settle((&db, &node, &mut follower), &mut mirror, &dev.node, token).await);
-        for who in &parties {
-            pages_are_the_mirrors(
-                &ours,
-                &dev.node,
-                &mirror,
-                *who,
+        follow_times.push(
+            pages_are_the_chains(
+                (&db, &node, &mut follower),
+                (&ours, &mut mirror, &dev.node, token),
+                &parties,
                 &format!("geth round {round} after a reorg of {depth}"),
             )
-            .await;
-        }
+            .await,
+        );
         eprintln!(
             "reorg-soak geth {} round {round}: depth {depth}, followed in {:.1} ms",
             transport(ws),
