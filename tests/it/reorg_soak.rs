@@ -298,11 +298,15 @@ async fn settle(
             busy_since = Instant::now();
         } else if busy_since.elapsed() > Duration::from_secs(2) {
             // geth's dev mode sometimes fails to seal right after `debug_setHead` ("BAD BLOCK:
-            // unknown ancestor", its own log) and then waits for the next transaction: send
-            // one, to an address no page is read of.
-            let dev = Dev { node: geth.clone(), from: geth_dev(geth).await };
-            dev.submit(Some(Address::repeat_byte(0xde)), 1, Bytes::new()).await;
-            busy_since = Instant::now();
+            // unknown ancestor", its own log) and then waits for the next transaction; and its
+            // pool may have handed out the dropped chain's nonces, leaving transactions queued
+            // behind a gap for ever. A transaction with the chain's next nonce, to an address
+            // no page is read of, answers both (a refusal means that nonce is taken: fine).
+            let from = geth_dev(geth).await;
+            let nonce = geth.call("eth_getTransactionCount", json!([from, "latest"])).await;
+            let tx = json!({"from": from, "to": Address::repeat_byte(0xde), "value": "0x1", "nonce": nonce});
+            let _ = geth.try_call("eth_sendTransaction", json!([tx])).await;
+            busy_since = Instant::now() - Duration::from_millis(1800);
         }
         followed(db, node, follower).await;
     }
