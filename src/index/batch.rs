@@ -24,6 +24,7 @@ use super::{
     totals::Totals,
     transfers::Touch,
     undo::UndoLog,
+    window::WindowStart,
 };
 use crate::{
     db::{
@@ -291,6 +292,15 @@ impl CollectBalances for BulkBalances {
     }
 }
 
+/// What a write reports and gathers beyond the rows every write gathers.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Gather {
+    /// Each block's activity (see [`BatchOptions::activity`]).
+    pub(super) activity: bool,
+    /// The appearance family (see [`BatchOptions::appearances`]).
+    pub(super) appearances: bool,
+}
+
 /// Writes the block-keyed families of `blocks` (consecutive, continuing `tip`, which follows
 /// them) and gathers the address-keyed families' rows: the part of a batch both write paths
 /// share.
@@ -300,7 +310,7 @@ pub(super) fn write_blocks<B: CollectBalances>(
     tip: &mut Option<Checkpoint>,
     rows: &mut Rows<B>,
     undo: &mut UndoLog,
-    options: BatchOptions,
+    gather: Gather,
     out: &mut WrittenBatch,
 ) -> Result<(), WriteError> {
     let with = blocks.iter().any(|b| b.block.frames.is_some());
@@ -323,11 +333,11 @@ pub(super) fn write_blocks<B: CollectBalances>(
             rows.held.touch(&touch)?;
         }
         rows.lists.collect_block(txn, block)?;
-        if options.appearances {
+        if gather.appearances {
             rows.seen.collect_block(block, undo)?;
         }
         rows.totals.collect_block(block)?;
-        if options.activity {
+        if gather.activity {
             out.blocks.push(IndexedBlock::new(block, contracts, logs.len() as u64, touches));
         }
         out.stats.add_block(block.transactions.len() as u64, contracts, matched, logs.len() as u64);
@@ -343,31 +353,31 @@ pub fn write_batch(
     options: BatchOptions,
 ) -> Result<WrittenBatch, WriteError> {
     let Some(last) = blocks.last() else { return Ok(WrittenBatch::default()) };
-    // Blocks below this leave the reorg window when the batch commits: what would undo them is
-    // never written (catching up, most of a batch).
-    let keep_from = last.block.number.saturating_sub(options.window.max(1) - 1);
+    // Blocks older than this leave the reorg window when the batch commits: what would undo them
+    // is never written (catching up, most of a batch).
+    let window = WindowStart::newest(options.window, last.block.number);
     let txn = db.begin_write()?;
     let mut tip = state::read_state(&txn)?.checkpoint;
     let mut out = WrittenBatch::default();
-    let mut undo = UndoLog::keeping_from(keep_from);
+    let mut undo = UndoLog::keeping(window);
     let mut rows = Rows::<Balances>::default();
-    write_blocks(&txn, blocks, &mut tip, &mut rows, &mut undo, options, &mut out)?;
+    let gather = Gather { activity: options.activity, appearances: options.appearances };
+    write_blocks(&txn, blocks, &mut tip, &mut rows, &mut undo, gather, &mut out)?;
     let Rows { lists, held, seen, totals, balances, .. } = rows;
     // Balances resolve on the second core while this thread writes holdings, the journal and
     // the address indexes from the state the transaction started from.
     (out.stats.transfer_ids, out.stats.appearances) =
-        balances.write_beside(db, &txn, keep_from, || -> Result<(u64, u64), WriteError> {
+        balances.write_beside(db, &txn, window, || -> Result<(u64, u64), WriteError> {
             held.write(&txn, &mut undo)?;
-            let mut leaving = recent::take_below(&txn, keep_from)?;
-            let appearances =
-                seen.write(&txn, appearances::Window::starting_at(keep_from, &mut leaving))?.appearances;
-            totals.write(&txn, keep_from)?;
+            let mut leaving = recent::take_leaving(&txn, window)?;
+            let appearances = seen.write(&txn, appearances::Window::new(window, &mut leaving))?.appearances;
+            totals.write(&txn, window)?;
             undo.write(&txn)?;
             let before = db.begin_read().ok();
-            let window = Window::starting_at(&txn, keep_from, &mut leaving)?;
-            Ok((lists.write(&txn, before.as_ref(), window)?, appearances))
+            let lists_window = Window::new(&txn, window, &mut leaving)?;
+            Ok((lists.write(&txn, before.as_ref(), lists_window)?, appearances))
         })?;
-    journal::prune(&txn, keep_from)?;
+    journal::prune(&txn, window)?;
     state::set_checkpoint(&txn, Checkpoint { number: last.block.number, hash: last.block.hash })?;
     if let Some(rate) = options.blocks_per_second {
         state::set_sync_rate(&txn, rate)?;

@@ -58,3 +58,26 @@ pub fn unwind_address(txn: &WriteTxn, address: &Address, to: u64) -> DbResult<()
 pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()> {
     stamped::check::<OtsContractInfo, K>(txn, tip)
 }
+
+/// What classifiers said of a contract: its metadata, by the block that said it.
+#[derive(Debug)]
+pub struct ContractInfoFamily;
+
+impl super::roster::Family for ContractInfoFamily {
+    const NAME: &'static str = "contract info";
+    const TABLES: &'static [crate::db::tables::TableId] = {
+        use crate::db::tables::TableId;
+        &[TableId::OtsContractInfo]
+    };
+
+    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+        for address in unwinding.touched(IndexKind::ContractInfo) {
+            unwind_address(txn, address, unwinding.to)?;
+        }
+        Ok(())
+    }
+
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+        check(txn, checking.tip)
+    }
+}

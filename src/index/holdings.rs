@@ -135,9 +135,21 @@ impl HoldingsViewer for Unwind<'_> {
     }
 }
 
-/// Deletes `holder`'s holdings of `kind` first seen at or after TxId `cut`.
-pub fn unwind_holder(txn: &WriteTxn, kind: TokenKind, holder: &Address, cut: u64) -> DbResult<()> {
-    view_holdings(kind, &mut Unwind { txn, holder, cut })
+/// Unwinds every holder whose holdings of a kind the unwound blocks wrote.
+struct UnwindTouched<'a> {
+    txn: &'a WriteTxn,
+    unwinding: &'a super::roster::Unwinding,
+}
+
+impl HoldingsViewer for UnwindTouched<'_> {
+    type Output = DbResult<()>;
+    fn view<H: HoldingsTable>(&mut self, kind: IndexKind) -> Self::Output {
+        let cut = self.unwinding.tx_cut();
+        for holder in self.unwinding.touched(kind) {
+            Unwind { txn: self.txn, holder, cut }.view::<H>(kind)?;
+        }
+        Ok(())
+    }
 }
 
 struct Check<'a, K: TransactionKind> {
@@ -233,4 +245,27 @@ pub fn page<K: TransactionKind>(
     count: u64,
 ) -> DbResult<(u64, Vec<Holding>)> {
     view_holdings(kind, &mut Paged { txn, holder, idx, count })
+}
+
+/// Per holder, the tokens it has held.
+#[derive(Debug)]
+pub struct HoldingsFamily;
+
+impl super::roster::Family for HoldingsFamily {
+    const NAME: &'static str = "holdings";
+    const TABLES: &'static [crate::db::tables::TableId] = {
+        use crate::db::tables::TableId;
+        &[TableId::OtsERC20Holdings, TableId::OtsERC721Holdings, TableId::OtsERC1155Holdings]
+    };
+
+    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+        for kind in KINDS {
+            view_holdings(kind, &mut UnwindTouched { txn, unwinding })?;
+        }
+        Ok(())
+    }
+
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+        check(txn, checking.tip)
+    }
 }

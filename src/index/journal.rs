@@ -9,22 +9,18 @@
 
 use std::{collections::BTreeSet, time::Instant};
 
-use alloy_primitives::Address;
 use tracing::debug;
 
 use super::{
-    address_index, appearances, balances, contract_info, holdings, labels, lifetimes, matches, probes,
-    recent, totals,
+    recent::{self, WindowRows},
+    roster::{each_family, Family, ForEachFamily, Unwinding},
+    window::WindowStart,
 };
-use crate::{
-    db::{
-        codec::{BlockNumber, IndexKind},
-        state::{self, Checkpoint, StateError},
-        tables::*,
-        DbError, DbResult, WriteTxn,
-    },
-    decode::TokenKind,
-    txid::TxId,
+use crate::db::{
+    codec::BlockNumber,
+    state::{self, Checkpoint, StateError},
+    tables::*,
+    DbError, DbResult, WriteTxn,
 };
 
 /// Unwinding is not possible as asked.
@@ -49,12 +45,13 @@ pub enum UnwindError {
     State(#[from] StateError),
 }
 
-/// Drops the rows of a per-block undo table below `keep_from`.
-fn prune_below<T: Table<Key = BlockNumber>>(txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
+/// Drops the rows of a per-block table of the blocks that left the window as it starts at
+/// `window`.
+pub(super) fn prune_blocks<T: Table<Key = BlockNumber>>(txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
     loop {
         let first = txn.cursor::<T>()?.first()?;
         match first {
-            Some((BlockNumber(b), _)) if b < keep_from => {
+            Some((BlockNumber(b), _)) if !window.keeps(b) => {
                 txn.delete::<T>(&BlockNumber(b), None)?;
             }
             _ => return Ok(()),
@@ -62,62 +59,51 @@ fn prune_below<T: Table<Key = BlockNumber>>(txn: &WriteTxn, keep_from: u64) -> D
     }
 }
 
-/// Drops every per-block undo row of blocks below `keep_from`: they left the reorg window. (The
-/// totals' window deltas are not undo rows: `totals::fold` moves them into the totals; the
-/// balances' window values settle with the batch that prunes their blocks' rows.)
-pub fn prune(txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
-    prune_below::<OtsUndoJournal>(txn, keep_from)?;
-    prune_below::<OtsBalanceUndo>(txn, keep_from)?;
-    prune_below::<OtsOwnerUndo>(txn, keep_from)?;
-    prune_below::<OtsERC1155BalanceUndo>(txn, keep_from)
+/// Drops the journal records and every family's per-block window rows of the blocks that left
+/// the window as it starts at `window` (their rows settled as they left).
+pub fn prune(txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
+    struct Prune<'a>(&'a WriteTxn, WindowStart);
+    impl ForEachFamily for Prune<'_> {
+        type Error = DbError;
+        fn family<F: Family>(&mut self) -> DbResult<()> {
+            F::prune(self.0, self.1)
+        }
+    }
+    prune_blocks::<OtsUndoJournal>(txn, window)?;
+    each_family(&mut Prune(txn, window))
+}
+
+/// Settles the rows the window keeps apart of the blocks that leave it as it starts at `window`
+/// into the large tables, family by family (the journal stays).
+pub fn fold(txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
+    struct Fold<'a>(&'a WriteTxn, WindowStart, WindowRows);
+    impl ForEachFamily for Fold<'_> {
+        type Error = DbError;
+        fn family<F: Family>(&mut self) -> DbResult<()> {
+            F::fold(self.0, self.1, &mut self.2)
+        }
+    }
+    let leaving = recent::take_leaving(txn, window)?;
+    each_family(&mut Fold(txn, window, leaving))
 }
 
 /// Moves every row the reorg window keeps apart into the large tables, as if each of its blocks
 /// had left it (the journal stays): how a database reads when compared with another whose
 /// window starts elsewhere (`check --hash`), in a transaction that is then dropped.
 pub fn fold_window(txn: &WriteTxn) -> DbResult<()> {
-    let mut leaving = recent::take_below(txn, u64::MAX)?;
-    address_index::IdLists::default().write(txn, None, address_index::Window::closed(&mut leaving))?;
-    appearances::Appearances::default().write(txn, appearances::Window::closed(&mut leaving))?;
-    totals::fold(txn, u64::MAX)?;
-    balances::fold(txn, u64::MAX)
+    fold(txn, WindowStart::Closed)
 }
 
 /// Every block leaves the reorg window: its rows move into the large tables and the journal
 /// that could unwind it is dropped.
 pub fn close_window(txn: &WriteTxn) -> DbResult<()> {
     fold_window(txn)?;
-    prune(txn, u64::MAX)
+    prune(txn, WindowStart::Closed)
 }
 
 /// The oldest block the undo journal covers, if any.
 pub fn journal_start(txn: &WriteTxn) -> DbResult<Option<u64>> {
     Ok(txn.cursor::<OtsUndoJournal>()?.first()?.map(|(BlockNumber(b), _)| b))
-}
-
-/// Undoes the row of `kind` under `address` that an unwound block wrote: the one place a
-/// journal kind is tied to its family.
-fn unwind_row(txn: &WriteTxn, kind: IndexKind, address: &Address, to: u64, tx_cut: u64) -> DbResult<()> {
-    let held = |kind| holdings::unwind_holder(txn, kind, address, tx_cut);
-    match kind {
-        // Kept in the reorg window's own tables, which `recent::unwind` cuts back by block; the
-        // journal names none of these.
-        IndexKind::Erc20Transfers
-        | IndexKind::Erc721Transfers
-        | IndexKind::Erc1155Transfers
-        | IndexKind::BlocksRewarded
-        | IndexKind::Withdrawals
-        | IndexKind::Appearances
-        | IndexKind::SentTxs => Ok(()),
-        IndexKind::Erc20Holdings => held(TokenKind::Erc20),
-        IndexKind::Erc721Holdings => held(TokenKind::Erc721),
-        IndexKind::Erc1155Holdings => held(TokenKind::Erc1155),
-        IndexKind::ContractInfo => contract_info::unwind_address(txn, address, to),
-        IndexKind::Label => labels::unwind_address(txn, address, to),
-        IndexKind::TransferProbe => probes::unwind_address(txn, address, to),
-        IndexKind::ContractCreator => appearances::unwind_creator(txn, address, tx_cut),
-        IndexKind::CodeRemoval => lifetimes::unwind_contract(txn, address, tx_cut),
-    }
 }
 
 /// Unwinds everything written for blocks above `to` and moves the checkpoint to `to`, inside
@@ -131,35 +117,50 @@ pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
     let Some(target) = txn.get::<OtsUndoJournal>(&BlockNumber(to))? else {
         return Err(UnwindError::BeyondWindow { to, oldest });
     };
-    let mut touched: BTreeSet<(IndexKind, Address)> = BTreeSet::new();
+    let mut unwinding = Unwinding { to, tip: tip.number, touched: BTreeSet::new() };
     for block in to + 1..=tip.number {
         let record = txn
             .get::<OtsUndoJournal>(&BlockNumber(block))?
             .ok_or(UnwindError::BeyondWindow { to, oldest })?;
-        touched.extend(record.touched);
+        unwinding.touched.extend(record.touched);
         txn.delete::<OtsUndoJournal>(&BlockNumber(block), None)?;
     }
     let started = Instant::now();
-    balances::unwind(txn, to, tip.number)?;
-    let balance_seconds = started.elapsed().as_secs_f64();
-    totals::unwind(txn, to, tip.number)?;
     recent::unwind(txn, to)?;
-    address_index::unwind_withdrawal_blocks(txn, to)?;
-    let tx_cut = TxId::first_of_block(to + 1).0;
-    for (kind, address) in &touched {
-        unwind_row(txn, *kind, address, to, tx_cut)?;
-    }
-    matches::unwind(txn, to)?;
+    let mut each = Unwind { txn, unwinding: &unwinding, slowest: ("", 0.0) };
+    each_family(&mut each)?;
+    let (slowest_family, slowest_seconds) = each.slowest;
     // Where an unwind's time goes (docs/benchmarks.md reads these): the rest is the commit.
     debug!(
         target: "ots::index",
         blocks = tip.number - to,
-        rows = touched.len(),
-        balance_seconds,
+        rows = unwinding.touched.len(),
+        slowest_family,
+        slowest_seconds,
         seconds = started.elapsed().as_secs_f64(),
         "unwound in the transaction"
     );
     let checkpoint = Checkpoint { number: to, hash: target.hash };
     state::set_checkpoint(txn, checkpoint)?;
     Ok(checkpoint)
+}
+
+/// Unwinds each family in turn, timing the slowest.
+struct Unwind<'a> {
+    txn: &'a WriteTxn,
+    unwinding: &'a Unwinding,
+    slowest: (&'static str, f64),
+}
+
+impl ForEachFamily for Unwind<'_> {
+    type Error = DbError;
+    fn family<F: Family>(&mut self) -> DbResult<()> {
+        let started = Instant::now();
+        F::unwind(self.txn, self.unwinding)?;
+        let seconds = started.elapsed().as_secs_f64();
+        if seconds >= self.slowest.1 {
+            self.slowest = (F::NAME, seconds);
+        }
+        Ok(())
+    }
 }

@@ -62,3 +62,26 @@ pub fn unwind_address(txn: &WriteTxn, address: &Address, to: u64) -> DbResult<()
 pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()> {
     stamped::check::<OtsLabels, K>(txn, tip)
 }
+
+/// The labels classifiers gave addresses.
+#[derive(Debug)]
+pub struct LabelsFamily;
+
+impl super::roster::Family for LabelsFamily {
+    const NAME: &'static str = "labels";
+    const TABLES: &'static [crate::db::tables::TableId] = {
+        use crate::db::tables::TableId;
+        &[TableId::OtsLabels]
+    };
+
+    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+        for address in unwinding.touched(IndexKind::Label) {
+            unwind_address(txn, address, unwinding.to)?;
+        }
+        Ok(())
+    }
+
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+        check(txn, checking.tip)
+    }
+}

@@ -408,3 +408,39 @@ pub fn page<K: TransactionKind>(
         Some(s) => view_standard(s, &mut Paged { txn, idx, count }),
     }
 }
+
+/// Contracts, one match table and counter per standard, and the attribute bits matches set.
+#[derive(Debug)]
+pub struct MatchesFamily;
+
+impl super::roster::Family for MatchesFamily {
+    const NAME: &'static str = "matches";
+    const TABLES: &'static [crate::db::tables::TableId] = {
+        use crate::db::tables::TableId;
+        &[
+            TableId::OtsAllContracts,
+            TableId::OtsAllContractsCounter,
+            TableId::OtsERC20,
+            TableId::OtsERC20Counter,
+            TableId::OtsERC165,
+            TableId::OtsERC165Counter,
+            TableId::OtsERC721,
+            TableId::OtsERC721Counter,
+            TableId::OtsERC1155,
+            TableId::OtsERC1155Counter,
+            TableId::OtsERC1167,
+            TableId::OtsERC1167Counter,
+            TableId::OtsERC4626,
+            TableId::OtsERC4626Counter,
+            TableId::OtsAddrAttributes,
+        ]
+    };
+
+    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+        unwind(txn, unwinding.to)
+    }
+
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+        check(txn, &mut checking.report)
+    }
+}

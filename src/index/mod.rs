@@ -40,13 +40,16 @@ pub mod matches;
 pub mod probes;
 pub mod recent;
 mod rewrite;
+pub mod roster;
 mod seen_in_tx;
 pub mod stage;
 mod stamped;
 pub mod totals;
 pub mod transfers;
 mod undo;
+pub mod window;
 
 pub use activity::{Activity, ActivityKind, IndexedBlock};
 pub use batch::{write_batch, BatchOptions, BatchStats, ClassifiedBlock, WriteError, WrittenBatch};
 pub use stage::{Stage, StageOptions, StageSummary};
+pub use window::WindowStart;

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
 
-use super::integrity;
+use super::{integrity, window::WindowStart};
 use crate::db::{
     codec::{BlockNumber, IndexKind, ListId, RecentId, RecentKey, RecentSent, SentTx},
     tables::{OtsRecentIds, OtsRecentIdsByAddress, OtsRecentSent, OtsRecentSentBySender},
@@ -100,7 +100,7 @@ impl NewRows {
 }
 
 /// Rows of the window's own tables, by list and address and by sender: what blocks leaving it
-/// held ([`take_below`]), or everything it holds ([`all`], for `check`).
+/// held ([`take_leaving`]), or everything it holds ([`all`], for `check`).
 #[derive(Debug, Default)]
 pub struct WindowRows {
     /// Ids by list and address.
@@ -117,9 +117,9 @@ impl WindowRows {
     }
 }
 
-/// Takes every row of the window's blocks below `keep_from` out of it: those blocks leave it.
-pub fn take_below(txn: &WriteTxn, keep_from: u64) -> DbResult<WindowRows> {
-    take_blocks(txn, |block| block < keep_from, false)
+/// Takes every row of the blocks that leave the window as it starts at `window` out of it.
+pub fn take_leaving(txn: &WriteTxn, window: WindowStart) -> DbResult<WindowRows> {
+    take_blocks(txn, |block| !window.keeps(block), false)
 }
 
 /// Deletes the rows of blocks above `to`: they are unwound.

@@ -15,12 +15,14 @@ use super::{
     address_index::{IdLists, Window},
     appearances::{self, Appearances},
     balances::BulkBalances,
-    batch::{write_blocks, Kinds, Rows},
+    batch::{write_blocks, Gather, Kinds, Rows},
     holdings::Holdings,
-    journal, recent,
+    journal,
+    recent::WindowRows,
     totals::Totals,
     undo::UndoLog,
-    BatchOptions, BatchStats, ClassifiedBlock, WriteError, WrittenBatch,
+    window::WindowStart,
+    BatchStats, ClassifiedBlock, WriteError, WrittenBatch,
 };
 use crate::{
     db::{
@@ -36,7 +38,7 @@ use crate::{
 pub struct StageOptions {
     /// Bytes of rows the stage buffers in memory before it spills the largest buffers to runs.
     pub buffer_bytes: usize,
-    /// Whether to write the appearance family (see [`BatchOptions::appearances`]).
+    /// Whether to write the appearance family (see [`super::BatchOptions::appearances`]).
     pub appearances: bool,
 }
 
@@ -126,14 +128,9 @@ impl Stage {
     pub fn add(&mut self, blocks: &[ClassifiedBlock], activity: bool) -> Result<WrittenBatch, WriteError> {
         let mut out = WrittenBatch::default();
         // A stage's blocks are older than the reorg window: nothing would ever undo them.
-        let mut undo = UndoLog::keeping_from(u64::MAX);
-        let options = BatchOptions {
-            window: 1,
-            blocks_per_second: None,
-            activity,
-            appearances: self.options.appearances,
-        };
-        write_blocks(&self.txn, blocks, &mut self.tip, &mut self.rows, &mut undo, options, &mut out)?;
+        let mut undo = UndoLog::keeping(WindowStart::Closed);
+        let gather = Gather { activity, appearances: self.options.appearances };
+        write_blocks(&self.txn, blocks, &mut self.tip, &mut self.rows, &mut undo, gather, &mut out)?;
         self.rows.spill_over(self.options.buffer_bytes)?;
         if self.from.is_none() {
             self.from = blocks.first().map(|b| b.block.number);
@@ -156,26 +153,27 @@ impl Stage {
             *since = std::time::Instant::now();
         };
         let mut since = std::time::Instant::now();
-        // What the reorg window held (after an earlier follow of the head) goes to the tables
-        // first: the stage's blocks are all newer.
-        let mut leaving = recent::take_below(&txn, u64::MAX)?;
+        // The window is empty (`begin` closed it) and stays closed: every row goes to the tables.
+        let closed = WindowStart::Closed;
+        let mut leaving = WindowRows::default();
         {
             // No address index was written in this transaction yet: a snapshot taken now holds
             // the state they start from, which a whole-table rewrite copies.
             let before = db.begin_read().ok();
-            stats.transfer_ids = lists.write(&txn, before.as_ref(), Window::closed(&mut leaving))?;
+            let window = Window::new(&txn, closed, &mut leaving)?;
+            stats.transfer_ids = lists.write(&txn, before.as_ref(), window)?;
         }
         lap("address indexes", &mut since);
-        held.write(&txn, &mut UndoLog::keeping_from(u64::MAX))?;
+        held.write(&txn, &mut UndoLog::keeping(closed))?;
         lap("holdings", &mut since);
-        stats.appearances = seen.write(&txn, appearances::Window::closed(&mut leaving))?.appearances;
+        stats.appearances = seen.write(&txn, appearances::Window::new(closed, &mut leaving))?.appearances;
         lap("appearances", &mut since);
-        totals.write(&txn, u64::MAX)?;
+        totals.write(&txn, closed)?;
         lap("totals", &mut since);
         balances.write(&db, &txn)?;
         lap("balances", &mut since);
         // The stage's blocks cannot be unwound (no undo rows): nor can anything before them.
-        journal::prune(&txn, tip.number + 1)?;
+        journal::prune(&txn, closed)?;
         state::set_checkpoint(&txn, tip)?;
         if let Some(rate) = rate {
             state::set_sync_rate(&txn, rate)?;

@@ -17,7 +17,7 @@ use alloy_primitives::{Address, U256};
 use ots_classifiers::{BlockData, FrameKind};
 use signet_libmdbx::tx::TransactionKind;
 
-use super::integrity::broken;
+use super::{integrity::broken, window::WindowStart};
 use crate::{
     db::{
         codec::{AddressTotals, BlockNumber, TotalsDelta, ValueCodec},
@@ -76,21 +76,21 @@ impl Totals {
         Ok(())
     }
 
-    /// Adds what blocks older than `keep_from` added to the stored totals, address by address
-    /// in key order, and keeps what each block from `keep_from` on added in the reorg window's
-    /// deltas (`OtsTotalsUndo`); the deltas of window blocks older than `keep_from` (they leave
-    /// it as the write commits) join the totals first.
-    pub fn write(self, txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
-        fold(txn, keep_from)?;
+    /// Adds what blocks leaving the reorg window (as it starts at `window`) added to the stored
+    /// totals, address by address in key order, and keeps what each block it keeps added in its
+    /// deltas (`OtsTotalsUndo`); the deltas of window blocks that leave it as the write commits
+    /// join the totals first.
+    pub fn write(self, txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
+        fold(txn, window)?;
         let mut groups =
             self.added.into_sorted()?.groups(|(address, block, added)| (address, (block, added)));
         let mut table = txn.cursor::<OtsAddressTotals>()?;
-        let mut window = txn.cursor::<OtsTotalsUndo>()?;
+        let mut kept = txn.cursor::<OtsTotalsUndo>()?;
         for (address, blocks) in groups.by_ref() {
             let mut older: Option<AddressTotals> = None;
             for &(block, added) in &blocks {
-                if block >= keep_from {
-                    window.put(&BlockNumber(block), &TotalsDelta { address, added })?;
+                if window.keeps(block) {
+                    kept.put(&BlockNumber(block), &TotalsDelta { address, added })?;
                 } else {
                     let sum =
                         older.unwrap_or_default().checked_add(&added).ok_or_else(|| overflow(&address))?;
@@ -188,13 +188,13 @@ pub fn block_totals(block: &BlockData) -> foldhash::HashMap<Address, AddressTota
     out
 }
 
-/// Moves the deltas of the reorg window's blocks below `keep_from` into the totals: those
-/// blocks leave the window.
-pub fn fold(txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
-    let mut window = txn.cursor::<OtsTotalsUndo>()?;
+/// Moves the deltas of the blocks that leave the reorg window as it starts at `window` into
+/// the totals.
+pub fn fold(txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
+    let mut deltas = txn.cursor::<OtsTotalsUndo>()?;
     let mut table = txn.cursor::<OtsAddressTotals>()?;
-    while let Some((BlockNumber(block), _)) = window.first()?.filter(|(b, _)| b.0 < keep_from) {
-        for TotalsDelta { address, added } in window.dups(&BlockNumber(block))? {
+    while let Some((BlockNumber(block), _)) = deltas.first()?.filter(|(b, _)| !window.keeps(b.0)) {
+        for TotalsDelta { address, added } in deltas.dups(&BlockNumber(block))? {
             let stored = table.seek_exact(&address)?.unwrap_or_default();
             table.put(&address, &stored.checked_add(&added).ok_or_else(|| overflow(&address))?)?;
         }
@@ -264,6 +264,39 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
         }
     }
     Ok(())
+}
+
+/// Per address, wei received, sent, paid in fees and withdrawn, and transactions received.
+#[derive(Debug)]
+pub struct TotalsFamily;
+
+impl super::roster::Family for TotalsFamily {
+    const NAME: &'static str = "totals";
+    const TABLES: &'static [crate::db::tables::TableId] = {
+        use crate::db::tables::TableId;
+        &[TableId::OtsAddressTotals]
+    };
+    const WINDOW_TABLES: &'static [crate::db::tables::TableId] = {
+        use crate::db::tables::TableId;
+        &[TableId::OtsTotalsUndo]
+    };
+
+    fn fold(
+        txn: &WriteTxn,
+        window: super::window::WindowStart,
+        leaving: &mut super::recent::WindowRows,
+    ) -> DbResult<()> {
+        let _ = leaving;
+        fold(txn, window)
+    }
+
+    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+        unwind(txn, unwinding.to, unwinding.tip)
+    }
+
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+        check(txn, checking.tip)
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use alloy_primitives::{Address, B256};
 
+use super::window::WindowStart;
 use crate::{
     db::{
         codec::{BlockNumber, IndexKind, UndoRecord},
@@ -16,17 +17,17 @@ use crate::{
 type PendingRecord = (u64, B256, Vec<(IndexKind, Address)>);
 
 /// The undo records of a batch's blocks, oldest first.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct UndoLog {
     records: Vec<PendingRecord>,
-    /// Blocks below this leave the reorg window as the batch commits: their rows are not kept.
-    keep_from: u64,
+    /// Where the reorg window starts once the batch commits: older blocks' rows are not kept.
+    window: WindowStart,
 }
 
 impl UndoLog {
-    /// The records of a batch whose blocks from `keep_from` on stay in the reorg window.
-    pub fn keeping_from(keep_from: u64) -> Self {
-        Self { records: Vec::new(), keep_from }
+    /// The records of a batch after which the reorg window starts at `window`.
+    pub const fn keeping(window: WindowStart) -> Self {
+        Self { records: Vec::new(), window }
     }
 
     /// Starts the record of the next block of the batch.
@@ -38,7 +39,7 @@ impl UndoLog {
     /// the window (most of a catch-up batch: several rows per transaction otherwise).
     pub fn touch(&mut self, kind: IndexKind, address: Address) {
         match self.records.last_mut() {
-            Some((number, _, touched)) if *number >= self.keep_from => touched.push((kind, address)),
+            Some((number, _, touched)) if self.window.keeps(*number) => touched.push((kind, address)),
             _ => {}
         }
     }
@@ -47,7 +48,7 @@ impl UndoLog {
     /// batch but owed to one block of it).
     pub fn touch_at(&mut self, tx: TxId, kind: IndexKind, address: Address) {
         let Some(&(first, _, _)) = self.records.first() else { return };
-        if tx.block() < self.keep_from {
+        if !self.window.keeps(tx.block()) {
             return;
         }
         let at = usize::try_from(tx.block().saturating_sub(first)).unwrap_or(usize::MAX);
@@ -60,7 +61,7 @@ impl UndoLog {
     /// batch commits, so nothing would ever read them).
     pub fn write(self, txn: &WriteTxn) -> DbResult<()> {
         for (number, hash, mut touched) in self.records {
-            if number < self.keep_from {
+            if !self.window.keeps(number) {
                 continue;
             }
             touched.sort_unstable();

@@ -26,6 +26,7 @@ use super::{
     rewrite::rewrite_pays,
     seen_in_tx::SeenInTx,
     transfers::Touch,
+    window::WindowStart,
 };
 use crate::{
     db::{
@@ -211,22 +212,19 @@ pub struct Window {
 }
 
 impl Window {
-    /// A window that starts at block `keep_from`, with the ids of `leaving` (what its blocks
-    /// below `keep_from` held) moving out. The block → withdrawal table must already hold the
-    /// written blocks' rows.
-    pub fn starting_at(txn: &WriteTxn, keep_from: u64, leaving: &mut recent::WindowRows) -> DbResult<Self> {
-        let cuts = Cuts {
-            tx: TxId::first_of_block(keep_from).0,
-            block: keep_from,
-            withdrawal: first_withdrawal_from(txn, keep_from)?,
+    /// The window as it starts at `start` once the write commits, with the ids of `leaving`
+    /// (what its blocks that leave it held) moving out first. The block → withdrawal table must
+    /// already hold the written blocks' rows.
+    pub fn new(txn: &WriteTxn, start: WindowStart, leaving: &mut recent::WindowRows) -> DbResult<Self> {
+        let cuts = match start {
+            WindowStart::At(from) => Cuts {
+                tx: TxId::first_of_block(from).0,
+                block: from,
+                withdrawal: first_withdrawal_from(txn, from)?,
+            },
+            WindowStart::Closed => Cuts::NONE,
         };
         Ok(Self { cuts, leaving: ID_LISTS.map(|list| leaving.take_list(list.journal_kind())) })
-    }
-
-    /// No window (a bulk stage, whose blocks are all older than it): every id goes to the
-    /// tables, and `leaving` (all the window held) first.
-    pub fn closed(leaving: &mut recent::WindowRows) -> Self {
-        Self { cuts: Cuts::NONE, leaving: ID_LISTS.map(|list| leaving.take_list(list.journal_kind())) }
     }
 }
 
@@ -528,6 +526,49 @@ pub fn page<K: TransactionKind>(
         out.extend(recent::ids(txn, list.journal_kind(), address)?.into_iter().skip(skip).take(missing));
     }
     Ok(out)
+}
+
+/// Per-address id lists in chunks: transfer indexes, blocks rewarded, withdrawals.
+#[derive(Debug)]
+pub struct AddressIndexFamily;
+
+impl super::roster::Family for AddressIndexFamily {
+    const NAME: &'static str = "address indexes";
+    const TABLES: &'static [crate::db::tables::TableId] = {
+        use crate::db::tables::TableId;
+        &[
+            TableId::OtsERC20TransferIndex,
+            TableId::OtsERC20TransferCounter,
+            TableId::OtsERC721TransferIndex,
+            TableId::OtsERC721TransferCounter,
+            TableId::OtsWithdrawalsIndex,
+            TableId::OtsWithdrawalsCounter,
+            TableId::OtsWithdrawalIdx2Block,
+            TableId::OtsBlocksRewardedIndex,
+            TableId::OtsBlocksRewardedCounter,
+            TableId::OtsERC1155TransferIndex,
+            TableId::OtsERC1155TransferCounter,
+        ]
+    };
+
+    fn fold(
+        txn: &WriteTxn,
+        window: super::window::WindowStart,
+        leaving: &mut super::recent::WindowRows,
+    ) -> DbResult<()> {
+        let window = Window::new(txn, window, leaving)?;
+        IdLists::default().write(txn, None, window).map(drop)
+    }
+
+    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+        unwind_withdrawal_blocks(txn, unwinding.to)
+    }
+
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+        let below = checking.first_past_tip();
+        check_transfers(txn, &mut checking.report, below)?;
+        check_recent(txn, &mut checking.report, below, &checking.window.ids)
+    }
 }
 
 #[cfg(test)]

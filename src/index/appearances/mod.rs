@@ -22,7 +22,7 @@ use signet_libmdbx::tx::TransactionKind;
 
 pub use lists::{BlockPage, ListCounts};
 
-use super::{integrity::broken, recent, seen_in_tx::SeenInTx, undo::UndoLog};
+use super::{integrity::broken, recent, seen_in_tx::SeenInTx, undo::UndoLog, window::WindowStart};
 use crate::{
     db::{
         codec::{Creation, IndexKind, NonceAnchor},
@@ -204,16 +204,10 @@ pub struct Window {
 }
 
 impl Window {
-    /// A window that starts at block `keep_from`, with the appearances and sent transactions of
-    /// `leaving` (what its blocks below `keep_from` held) moving out.
-    pub fn starting_at(keep_from: u64, leaving: &mut recent::WindowRows) -> Self {
-        Self::with_cut(TxId::first_of_block(keep_from).0, leaving)
-    }
-
-    /// No window (a bulk stage): everything goes to the lists, and `leaving` (all the window
-    /// held) first.
-    pub fn closed(leaving: &mut recent::WindowRows) -> Self {
-        Self::with_cut(u64::MAX, leaving)
+    /// The window as it starts at `start` once the write commits, with the appearances and
+    /// sent transactions of `leaving` (what its blocks that leave it held) moving out first.
+    pub fn new(start: WindowStart, leaving: &mut recent::WindowRows) -> Self {
+        Self::with_cut(start.first_kept_tx(), leaving)
     }
 
     fn with_cut(cut: u64, leaving: &mut recent::WindowRows) -> Self {
@@ -518,6 +512,40 @@ fn check_window<K: TransactionKind>(
     Ok((addresses, appearances))
 }
 
+/// The transactions each address appears in or sent, nonce anchors, and contract creators.
+#[derive(Debug)]
+pub struct AppearancesFamily;
+
+impl super::roster::Family for AppearancesFamily {
+    const NAME: &'static str = "appearances";
+    const TABLES: &'static [crate::db::tables::TableId] = {
+        use crate::db::tables::TableId;
+        &[TableId::OtsAppearances, TableId::OtsNonceAnchors, TableId::OtsContractCreators]
+    };
+
+    fn fold(
+        txn: &WriteTxn,
+        window: super::window::WindowStart,
+        leaving: &mut super::recent::WindowRows,
+    ) -> DbResult<()> {
+        Appearances::default().write(txn, Window::new(window, leaving)).map(drop)
+    }
+
+    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+        for contract in unwinding.touched(IndexKind::ContractCreator) {
+            unwind_creator(txn, contract, unwinding.tx_cut())?;
+        }
+        Ok(())
+    }
+
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+        let (addresses, appearances) = check(txn, checking.first_past_tip(), &checking.window)?;
+        checking.report.appearance_addresses = addresses;
+        checking.report.appearances = appearances;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -581,7 +609,7 @@ mod tests {
             ..Default::default()
         };
         let mut family = Appearances::default();
-        let mut undo = UndoLog::keeping_from(0);
+        let mut undo = UndoLog::keeping(WindowStart::At(0));
         family.collect_block(&block, &mut undo).expect("collect");
         // {a, b, c} in the first, {c, b, d} in the second, then b again and d out of order.
         assert_eq!(family.seen.len(), 8);
@@ -608,13 +636,14 @@ mod tests {
         {
             let txn = db.begin_write().expect("write");
             let written = gathered(&seen, &[(b, 11, 0)])
-                .write(&txn, Window::closed(&mut Default::default()))
+                .write(&txn, Window::new(WindowStart::Closed, &mut Default::default()))
                 .expect("consistent rows");
             assert_eq!(written.appearances, 2);
         }
         for sent in [(a, 10, 0), (c, 10, 0), (b, 12, 1)] {
             let txn = db.begin_write().expect("write");
-            let refused = gathered(&seen, &[sent]).write(&txn, Window::closed(&mut Default::default()));
+            let refused = gathered(&seen, &[sent])
+                .write(&txn, Window::new(WindowStart::Closed, &mut Default::default()));
             assert!(matches!(refused, Err(DbError::Corrupt { .. })), "{sent:?}: {refused:?}");
         }
     }
@@ -636,8 +665,8 @@ mod tests {
             let seen: Vec<(Address, u64)> = ids.iter().map(|&id| (b, id)).collect();
             let sent: Vec<(Address, u64, u64)> = ids.iter().zip(carried).map(|(&id, n)| (b, id, n)).collect();
             let window = match window_from {
-                None => Window::closed(&mut Default::default()),
-                Some(block) => Window::starting_at(block, &mut Default::default()),
+                None => Window::new(WindowStart::Closed, &mut Default::default()),
+                Some(block) => Window::new(WindowStart::At(block), &mut Default::default()),
             };
             let written = gathered(&seen, &sent).write(&txn, window).expect("write");
             assert_eq!(

@@ -17,6 +17,7 @@ use alloy_primitives::{Address, U256};
 use std::sync::mpsc::SyncSender;
 
 use super::book::{BalanceBook, BalanceMove, Resolved};
+use crate::index::window::WindowStart;
 use crate::{
     db::{Db, DbResult, WriteTxn},
     decode::{TokenKind, TokenLog},
@@ -158,7 +159,9 @@ impl BulkBalances {
             for book in resolved {
                 match book? {
                     Book::Resolved(resolved) => resolved.write(txn, None)?,
-                    Book::Cut(book) => book.resolve(txn, u64::MAX)?.write(txn, None)?,
+                    Book::Cut(book) => {
+                        book.resolve(txn, WindowStart::Closed.first_kept())?.write(txn, None)?
+                    }
                 }
             }
             Ok(())
@@ -191,7 +194,7 @@ fn replay_books(
         let ready = if continues {
             Book::Cut(book)
         } else {
-            Book::Resolved(Box::new(book.resolve(&snapshot, u64::MAX)?))
+            Book::Resolved(Box::new(book.resolve(&snapshot, WindowStart::Closed.first_kept())?))
         };
         Ok(out.send(Ok(ready)).is_ok())
     };

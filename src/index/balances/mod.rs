@@ -23,9 +23,9 @@ pub use book::BalanceMove;
 use book::{BalanceBook, Resolved};
 pub use bulk::BulkBalances;
 pub use read::{balance, holder_count, holders_page, multi_balance, multi_balances, owner};
-pub use window::{fold, unwind};
+pub use window::{fold, prune, unwind};
 
-use super::integrity::broken;
+use super::{integrity::broken, window::WindowStart};
 use crate::{
     db::{
         codec::{Balance, Count, KeyCodec, PairKey, Rank},
@@ -55,15 +55,16 @@ impl Balances {
     /// Resolves the moves on a second thread, from a read snapshot of the state `txn` started
     /// from, while `meanwhile` runs on this one; then writes them. The snapshot is exact: `txn`
     /// holds the writer lock, so nothing commits in between, and `meanwhile` must write no
-    /// balance table. Blocks from `keep_from` on stay in the reorg window.
+    /// balance table. The reorg window starts at `window` once `txn` commits.
     pub fn write_beside<T, E: From<DbError>>(
         self,
         db: &Db,
         txn: &WriteTxn,
-        keep_from: u64,
+        window: WindowStart,
         meanwhile: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, E> {
         let book = self.book;
+        let keep_from = window.first_kept();
         let (done, resolving) = std::thread::scope(|scope| {
             // The book moves to that thread, which frees it once resolved.
             // An empty book still settles the values of the blocks leaving the window.
@@ -181,4 +182,55 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> DbResult<()> {
     check_balances(txn)?;
     check_multi_balances(txn)?;
     window::check(txn)
+}
+
+/// Balances, holder counts and ranks, ERC721 owners, ERC1155 balances.
+#[derive(Debug)]
+pub struct BalancesFamily;
+
+impl super::roster::Family for BalancesFamily {
+    const NAME: &'static str = "balances";
+    const TABLES: &'static [crate::db::tables::TableId] = {
+        use crate::db::tables::TableId;
+        &[
+            TableId::OtsTokenBalances,
+            TableId::OtsTokenHolderRanks,
+            TableId::OtsTokenHolderCounts,
+            TableId::OtsERC721Owners,
+            TableId::OtsERC1155Balances,
+        ]
+    };
+    const WINDOW_TABLES: &'static [crate::db::tables::TableId] = {
+        use crate::db::tables::TableId;
+        &[
+            TableId::OtsBalanceUndo,
+            TableId::OtsOwnerUndo,
+            TableId::OtsERC1155BalanceUndo,
+            TableId::OtsRecentBalances,
+            TableId::OtsRecentOwners,
+            TableId::OtsRecentMultiBalances,
+        ]
+    };
+
+    fn fold(
+        txn: &WriteTxn,
+        window: super::window::WindowStart,
+        leaving: &mut super::recent::WindowRows,
+    ) -> DbResult<()> {
+        let _ = leaving;
+        fold(txn, window)
+    }
+
+    fn prune(txn: &WriteTxn, window: super::window::WindowStart) -> DbResult<()> {
+        prune(txn, window)
+    }
+
+    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+        unwind(txn, unwinding.to, unwinding.tip)
+    }
+
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+        let _ = checking;
+        check(txn)
+    }
 }

@@ -16,7 +16,7 @@ use crate::{
         tables::*,
         DbResult, Txn, WriteTxn,
     },
-    index::integrity::broken,
+    index::{integrity::broken, journal::prune_blocks, window::WindowStart},
 };
 
 /// The value `key` has now by the window table `W`, if a window block changed it.
@@ -32,11 +32,19 @@ where
     Ok(cursor.last_dup()?.map(|row| row.value))
 }
 
-/// Settles every value blocks below `keep_from` left into the large tables and drops their
-/// window dups (their per-block rows go with the undo journal's): what a batch does for the
-/// blocks leaving the window, on its own.
-pub fn fold(txn: &WriteTxn, keep_from: u64) -> DbResult<()> {
-    BalanceBook::default().resolve(txn, keep_from)?.write(txn, None)
+/// Settles every value the blocks leaving the window (as it starts at `window`) left into the
+/// large tables and drops their window dups (their per-block rows go with [`prune`]): what a
+/// batch does for the blocks leaving the window, on its own.
+pub fn fold(txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
+    BalanceBook::default().resolve(txn, window.first_kept())?.write(txn, None)
+}
+
+/// Drops the per-block rows of the blocks that left the window (their values settled when they
+/// left).
+pub fn prune(txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
+    prune_blocks::<OtsBalanceUndo>(txn, window)?;
+    prune_blocks::<OtsOwnerUndo>(txn, window)?;
+    prune_blocks::<OtsERC1155BalanceUndo>(txn, window)
 }
 
 /// Deletes the window rows of blocks `to + 1..=tip`: the large tables never held them.
