@@ -20,6 +20,7 @@ pub mod etl;
 pub mod events;
 pub mod index;
 pub mod metrics;
+pub mod notices;
 pub mod pending;
 pub mod rpc;
 pub mod source;

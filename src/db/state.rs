@@ -331,7 +331,7 @@ pub fn read_stopped<K: TransactionKind>(txn: &Txn<K>) -> DbResult<Option<String>
     Ok(get(txn, STOPPED_KEY)?.map(|v| String::from_utf8_lossy(&v).into_owned()))
 }
 
-/// Records the classifier probes the node refused (`status::Notices`' count and newest ones, as
+/// Records the classifier probes the node refused (`notices::Notices`' count and newest ones, as
 /// JSON), for `status` in another process and the next start.
 pub fn set_refused_probes(txn: &WriteTxn, json: &[u8]) -> DbResult<()> {
     put(txn, REFUSED_PROBES_KEY, json)

@@ -6,13 +6,15 @@
 //! gives every row back in order: a sort of the buffer alone, or a heap merge of the runs and
 //! the buffer. A family's merge reads that one ordered stream whichever way the rows went.
 
+mod collapse;
 mod record;
 mod run;
 mod sorter;
 
+pub use collapse::Collapse;
 pub use record::{Record, RecordError};
 pub use run::{RunDir, RUN_DIR_NAME};
-pub use sorter::{spill_over, Buffer, Collapse, Groups, Sorted, Sorter, ROWS_AHEAD};
+pub use sorter::{spill_over, Buffer, Groups, Sorted, Sorter, ROWS_AHEAD};
 
 use std::path::PathBuf;
 

@@ -16,7 +16,7 @@ use std::{
 };
 
 use super::{
-    sorter::{collapse, Collapse},
+    collapse::{collapse, Collapse},
     EtlError, Record,
 };
 

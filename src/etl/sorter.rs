@@ -10,6 +10,7 @@ use std::{
 use tracing::debug;
 
 use super::{
+    collapse::{collapse, Collapse},
     run::{PendingRun, Run, RunReader},
     EtlError, Record, RunDir,
 };
@@ -32,18 +33,6 @@ pub struct Sorter<R: Record> {
     merge_width: usize,
     /// Folds rows of one group into the least of them, see [`Sorter::collapsing`].
     collapse: Option<Collapse<R>>,
-}
-
-/// Whether `later` belongs to the group of `kept` (which sorts before it) for the family reading
-/// them, having folded into `kept` whatever of `later` the family needs: `later` is then left
-/// out. A family that keeps a group's least row folds nothing; one that sums folds the sum.
-pub type Collapse<R> = fn(&mut R, &R) -> bool;
-
-/// Folds each group of adjacent rows of sorted `rows` into its first (see [`Collapse`]).
-pub(super) fn collapse<R>(rows: &mut Vec<R>, absorb: Option<Collapse<R>>) {
-    if let Some(absorb) = absorb {
-        rows.dedup_by(|later, kept| absorb(kept, later));
-    }
 }
 
 #[derive(Debug)]

@@ -6,8 +6,9 @@ use signet_libmdbx::tx::TransactionKind;
 pub use super::integrity::CheckReport;
 use super::{
     address_index::AddressIndexFamily,
+    family::{Checking, Family, ForEachFamily},
     holdings, integrity, journal, recent,
-    roster::{each_family, state_tables, Checking, Family, ForEachFamily},
+    roster::{each_family, state_tables},
 };
 use crate::db::{
     codec::BlockNumber,

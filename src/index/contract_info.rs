@@ -63,21 +63,21 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 #[derive(Debug)]
 pub struct ContractInfoFamily;
 
-impl super::roster::Family for ContractInfoFamily {
+impl super::family::Family for ContractInfoFamily {
     const NAME: &'static str = "contract info";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
         &[TableId::OtsContractInfo]
     };
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
         for address in unwinding.touched(IndexKind::ContractInfo) {
             unwind_address(txn, address, unwinding.to)?;
         }
         Ok(())
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
         check(txn, checking.tip)
     }
 }

@@ -138,7 +138,7 @@ impl HoldingsViewer for Unwind<'_> {
 /// Unwinds every holder whose holdings of a kind the unwound blocks wrote.
 struct UnwindTouched<'a> {
     txn: &'a WriteTxn,
-    unwinding: &'a super::roster::Unwinding,
+    unwinding: &'a super::family::Unwinding,
 }
 
 impl HoldingsViewer for UnwindTouched<'_> {
@@ -251,21 +251,21 @@ pub fn page<K: TransactionKind>(
 #[derive(Debug)]
 pub struct HoldingsFamily;
 
-impl super::roster::Family for HoldingsFamily {
+impl super::family::Family for HoldingsFamily {
     const NAME: &'static str = "holdings";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
         &[TableId::OtsERC20Holdings, TableId::OtsERC721Holdings, TableId::OtsERC1155Holdings]
     };
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
         for kind in KINDS {
             view_holdings(kind, &mut UnwindTouched { txn, unwinding })?;
         }
         Ok(())
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
         check(txn, checking.tip)
     }
 }

@@ -12,8 +12,9 @@ use std::{collections::BTreeSet, time::Instant};
 use tracing::debug;
 
 use super::{
+    family::{Family, ForEachFamily, Unwinding},
     recent::{self, WindowRows},
-    roster::{each_family, Family, ForEachFamily, Unwinding},
+    roster::each_family,
     window::WindowStart,
 };
 use crate::db::{

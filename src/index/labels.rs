@@ -67,21 +67,21 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 #[derive(Debug)]
 pub struct LabelsFamily;
 
-impl super::roster::Family for LabelsFamily {
+impl super::family::Family for LabelsFamily {
     const NAME: &'static str = "labels";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
         &[TableId::OtsLabels]
     };
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
         for address in unwinding.touched(IndexKind::Label) {
             unwind_address(txn, address, unwinding.to)?;
         }
         Ok(())
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
         check(txn, checking.tip)
     }
 }

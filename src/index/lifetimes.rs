@@ -100,21 +100,21 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 #[derive(Debug)]
 pub struct LifetimesFamily;
 
-impl super::roster::Family for LifetimesFamily {
+impl super::family::Family for LifetimesFamily {
     const NAME: &'static str = "lifetimes";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
         &[TableId::OtsCodeRemovals]
     };
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
         for contract in unwinding.touched(IndexKind::CodeRemoval) {
             unwind_contract(txn, contract, unwinding.tx_cut())?;
         }
         Ok(())
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
         check(txn, checking.tip)
     }
 }

@@ -413,7 +413,7 @@ pub fn page<K: TransactionKind>(
 #[derive(Debug)]
 pub struct MatchesFamily;
 
-impl super::roster::Family for MatchesFamily {
+impl super::family::Family for MatchesFamily {
     const NAME: &'static str = "matches";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
@@ -436,11 +436,11 @@ impl super::roster::Family for MatchesFamily {
         ]
     };
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
         unwind(txn, unwinding.to)
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
         check(txn, &mut checking.report)
     }
 }

@@ -31,6 +31,7 @@ pub mod balances;
 mod batch;
 pub mod check;
 pub mod contract_info;
+pub mod family;
 pub mod holdings;
 mod integrity;
 pub mod journal;

@@ -55,21 +55,21 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 #[derive(Debug)]
 pub struct ProbesFamily;
 
-impl super::roster::Family for ProbesFamily {
+impl super::family::Family for ProbesFamily {
     const NAME: &'static str = "transfer probes";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
         &[TableId::OtsTransferProbes]
     };
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
         for address in unwinding.touched(IndexKind::TransferProbe) {
             unwind_address(txn, address, unwinding.to)?;
         }
         Ok(())
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
         check(txn, checking.tip)
     }
 }

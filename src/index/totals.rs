@@ -270,7 +270,7 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 #[derive(Debug)]
 pub struct TotalsFamily;
 
-impl super::roster::Family for TotalsFamily {
+impl super::family::Family for TotalsFamily {
     const NAME: &'static str = "totals";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
@@ -290,11 +290,11 @@ impl super::roster::Family for TotalsFamily {
         fold(txn, window)
     }
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
         unwind(txn, unwinding.to, unwinding.tip)
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
         check(txn, checking.tip)
     }
 }

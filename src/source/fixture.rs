@@ -24,6 +24,7 @@ use tokio::sync::watch;
 
 use super::{
     compression::{self, Codec, Compressor, Decompressed},
+    fixture_entry::Entry,
     BlockSource, SourceError,
 };
 use crate::db::state::ChainIdentity;
@@ -47,14 +48,6 @@ const MAX_ENTRY_BYTES: u32 = 1 << 30;
 enum Record {
     Header { format: u32, chain_id: u64, genesis_hash: B256, from: u64, to: u64, tracer: String },
     Block { block: Box<BlockData> },
-    Call { to: Address, input: Bytes, block: u64, outcome: CallOutcome },
-    Code { address: Address, block: u64, code: Bytes },
-}
-
-/// One record after the header, as the binary formats store it.
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) enum Entry {
-    Block(Box<BlockData>),
     Call { to: Address, input: Bytes, block: u64, outcome: CallOutcome },
     Code { address: Address, block: u64, code: Bytes },
 }

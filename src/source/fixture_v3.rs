@@ -6,7 +6,7 @@ use alloy_primitives::{Address, Bytes, B256, U256};
 use ots_classifiers::{BlockData, CallFrame, CallOutcome, ReceiptData, TxData, Withdrawal};
 use serde::Deserialize;
 
-use super::fixture::Entry;
+use super::fixture_entry::Entry;
 
 /// A transaction as format 3 stores it.
 #[derive(Debug, Deserialize)]

@@ -3,6 +3,7 @@
 mod chain_block;
 pub mod compression;
 pub mod fixture;
+mod fixture_entry;
 mod fixture_v3;
 mod rpc;
 pub mod structlog;
@@ -35,7 +36,7 @@ pub trait BlockSource: ChainView + std::fmt::Debug {
     /// for a batch's second look (a recording) needs to keep no more than that.
     fn batches_of(&self, _blocks: u64) {}
     /// Where the source tells what it met at the node (refused probes, missing methods).
-    fn notices(&self) -> Option<crate::status::SharedNotices> {
+    fn notices(&self) -> Option<crate::notices::SharedNotices> {
         None
     }
 }
@@ -59,7 +60,7 @@ impl BlockSource for NodeClient {
     fn new_heads(&self) -> BoxFuture<'_, Option<futures::stream::BoxStream<'static, u64>>> {
         Box::pin(NodeClient::new_heads(self))
     }
-    fn notices(&self) -> Option<crate::status::SharedNotices> {
+    fn notices(&self) -> Option<crate::notices::SharedNotices> {
         Some(NodeClient::notices(self).clone())
     }
 }

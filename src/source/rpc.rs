@@ -31,7 +31,7 @@ use super::{
 };
 use crate::{
     db::state::ChainIdentity,
-    status::{RefusedProbe, SharedNotices},
+    notices::{RefusedProbe, SharedNotices},
 };
 
 /// Retries of a request that the node rate-limited (429) or found itself unavailable for (503).

@@ -24,6 +24,7 @@ mod geth;
 mod golden_api;
 mod hardhat;
 mod index_model;
+mod layering;
 mod metadata_refresh;
 mod node_faults;
 mod op_stack;

@@ -532,7 +532,7 @@ pub fn page<K: TransactionKind>(
 #[derive(Debug)]
 pub struct AddressIndexFamily;
 
-impl super::roster::Family for AddressIndexFamily {
+impl super::family::Family for AddressIndexFamily {
     const NAME: &'static str = "address indexes";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
@@ -560,11 +560,11 @@ impl super::roster::Family for AddressIndexFamily {
         IdLists::default().write(txn, None, window).map(drop)
     }
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
         unwind_withdrawal_blocks(txn, unwinding.to)
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
         let below = checking.first_past_tip();
         check_transfers(txn, &mut checking.report, below)?;
         check_recent(txn, &mut checking.report, below, &checking.window.ids)

@@ -516,7 +516,7 @@ fn check_window<K: TransactionKind>(
 #[derive(Debug)]
 pub struct AppearancesFamily;
 
-impl super::roster::Family for AppearancesFamily {
+impl super::family::Family for AppearancesFamily {
     const NAME: &'static str = "appearances";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
@@ -531,14 +531,14 @@ impl super::roster::Family for AppearancesFamily {
         Appearances::default().write(txn, Window::new(window, leaving)).map(drop)
     }
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
         for contract in unwinding.touched(IndexKind::ContractCreator) {
             unwind_creator(txn, contract, unwinding.tx_cut())?;
         }
         Ok(())
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
         let (addresses, appearances) = check(txn, checking.first_past_tip(), &checking.window)?;
         checking.report.appearance_addresses = addresses;
         checking.report.appearances = appearances;

@@ -188,7 +188,7 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> DbResult<()> {
 #[derive(Debug)]
 pub struct BalancesFamily;
 
-impl super::roster::Family for BalancesFamily {
+impl super::family::Family for BalancesFamily {
     const NAME: &'static str = "balances";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
@@ -225,11 +225,11 @@ impl super::roster::Family for BalancesFamily {
         prune(txn, window)
     }
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::roster::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
         unwind(txn, unwinding.to, unwinding.tip)
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::roster::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
         let _ = checking;
         check(txn)
     }

@@ -12,7 +12,7 @@ use alloy_primitives::{Address, B256};
 use jsonrpsee::core::RpcResult;
 use serde_json::{json, Map, Value};
 
-use super::state_diff::state_diff;
+use super::prestate_diff::state_diff;
 use crate::{
     rpc::{
         errors::{lacks_tracer, node_error, node_lacks, not_supported, server_error},

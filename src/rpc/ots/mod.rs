@@ -3,6 +3,7 @@
 mod block_state_diff;
 pub mod blocks;
 pub mod issuance;
+mod prestate_diff;
 pub mod search;
 mod shapes;
 pub mod state_diff;
