@@ -51,7 +51,7 @@ use ots_indexer::db::{
 };
 use serde_json::{json, Map, Value};
 
-/// Mainnet's transactions at 2026-11, millions (docs/benchmarks.md, "Projection for full
+/// Mainnet's transactions at 2026-11, millions (docs/benchmarks-history.md, "Projection for full
 /// mainnet").
 const MAINNET_MTX: f64 = 3_700.0;
 

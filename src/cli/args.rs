@@ -47,7 +47,7 @@ pub enum Traces {
     /// `debug_traceBlockByNumber` with `callTracer` (geth).
     Geth,
     /// `debug_traceTransaction` with the default struct-log tracer, one transaction at a time,
-    /// frames rebuilt from the steps (Hardhat's node; slower: measured in docs/benchmarks.md).
+    /// frames rebuilt from the steps (Hardhat's node; slower: measured in docs/benchmarks-history.md).
     Structlog,
     /// No call frames.
     None,

@@ -28,7 +28,7 @@ pub const GROWTH_STEP: isize = 256 << 20;
 pub const PAGE_SIZE: usize = 16 << 10;
 /// Dirty pages a write transaction keeps in memory (16,384 × 16 KiB = 256 MiB); past that MDBX
 /// writes the oldest out early. A 1,000-block catch-up batch touches ~600 MiB of pages: the cap
-/// measured −160 MiB anonymous memory for ~2% speed (docs/benchmarks.md).
+/// measured −160 MiB anonymous memory for ~2% speed (docs/benchmarks-history.md).
 pub(super) const DIRTY_PAGE_LIMIT: u64 = 16_384;
 /// The MDBX data file inside a database directory.
 pub const DATA_FILE: &str = "mdbx.dat";

@@ -170,7 +170,7 @@ impl RunDir {
 
 /// How many leading bytes `a` and `b` share, at most 255 (what a row's header can say). Eight
 /// bytes at a time: byte by byte, rows of up to 168 bytes took an eighth longer to write
-/// (docs/benchmarks.md, "run rows' shared prefixes").
+/// (docs/benchmarks-history.md, "run rows' shared prefixes").
 fn shared_prefix(a: &[u8], b: &[u8]) -> usize {
     let n = a.len().min(b.len()).min(255);
     let (a, b) = (&a[..n], &b[..n]);

@@ -229,7 +229,7 @@ const PREFETCH_ROWS: usize = 8192;
 /// Chunks the merge thread fills ahead of the reader: more than a balance book's moves (at most
 /// 131,072), so that the merge goes on while its reader replays a book instead of waiting for it.
 /// With 4 the balances' merge alternated the two (21 M chain: 14.0-14.2 s, 11.7-12.2 s with 20;
-/// docs/benchmarks.md, "Merging ahead of the balance books").
+/// docs/benchmarks-history.md, "Merging ahead of the balance books").
 const PREFETCH_CHUNKS: usize = 20;
 
 /// Rows a merge reads ahead of its reader, at most (a reader that replays rows in groups keeps
@@ -242,7 +242,7 @@ pub const ROWS_AHEAD: usize = PREFETCH_ROWS * PREFETCH_CHUNKS;
 ///
 /// Read chunks go back to the merge thread to be filled again: a chunk allocated anew each time
 /// lands on fresh pages the kernel zeroes first, which took a third of the merge thread's time
-/// in the balances' merge (docs/benchmarks.md).
+/// in the balances' merge (docs/benchmarks-history.md).
 #[derive(Debug)]
 struct Prefetched<R> {
     chunks: Receiver<Result<VecDeque<R>, EtlError>>,

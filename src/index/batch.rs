@@ -4,7 +4,7 @@
 //! Families whose tables are keyed by block (matches, contract info, labels, probes) write as
 //! each block comes; the address-keyed ones (address indexes, holdings, balances) gather the
 //! whole batch in memory and write each key once, in key order: MDBX pays per dirtied page, so
-//! one sorted pass beats log-by-log writes (docs/benchmarks.md).
+//! one sorted pass beats log-by-log writes (docs/benchmarks-history.md).
 
 use alloy_primitives::Address;
 use ots_classifiers::{BlockData, Fact};
@@ -12,8 +12,8 @@ use tracing::debug;
 
 use super::{
     activity::IndexedBlock,
-    address_index::{IdLists, Window},
-    appearances::{self, Appearances, CollectError},
+    address_index::IdLists,
+    appearances::{Appearances, CollectError},
     attributes::attributes,
     balances::{Balances, BulkBalances},
     contract_info,
@@ -39,7 +39,7 @@ use crate::{
 
 /// A batch with at least this many transfer logs gives its freed heap back to the kernel when it
 /// commits (glibc keeps it otherwise: ~270 MiB after a 500 k-log batch). Trimming took 8–26 ms
-/// after such a batch (docs/benchmarks.md); small batches free too little to be worth it.
+/// after such a batch (docs/benchmarks-history.md); small batches free too little to be worth it.
 const TRIM_AFTER_LOGS: u64 = 10_000;
 
 /// A block with what the classifiers found in it.
@@ -182,7 +182,7 @@ pub(super) struct Kinds {
     /// The last token seen in each slot (by its address's last bits), in front of `all`: a
     /// stage looks a token up for each of its transfer logs (51 M on the 21 M chain) and most
     /// are of a few busy tokens, found here in a table that stays in the core's cache, where
-    /// the map's look-up missed it (docs/benchmarks.md).
+    /// the map's look-up missed it (docs/benchmarks-history.md).
     recent: Vec<Option<(Address, TokenKinds)>>,
 }
 
@@ -191,7 +191,7 @@ impl Kinds {
     /// log emitters, most of them once).
     const MOST: usize = 1 << 20;
     /// 65,536 slots, under 2 MiB: with 4,096 the stage writer took 1.5 s more CPU on the 21 M
-    /// chain (docs/benchmarks.md).
+    /// chain (docs/benchmarks-history.md).
     const RECENT_BITS: u32 = 16;
 
     fn slot(token: &Address) -> usize {
@@ -370,12 +370,11 @@ pub fn write_batch(
         balances.write_beside(db, &txn, window, || -> Result<(u64, u64), WriteError> {
             held.write(&txn, &mut undo)?;
             let mut leaving = recent::take_leaving(&txn, window)?;
-            let appearances = seen.write(&txn, appearances::Window::new(window, &mut leaving))?.appearances;
+            let appearances = seen.write(&txn, window, &mut leaving)?.appearances;
             totals.write(&txn, window)?;
             undo.write(&txn)?;
             let before = db.begin_read().ok();
-            let lists_window = Window::new(&txn, window, &mut leaving)?;
-            Ok((lists.write(&txn, before.as_ref(), lists_window)?, appearances))
+            Ok((lists.write(&txn, before.as_ref(), window, &mut leaving)?, appearances))
         })?;
     journal::prune(&txn, window)?;
     state::set_checkpoint(&txn, Checkpoint { number: last.block.number, hash: last.block.hash })?;

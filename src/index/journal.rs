@@ -131,7 +131,7 @@ pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
     let mut each = Unwind { txn, unwinding: &unwinding, slowest: ("", 0.0) };
     each_family(&mut each)?;
     let (slowest_family, slowest_seconds) = each.slowest;
-    // Where an unwind's time goes (docs/benchmarks.md reads these): the rest is the commit.
+    // Where an unwind's time goes (docs/benchmarks-history.md reads these): the rest is the commit.
     debug!(
         target: "ots::index",
         blocks = tip.number - to,

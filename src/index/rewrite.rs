@@ -7,7 +7,7 @@
 //! out full (MDBX splits a page it appends to at its end, not in its middle).
 
 /// A table is rewritten whole once a batch changes more than one in this many of its entries.
-/// Measured on the benchmark chain (docs/benchmarks.md): an entry copied in key order costs
+/// Measured on the benchmark chain (docs/benchmarks-history.md): an entry copied in key order costs
 /// ~0.2 µs, a seek and update in place ~3 µs; at 1 in 4 the one-block-per-transaction run gained
 /// nothing over 1 in 16, and always rewriting halved it.
 const REWRITE_SHARE: u64 = 16;

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use tracing::{debug, info};
 
 use super::{
-    address_index::{IdLists, Window},
-    appearances::{self, Appearances},
+    address_index::IdLists,
+    appearances::Appearances,
     balances::BulkBalances,
     batch::{write_blocks, Gather, Kinds, Rows},
     holdings::Holdings,
@@ -160,13 +160,12 @@ impl Stage {
             // No address index was written in this transaction yet: a snapshot taken now holds
             // the state they start from, which a whole-table rewrite copies.
             let before = db.begin_read().ok();
-            let window = Window::new(&txn, closed, &mut leaving)?;
-            stats.transfer_ids = lists.write(&txn, before.as_ref(), window)?;
+            stats.transfer_ids = lists.write(&txn, before.as_ref(), closed, &mut leaving)?;
         }
         lap("address indexes", &mut since);
         held.write(&txn, &mut UndoLog::keeping(closed))?;
         lap("holdings", &mut since);
-        stats.appearances = seen.write(&txn, appearances::Window::new(closed, &mut leaving))?.appearances;
+        stats.appearances = seen.write(&txn, closed, &mut leaving)?.appearances;
         lap("appearances", &mut since);
         totals.write(&txn, closed)?;
         lap("totals", &mut since);

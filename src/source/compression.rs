@@ -5,7 +5,7 @@
 //! Why zstd: replaying the 21 M-transaction benchmark chain inflated about 25 GB of gzip on the
 //! recording's reader thread, a third of the CPU of a catch-up that is CPU-bound on two cores;
 //! zstd reads the same bytes in about a quarter of the time, from a smaller file
-//! (docs/benchmarks.md).
+//! (docs/benchmarks-history.md).
 
 use std::{
     fs::File,

@@ -120,7 +120,7 @@ struct Section {
 /// Blocks (and their probe answers) kept behind the newest one asked for: the sync loop probes
 /// again across its whole batch (at most `--batch-blocks`, 1,000 by default) after fetching it,
 /// and a batch retried from its start asks for its blocks again. Large enough for the large
-/// batches that make a long catch-up faster (docs/benchmarks.md, "Mainnet scale").
+/// batches that make a long catch-up faster (docs/benchmarks-history.md, "Mainnet scale").
 const KEPT_BEHIND: u64 = 4096;
 /// Largest `--batch-blocks` a replay takes (a batch must fit in what is kept behind).
 pub const MAX_REPLAY_BATCH_BLOCKS: u64 = KEPT_BEHIND;

@@ -1,7 +1,7 @@
 //! A generated chain shaped like Ethereum mainnet, deterministic from a seed, for benchmarks at
 //! scale: recorded with `capture` (examples/gen_chain.rs), it replays with `sync --source`.
 //!
-//! The ratios ([`Shape::MAINNET`]) and where they come from are in docs/benchmarks.md. Blocks
+//! The ratios ([`Shape::MAINNET`]) and where they come from are in docs/benchmarks-history.md. Blocks
 //! must be asked for in order (the generator keeps the senders' nonces and the populations of
 //! addresses and contracts as it goes). Every contract answers the classifiers' probes as its
 //! kind would, the kind being written into its address's first byte, so probing needs no state.
@@ -24,7 +24,7 @@ use crate::{
 /// Chain id of generated chains (no public chain uses it).
 pub const SYNTHETIC_CHAIN_ID: u64 = 7_770_001;
 
-/// How often each kind of thing happens; see docs/benchmarks.md for the sources.
+/// How often each kind of thing happens; see docs/benchmarks-history.md for the sources.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Shape {
     /// Transactions a block holds, on average (blocks hold 2/3 to 4/3 of it).

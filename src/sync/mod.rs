@@ -124,7 +124,7 @@ impl Default for SyncConfig {
 /// its batches only bound what is in flight: two of them (one gathered, one fetched) and what the
 /// source keeps around them. Against 1,000-block batches, 250 took the peak resident memory of a
 /// catch-up of the 2 M-transaction benchmark chain from about 1,030 to 760 MiB at the same speed
-/// (docs/benchmarks.md, "Allocator and memory in flight").
+/// (docs/benchmarks-history.md, "Allocator and memory in flight").
 pub const STAGE_BATCH_BLOCKS: u64 = 250;
 
 /// Least time between two info-level batch lines while catching up.

@@ -135,7 +135,7 @@ impl OtsSearch {
 
     /// One part of [`Self::materialize`]: the transactions and their blocks' headers in one
     /// round trip, their receipts in a second. (Fetching a busy block whole with
-    /// `eth_getBlockReceipts` measured slower: docs/benchmarks.md.)
+    /// `eth_getBlockReceipts` measured slower: docs/benchmarks-history.md.)
     async fn materialize_part(&self, ids: &[TxId]) -> RpcResult<Vec<CachedTx>> {
         let groups: Vec<&[TxId]> = ids.chunk_by(|a, b| a.block() == b.block()).collect();
         let mut calls: Vec<(&'static str, Value)> = Vec::with_capacity(ids.len() + groups.len());

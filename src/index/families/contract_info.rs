@@ -7,12 +7,13 @@ use alloy_primitives::Address;
 use ots_classifiers::{Fact, Metadata};
 use signet_libmdbx::tx::TransactionKind;
 
-use super::{stamped, undo::UndoLog};
+use super::stamped;
 use crate::db::{
     codec::{ContractInfo, IndexKind},
     tables::OtsContractInfo,
     DbResult, Txn, WriteTxn,
 };
+use crate::index::undo::UndoLog;
 
 /// What is known of `address`: its dups merged oldest first, so newer fields win. `None` when
 /// no classifier described it.
@@ -63,21 +64,24 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 #[derive(Debug)]
 pub struct ContractInfoFamily;
 
-impl super::family::Family for ContractInfoFamily {
+impl crate::index::family::Family for ContractInfoFamily {
     const NAME: &'static str = "contract info";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
         &[TableId::OtsContractInfo]
     };
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
         for address in unwinding.touched(IndexKind::ContractInfo) {
             unwind_address(txn, address, unwinding.to)?;
         }
         Ok(())
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(
+        txn: &Txn<K>,
+        checking: &mut crate::index::family::Checking,
+    ) -> DbResult<()> {
         check(txn, checking.tip)
     }
 }

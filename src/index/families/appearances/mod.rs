@@ -22,7 +22,8 @@ use signet_libmdbx::tx::TransactionKind;
 
 pub use lists::{BlockPage, ListCounts};
 
-use super::{integrity::broken, recent, seen_in_tx::SeenInTx, undo::UndoLog, window::WindowStart};
+use super::seen_in_tx::SeenInTx;
+use crate::index::{integrity::broken, recent, undo::UndoLog, window::WindowStart};
 use crate::{
     db::{
         codec::{Creation, IndexKind, NonceAnchor},
@@ -135,12 +136,21 @@ impl Appearances {
 
     /// Writes what was collected, address by address in key order: each address's new ids
     /// with the marks of those it sent, and a sender's nonce anchors. The ids of blocks still in
-    /// the reorg window go to [`recent`] instead, and those of blocks leaving it (`window`) to the
-    /// lists first.
-    pub fn write(self, txn: &WriteTxn, window: Window) -> DbResult<AppearanceStats> {
+    /// the reorg window go to [`recent`] instead, and those of blocks leaving it as it starts at
+    /// `start` (taken out of `leaving`, what the window's rows of those blocks held) to the lists
+    /// first.
+    pub fn write(
+        self,
+        txn: &WriteTxn,
+        start: WindowStart,
+        leaving: &mut recent::WindowRows,
+    ) -> DbResult<AppearanceStats> {
         let mut stats = AppearanceStats::default();
         let mut new_rows = recent::NewRows::default();
-        let Window { cut, seen: leaving, sent: leaving_sent } = window;
+        let cut = start.first_kept_tx();
+        let leaving_sent: Vec<(Address, Vec<(u64, u64)>)> =
+            std::mem::take(&mut leaving.sent).into_iter().collect();
+        let leaving = leaving.take_list(IndexKind::Appearances);
         let mut leaving_sent = leaving_sent.into_iter().peekable();
         for (address, ids) in leaving {
             let run = leaving_sent.next_if(|(s, _)| *s == address).map(|(_, run)| run).unwrap_or_default();
@@ -188,32 +198,6 @@ impl Appearances {
             creators.put(&contract, &Creation { tx, creator })?;
         }
         Ok(stats)
-    }
-}
-
-/// Where the appearance family's reorg window starts for a write, and what leaves it: the
-/// appearances and sent transactions of the blocks that fall out, taken out of [`recent`].
-#[derive(Debug)]
-pub struct Window {
-    /// The first TxId that stays in (or enters) the window.
-    cut: u64,
-    /// Leaving appearances, addresses ascending.
-    seen: Vec<(Address, Vec<u64>)>,
-    /// Leaving sent transactions as (TxId, nonce), senders ascending.
-    sent: Vec<(Address, Vec<(u64, u64)>)>,
-}
-
-impl Window {
-    /// The window as it starts at `start` once the write commits, with the appearances and
-    /// sent transactions of `leaving` (what its blocks that leave it held) moving out first.
-    pub fn new(start: WindowStart, leaving: &mut recent::WindowRows) -> Self {
-        Self::with_cut(start.first_kept_tx(), leaving)
-    }
-
-    fn with_cut(cut: u64, leaving: &mut recent::WindowRows) -> Self {
-        let seen = leaving.take_list(IndexKind::Appearances);
-        let sent = std::mem::take(&mut leaving.sent).into_iter().collect();
-        Self { cut, seen, sent }
     }
 }
 
@@ -516,7 +500,7 @@ fn check_window<K: TransactionKind>(
 #[derive(Debug)]
 pub struct AppearancesFamily;
 
-impl super::family::Family for AppearancesFamily {
+impl crate::index::family::Family for AppearancesFamily {
     const NAME: &'static str = "appearances";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
@@ -525,20 +509,23 @@ impl super::family::Family for AppearancesFamily {
 
     fn fold(
         txn: &WriteTxn,
-        window: super::window::WindowStart,
-        leaving: &mut super::recent::WindowRows,
+        window: crate::index::window::WindowStart,
+        leaving: &mut crate::index::recent::WindowRows,
     ) -> DbResult<()> {
-        Appearances::default().write(txn, Window::new(window, leaving)).map(drop)
+        Appearances::default().write(txn, window, leaving).map(drop)
     }
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
         for contract in unwinding.touched(IndexKind::ContractCreator) {
             unwind_creator(txn, contract, unwinding.tx_cut())?;
         }
         Ok(())
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(
+        txn: &Txn<K>,
+        checking: &mut crate::index::family::Checking,
+    ) -> DbResult<()> {
         let (addresses, appearances) = check(txn, checking.first_past_tip(), &checking.window)?;
         checking.report.appearance_addresses = addresses;
         checking.report.appearances = appearances;
@@ -636,14 +623,13 @@ mod tests {
         {
             let txn = db.begin_write().expect("write");
             let written = gathered(&seen, &[(b, 11, 0)])
-                .write(&txn, Window::new(WindowStart::Closed, &mut Default::default()))
+                .write(&txn, WindowStart::Closed, &mut Default::default())
                 .expect("consistent rows");
             assert_eq!(written.appearances, 2);
         }
         for sent in [(a, 10, 0), (c, 10, 0), (b, 12, 1)] {
             let txn = db.begin_write().expect("write");
-            let refused = gathered(&seen, &[sent])
-                .write(&txn, Window::new(WindowStart::Closed, &mut Default::default()));
+            let refused = gathered(&seen, &[sent]).write(&txn, WindowStart::Closed, &mut Default::default());
             assert!(matches!(refused, Err(DbError::Corrupt { .. })), "{sent:?}: {refused:?}");
         }
     }
@@ -664,11 +650,8 @@ mod tests {
             let txn = db.begin_write().expect("write");
             let seen: Vec<(Address, u64)> = ids.iter().map(|&id| (b, id)).collect();
             let sent: Vec<(Address, u64, u64)> = ids.iter().zip(carried).map(|(&id, n)| (b, id, n)).collect();
-            let window = match window_from {
-                None => Window::new(WindowStart::Closed, &mut Default::default()),
-                Some(block) => Window::new(WindowStart::At(block), &mut Default::default()),
-            };
-            let written = gathered(&seen, &sent).write(&txn, window).expect("write");
+            let window = window_from.map_or(WindowStart::Closed, WindowStart::At);
+            let written = gathered(&seen, &sent).write(&txn, window, &mut Default::default()).expect("write");
             assert_eq!(
                 written.anchors,
                 u64::from(window_from.is_none_or(|block| block > 4)),

@@ -1,6 +1,6 @@
 //! The addresses a family already collected for the transaction being collected, so that a
 //! repeat is left out as it comes rather than sorted, spilled and merged only for the merge to
-//! drop it (docs/benchmarks.md, "Rows once per transaction").
+//! drop it (docs/benchmarks-history.md, "Rows once per transaction").
 
 use alloy_primitives::Address;
 

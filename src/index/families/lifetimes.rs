@@ -13,7 +13,8 @@ use alloy_primitives::Address;
 use ots_classifiers::{BlockData, FrameKind};
 use signet_libmdbx::tx::TransactionKind;
 
-use super::{appearances::CollectError, integrity::broken, undo::UndoLog};
+use super::appearances::CollectError;
+use crate::index::{integrity::broken, undo::UndoLog};
 use crate::{
     db::{
         codec::{Creation, IndexKind},
@@ -100,21 +101,24 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 #[derive(Debug)]
 pub struct LifetimesFamily;
 
-impl super::family::Family for LifetimesFamily {
+impl crate::index::family::Family for LifetimesFamily {
     const NAME: &'static str = "lifetimes";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
         &[TableId::OtsCodeRemovals]
     };
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
         for contract in unwinding.touched(IndexKind::CodeRemoval) {
             unwind_contract(txn, contract, unwinding.tx_cut())?;
         }
         Ok(())
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(
+        txn: &Txn<K>,
+        checking: &mut crate::index::family::Checking,
+    ) -> DbResult<()> {
         check(txn, checking.tip)
     }
 }

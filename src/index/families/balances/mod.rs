@@ -25,7 +25,7 @@ pub use bulk::BulkBalances;
 pub use read::{balance, holder_count, holders_page, multi_balance, multi_balances, owner};
 pub use window::{fold, prune, unwind};
 
-use super::{integrity::broken, window::WindowStart};
+use crate::index::{integrity::broken, window::WindowStart};
 use crate::{
     db::{
         codec::{Balance, Count, KeyCodec, PairKey, Rank},
@@ -188,7 +188,7 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> DbResult<()> {
 #[derive(Debug)]
 pub struct BalancesFamily;
 
-impl super::family::Family for BalancesFamily {
+impl crate::index::family::Family for BalancesFamily {
     const NAME: &'static str = "balances";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
@@ -214,22 +214,25 @@ impl super::family::Family for BalancesFamily {
 
     fn fold(
         txn: &WriteTxn,
-        window: super::window::WindowStart,
-        leaving: &mut super::recent::WindowRows,
+        window: crate::index::window::WindowStart,
+        leaving: &mut crate::index::recent::WindowRows,
     ) -> DbResult<()> {
         let _ = leaving;
         fold(txn, window)
     }
 
-    fn prune(txn: &WriteTxn, window: super::window::WindowStart) -> DbResult<()> {
+    fn prune(txn: &WriteTxn, window: crate::index::window::WindowStart) -> DbResult<()> {
         prune(txn, window)
     }
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
         unwind(txn, unwinding.to, unwinding.tip)
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(
+        txn: &Txn<K>,
+        checking: &mut crate::index::family::Checking,
+    ) -> DbResult<()> {
         let _ = checking;
         check(txn)
     }

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
 
-use super::{integrity::broken, transfers::Touch, undo::UndoLog};
+use super::transfers::Touch;
+use crate::index::{integrity::broken, undo::UndoLog};
 use crate::{
     db::{
         codec::{Holding, IndexKind},
@@ -53,7 +54,7 @@ pub struct Holdings {
 
 /// A holding keeps only its pair's first transaction: of one pair's rows only the least is
 /// kept. On the 21 M chain about 100 M touches hold 2.3 M pairs; collapsed in each sorted run,
-/// most never reach a run file or the merge (docs/benchmarks.md).
+/// most never reach a run file or the merge (docs/benchmarks-history.md).
 fn same_pair(a: &mut (Address, Address, TxId), b: &(Address, Address, TxId)) -> bool {
     a.0 == b.0 && a.1 == b.1
 }
@@ -138,7 +139,7 @@ impl HoldingsViewer for Unwind<'_> {
 /// Unwinds every holder whose holdings of a kind the unwound blocks wrote.
 struct UnwindTouched<'a> {
     txn: &'a WriteTxn,
-    unwinding: &'a super::family::Unwinding,
+    unwinding: &'a crate::index::family::Unwinding,
 }
 
 impl HoldingsViewer for UnwindTouched<'_> {
@@ -251,21 +252,24 @@ pub fn page<K: TransactionKind>(
 #[derive(Debug)]
 pub struct HoldingsFamily;
 
-impl super::family::Family for HoldingsFamily {
+impl crate::index::family::Family for HoldingsFamily {
     const NAME: &'static str = "holdings";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
         &[TableId::OtsERC20Holdings, TableId::OtsERC721Holdings, TableId::OtsERC1155Holdings]
     };
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
         for kind in KINDS {
             view_holdings(kind, &mut UnwindTouched { txn, unwinding })?;
         }
         Ok(())
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(
+        txn: &Txn<K>,
+        checking: &mut crate::index::family::Checking,
+    ) -> DbResult<()> {
         check(txn, checking.tip)
     }
 }

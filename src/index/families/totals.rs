@@ -17,7 +17,7 @@ use alloy_primitives::{Address, U256};
 use ots_classifiers::{BlockData, FrameKind};
 use signet_libmdbx::tx::TransactionKind;
 
-use super::{integrity::broken, window::WindowStart};
+use crate::index::{integrity::broken, window::WindowStart};
 use crate::{
     db::{
         codec::{AddressTotals, BlockNumber, TotalsDelta, ValueCodec},
@@ -58,7 +58,7 @@ impl Totals {
     /// A bulk stage's totals, whose rows spill into sorted runs under `runs`, buffering
     /// `budget` bytes. A stage keeps no undo rows, so an address's rows of many blocks are
     /// summed in each run (into the row of the first of them): 35 M rows of the 21 M chain
-    /// spill for 2.3 M addresses (docs/benchmarks.md, "Totals summed in their runs").
+    /// spill for 2.3 M addresses (docs/benchmarks-history.md, "Totals summed in their runs").
     pub fn spilling(runs: &Arc<RunDir>, budget: usize) -> Self {
         Self { added: Sorter::spilling(runs.clone(), budget).collapsing(sum_of_address) }
     }
@@ -270,7 +270,7 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 #[derive(Debug)]
 pub struct TotalsFamily;
 
-impl super::family::Family for TotalsFamily {
+impl crate::index::family::Family for TotalsFamily {
     const NAME: &'static str = "totals";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
@@ -283,18 +283,21 @@ impl super::family::Family for TotalsFamily {
 
     fn fold(
         txn: &WriteTxn,
-        window: super::window::WindowStart,
-        leaving: &mut super::recent::WindowRows,
+        window: crate::index::window::WindowStart,
+        leaving: &mut crate::index::recent::WindowRows,
     ) -> DbResult<()> {
         let _ = leaving;
         fold(txn, window)
     }
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
         unwind(txn, unwinding.to, unwinding.tip)
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(
+        txn: &Txn<K>,
+        checking: &mut crate::index::family::Checking,
+    ) -> DbResult<()> {
         check(txn, checking.tip)
     }
 }

@@ -4,12 +4,13 @@
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
 
-use super::{attributes::attributes, integrity::broken, undo::UndoLog};
+use super::attributes::attributes;
 use crate::db::{
     codec::{AttributeBit, BlockNumber, IndexKind},
     tables::OtsTransferProbes,
     DbResult, Txn, WriteTxn,
 };
+use crate::index::{integrity::broken, undo::UndoLog};
 
 /// Records that `misses` were re-probed at `block` and are still no token.
 pub fn write_block(txn: &WriteTxn, block: u64, misses: &[Address], undo: &mut UndoLog) -> DbResult<()> {
@@ -55,21 +56,24 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 #[derive(Debug)]
 pub struct ProbesFamily;
 
-impl super::family::Family for ProbesFamily {
+impl crate::index::family::Family for ProbesFamily {
     const NAME: &'static str = "transfer probes";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
         &[TableId::OtsTransferProbes]
     };
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
         for address in unwinding.touched(IndexKind::TransferProbe) {
             unwind_address(txn, address, unwinding.to)?;
         }
         Ok(())
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(
+        txn: &Txn<K>,
+        checking: &mut crate::index::family::Checking,
+    ) -> DbResult<()> {
         check(txn, checking.tip)
     }
 }

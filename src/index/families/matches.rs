@@ -10,10 +10,8 @@ use alloy_primitives::Address;
 use ots_classifiers::{BlockData, Fact, Flag, Standard};
 use signet_libmdbx::tx::TransactionKind;
 
-use super::{
-    attributes::{add_attribute, attributes, remove_attribute},
-    integrity::{broken, CheckReport},
-};
+use super::attributes::{add_attribute, attributes, remove_attribute};
+use crate::index::integrity::{broken, CheckReport};
 use crate::{
     db::{
         codec::{AttributeBit, BlockNumber, Count},
@@ -413,7 +411,7 @@ pub fn page<K: TransactionKind>(
 #[derive(Debug)]
 pub struct MatchesFamily;
 
-impl super::family::Family for MatchesFamily {
+impl crate::index::family::Family for MatchesFamily {
     const NAME: &'static str = "matches";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
@@ -436,11 +434,14 @@ impl super::family::Family for MatchesFamily {
         ]
     };
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
         unwind(txn, unwinding.to)
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(
+        txn: &Txn<K>,
+        checking: &mut crate::index::family::Checking,
+    ) -> DbResult<()> {
         check(txn, &mut checking.report)
     }
 }

@@ -7,12 +7,13 @@ use alloy_primitives::Address;
 use ots_classifiers::Fact;
 use signet_libmdbx::tx::TransactionKind;
 
-use super::{stamped, undo::UndoLog};
+use super::stamped;
 use crate::db::{
     codec::{IndexKind, Label, MAX_LABEL_BYTES},
     tables::OtsLabels,
     DbError, DbResult, Txn, WriteTxn,
 };
+use crate::index::undo::UndoLog;
 
 /// A classifier gave a label that cannot be stored.
 #[derive(Debug, thiserror::Error)]
@@ -67,21 +68,24 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 #[derive(Debug)]
 pub struct LabelsFamily;
 
-impl super::family::Family for LabelsFamily {
+impl crate::index::family::Family for LabelsFamily {
     const NAME: &'static str = "labels";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
         &[TableId::OtsLabels]
     };
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
         for address in unwinding.touched(IndexKind::Label) {
             unwind_address(txn, address, unwinding.to)?;
         }
         Ok(())
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(
+        txn: &Txn<K>,
+        checking: &mut crate::index::family::Checking,
+    ) -> DbResult<()> {
         check(txn, checking.tip)
     }
 }

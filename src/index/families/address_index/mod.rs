@@ -20,12 +20,11 @@ pub use chunks::{
     IdAppender, CHUNK_IDS,
 };
 
-use super::{
+use super::{seen_in_tx::SeenInTx, transfers::Touch};
+use crate::index::{
     integrity::{broken, CheckReport},
     recent,
     rewrite::rewrite_pays,
-    seen_in_tx::SeenInTx,
-    transfers::Touch,
     window::WindowStart,
 };
 use crate::{
@@ -164,15 +163,24 @@ impl IdLists {
 
     /// Appends every index's ids, addresses in key order; returns how many transfer ids were
     /// new. Ids of blocks still in the reorg window go to [`recent`] instead, and the ids of
-    /// blocks leaving it (`window`) go to the tables first. With `before` (a snapshot of the
+    /// blocks leaving it as it starts at `start` (their ids taken out of `leaving`, what the
+    /// window's rows of those blocks held) go to the tables first. The block → withdrawal table
+    /// must already hold the written blocks' rows. With `before` (a snapshot of the
     /// state `txn` started from, in which no index has been written yet) an index and its
     /// counter are rewritten whole when the rows append to a large share of its chunks.
     /// Withdrawal indexes grow with the chain; a block may list them in any order, which the
     /// sort puts right.
-    pub fn write(self, txn: &WriteTxn, before: Option<&ReadTxn>, window: Window) -> DbResult<u64> {
+    pub fn write(
+        self,
+        txn: &WriteTxn,
+        before: Option<&ReadTxn>,
+        start: WindowStart,
+        leaving: &mut recent::WindowRows,
+    ) -> DbResult<u64> {
         let mut transfer_ids = 0;
         let mut new_rows = recent::NewRows::default();
-        let Window { cuts, leaving } = window;
+        let cuts = Cuts::of_window(txn, start)?;
+        let leaving = ID_LISTS.map(|list| leaving.take_list(list.journal_kind()));
         for ((list, collector), leaving) in ID_LISTS.into_iter().zip(self.lists).zip(leaving) {
             let mut write = Write {
                 collector: Some(collector),
@@ -199,34 +207,6 @@ impl IdLists {
 
 /// An address's ids, addresses ascending: what one list moves at once.
 type AddressIds = Vec<(Address, Vec<u64>)>;
-
-/// Where the reorg window starts for a write, and what leaves it: per index, the ids its
-/// blocks that fall out of the window had added, taken out of [`recent`] to go to the tables
-/// ahead of the write's own older ids.
-#[derive(Debug)]
-pub struct Window {
-    /// The first id of each kind that stays in (or enters) the window.
-    cuts: Cuts,
-    /// Per index of [`ID_LISTS`]: the leaving ids.
-    leaving: [AddressIds; 5],
-}
-
-impl Window {
-    /// The window as it starts at `start` once the write commits, with the ids of `leaving`
-    /// (what its blocks that leave it held) moving out first. The block → withdrawal table must
-    /// already hold the written blocks' rows.
-    pub fn new(txn: &WriteTxn, start: WindowStart, leaving: &mut recent::WindowRows) -> DbResult<Self> {
-        let cuts = match start {
-            WindowStart::At(from) => Cuts {
-                tx: TxId::first_of_block(from).0,
-                block: from,
-                withdrawal: first_withdrawal_from(txn, from)?,
-            },
-            WindowStart::Closed => Cuts::NONE,
-        };
-        Ok(Self { cuts, leaving: ID_LISTS.map(|list| leaving.take_list(list.journal_kind())) })
-    }
-}
 
 /// The block that added id `id` to `list`.
 fn block_of(txn: &WriteTxn, list: IdList, id: u64) -> DbResult<u64> {
@@ -361,6 +341,18 @@ pub struct Cuts {
 impl Cuts {
     /// No cut: every id is below it.
     const NONE: Self = Self { tx: u64::MAX, block: u64::MAX, withdrawal: u64::MAX };
+
+    /// The first id of each kind that stays in (or enters) the window as it starts at `start`.
+    fn of_window(txn: &WriteTxn, start: WindowStart) -> DbResult<Self> {
+        Ok(match start {
+            WindowStart::At(from) => Self {
+                tx: TxId::first_of_block(from).0,
+                block: from,
+                withdrawal: first_withdrawal_from(txn, from)?,
+            },
+            WindowStart::Closed => Self::NONE,
+        })
+    }
 
     fn of(self, list: IdList) -> u64 {
         match list {
@@ -532,7 +524,7 @@ pub fn page<K: TransactionKind>(
 #[derive(Debug)]
 pub struct AddressIndexFamily;
 
-impl super::family::Family for AddressIndexFamily {
+impl crate::index::family::Family for AddressIndexFamily {
     const NAME: &'static str = "address indexes";
     const TABLES: &'static [crate::db::tables::TableId] = {
         use crate::db::tables::TableId;
@@ -553,18 +545,20 @@ impl super::family::Family for AddressIndexFamily {
 
     fn fold(
         txn: &WriteTxn,
-        window: super::window::WindowStart,
-        leaving: &mut super::recent::WindowRows,
+        window: crate::index::window::WindowStart,
+        leaving: &mut crate::index::recent::WindowRows,
     ) -> DbResult<()> {
-        let window = Window::new(txn, window, leaving)?;
-        IdLists::default().write(txn, None, window).map(drop)
+        IdLists::default().write(txn, None, window, leaving).map(drop)
     }
 
-    fn unwind(txn: &WriteTxn, unwinding: &super::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
         unwind_withdrawal_blocks(txn, unwinding.to)
     }
 
-    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut super::family::Checking) -> DbResult<()> {
+    fn check<K: TransactionKind>(
+        txn: &Txn<K>,
+        checking: &mut crate::index::family::Checking,
+    ) -> DbResult<()> {
         let below = checking.first_past_tip();
         check_transfers(txn, &mut checking.report, below)?;
         check_recent(txn, &mut checking.report, below, &checking.window.ids)

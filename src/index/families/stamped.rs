@@ -4,12 +4,12 @@
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
 
-use super::integrity::broken;
 use crate::db::{
     codec::{ContractInfo, Label},
     tables::{DupTable, Table},
     DbResult, Txn, WriteTxn,
 };
+use crate::index::integrity::broken;
 
 /// A dup that records the block that wrote it.
 pub(super) trait Stamped {

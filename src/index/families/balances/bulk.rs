@@ -28,7 +28,7 @@ use crate::{
 /// A book closes at the first token boundary once it holds this many moves. Up to three books
 /// are alive at once (filling, queued, being written), at the merge's memory peak: halving these
 /// limits from 2^17 and 2^18 took 35 MiB off the 2 M chain's peak and 141 MiB off the 21 M
-/// chain's, for no measured time (docs/benchmarks.md, "smaller balance books").
+/// chain's, for no measured time (docs/benchmarks-history.md, "smaller balance books").
 const MOVES_PER_BOOK: usize = 1 << 16;
 /// A token with more moves than this is cut into several books, in order, the later ones
 /// replayed from what the earlier ones wrote: a bound on the memory a book takes.

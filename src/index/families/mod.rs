@@ -1,0 +1,34 @@
+//! The families of the index, each its tables' collect, write, unwind, check and read side by
+//! side, and a type implementing [`super::family::Family`] that the roster lists:
+//!
+//! * [`matches`] (with [`attributes`]): contracts, one match table per standard, the attribute
+//!   bits a match sets;
+//! * [`address_index`]: per-address id lists in chunks — transfer indexes, blocks rewarded,
+//!   withdrawals;
+//! * [`holdings`]: per holder, the tokens it has held;
+//! * [`balances`]: balances, holder counts and ranks, ERC721 owners, ERC1155 balances;
+//! * [`contract_info`], [`labels`], [`probes`]: what classifiers said of a contract;
+//! * [`appearances`]: the transactions each address appears in or sent, and contract creators
+//!   (for the `ots_` search, sender-nonce and creator methods);
+//! * [`lifetimes`]: when contracts' code was removed (with `appearances`' creators, their
+//!   lifetimes);
+//! * [`totals`]: per address, wei received, sent, paid in fees and withdrawn, and top-level
+//!   transactions received (for `ots2_getAddressSummary`).
+//!
+//! [`transfers`], `seen_in_tx` and `stamped` are what several families share: a transfer's
+//! touches, a transaction's addresses once, rows stamped with the block that wrote them.
+
+pub mod address_index;
+pub mod appearances;
+pub mod attributes;
+pub mod balances;
+pub mod contract_info;
+pub mod holdings;
+pub mod labels;
+pub mod lifetimes;
+pub mod matches;
+pub mod probes;
+mod seen_in_tx;
+mod stamped;
+pub mod totals;
+pub mod transfers;
