@@ -8,12 +8,13 @@ use crate::common;
 
 use std::{collections::BTreeMap, time::Duration};
 
-use alloy::primitives::Address;
+use alloy::primitives::{Address, U256};
 use common::transfer_chain::{self, block};
 use ots_indexer::{
     db::{
         codec::{
-            BlockNumber, ChunkKey, IdChunk, IndexKind, ListId, RecentId, RecentKey, TokenIdKey, WindowValue,
+            BalancePrior, BlockNumber, ChunkKey, IdChunk, IndexKind, ListId, RecentId, RecentKey, TokenIdKey,
+            WindowValue,
         },
         tables::*,
         AccessMode, Db,
@@ -276,6 +277,34 @@ fn the_checker_refuses_a_window_balance_out_of_step_with_its_blocks() {
         let stray = WindowValue { block: row.block + 1_000, ..row };
         txn.put::<OtsRecentBalances>(&key, &stray).expect("put");
     });
+    // Each block's row keeps the value the block found: the settled one for the key's first
+    // window block, the window's value of the block before it otherwise.
+    let txn = db.begin_read().expect("read");
+    let mut firsts = Vec::new();
+    let mut laters = Vec::new();
+    let mut rows = txn.cursor::<OtsBalanceUndo>().expect("cursor");
+    let mut next = rows.first().expect("first");
+    while let Some((block, prior)) = next {
+        let values = txn.cursor::<OtsRecentBalances>().expect("cursor").dups(&prior.key).expect("dups");
+        if values.first().is_some_and(|v| v.block == block.0) {
+            firsts.push((block, prior));
+        } else {
+            laters.push((block, prior));
+        }
+        next = rows.next_entry().expect("next");
+    }
+    drop(rows);
+    drop(txn);
+    assert!(!firsts.is_empty() && !laters.is_empty(), "the window holds keys changed once and more often");
+    for (what, (block, prior)) in
+        [("a first block's value before it", firsts[0]), ("a later block's", laters[0])]
+    {
+        tampered(what, &|txn| {
+            assert!(txn.delete::<OtsBalanceUndo>(&block, Some(&prior)).expect("delete"));
+            let wrong = BalancePrior { old: prior.old + U256::from(1), ..prior };
+            txn.put::<OtsBalanceUndo>(&block, &wrong).expect("put");
+        });
+    }
 }
 
 /// The tokens, ERC721 ids and ERC1155 holders the balances' window holds values of.

@@ -7,6 +7,7 @@
 //! keys each block changed. The large tables hold the state before the window: a block leaving
 //! it settles its values there ([`super::book`]), an unwind deletes its rows here.
 
+use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::TransactionKind;
 
 use super::book::BalanceBook;
@@ -76,18 +77,36 @@ where
     Ok(())
 }
 
-/// The per-block rows and the window dups name the same (key, block) pairs, one each.
+/// The per-block rows and the window dups name the same (key, block) pairs, one each, and each
+/// row's value before its block is the key's value the block found: the window dup of the block
+/// before it, or the large table's value for the key's first window block.
 pub(super) fn check<K: TransactionKind>(txn: &Txn<K>) -> DbResult<()> {
-    check_family::<OtsBalanceUndo, OtsRecentBalances, _, _>(txn, |p| p.key)?;
-    check_family::<OtsOwnerUndo, OtsRecentOwners, _, _>(txn, |p| p.key)?;
-    check_family::<OtsERC1155BalanceUndo, OtsRecentMultiBalances, _, _>(txn, |p| p.key)
+    check_family::<OtsBalanceUndo, OtsRecentBalances, _, _>(
+        txn,
+        |p| (p.key, p.old),
+        |txn, key| Ok(txn.get::<OtsTokenBalances>(key)?.map_or(U256::ZERO, |b| b.0)),
+    )?;
+    check_family::<OtsOwnerUndo, OtsRecentOwners, _, _>(
+        txn,
+        |p| (p.key, p.old),
+        |txn, key| Ok(txn.get::<OtsERC721Owners>(key)?.unwrap_or(Address::ZERO)),
+    )?;
+    check_family::<OtsERC1155BalanceUndo, OtsRecentMultiBalances, _, _>(
+        txn,
+        |p| (p.key, p.old),
+        |txn, key| Ok(txn.get::<OtsERC1155Balances>(key)?.map_or(U256::ZERO, |b| b.0)),
+    )
 }
 
-fn check_family<U, W, V, K>(txn: &Txn<K>, key: impl Fn(U::Value) -> W::Key) -> DbResult<()>
+fn check_family<U, W, V, K>(
+    txn: &Txn<K>,
+    row: impl Fn(U::Value) -> (W::Key, V),
+    settled: impl Fn(&Txn<K>, &W::Key) -> DbResult<V>,
+) -> DbResult<()>
 where
     U: DupTable + Table<Key = BlockNumber>,
     W: DupSubKey<SubKey = u64> + Table<Value = WindowValue<V>>,
-    V: Default,
+    V: Default + PartialEq + std::fmt::Debug,
     WindowValue<V>: ValueCodec,
     K: TransactionKind,
 {
@@ -95,10 +114,21 @@ where
     let mut window = txn.cursor::<W>()?;
     let mut cursor = txn.cursor::<U>()?;
     let mut entry = cursor.first()?;
-    while let Some((BlockNumber(block), row)) = entry {
-        let key = key(row);
+    while let Some((BlockNumber(block), value)) = entry {
+        let (key, before) = row(value);
+        let bad = |reason: String| broken::<W>(key.encode_key().as_ref(), reason);
         if window.seek_sub_key_exact(&key, &block)?.is_none() {
-            return Err(broken::<W>(key.encode_key().as_ref(), format!("no value of block {block}")));
+            return Err(bad(format!("no value of block {block}")));
+        }
+        let found = match window.prev_dup()? {
+            Some(earlier) => earlier.value,
+            None => settled(txn, &key)?,
+        };
+        if found != before {
+            return Err(bad(format!(
+                "block {block}'s row in {} says the value before it was {before:?}, but it was {found:?}",
+                U::ID.name()
+            )));
         }
         rows += 1;
         entry = cursor.next_entry()?;
