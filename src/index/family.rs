@@ -97,6 +97,45 @@ impl Checking {
     }
 }
 
+/// Declares a family of one table whose rows the undo journal names by a row kind and which
+/// unwinds address by address: `unwind` runs for each address the unwound blocks wrote a row
+/// of that kind for, `check` checks the table.
+macro_rules! journalled_family {
+    (
+        $(#[$doc:meta])*
+        $family:ident, $name:literal, $table:ident, $kind:ident,
+        unwind: |$txn:ident, $address:ident, $unwinding:ident| $unwind:expr,
+        check: |$ctxn:ident, $checking:ident| $check:expr $(,)?
+    ) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $family;
+
+        impl $crate::index::family::Family for $family {
+            const NAME: &'static str = $name;
+            const TABLES: &'static [$crate::db::tables::TableId] = &[$crate::db::tables::TableId::$table];
+
+            fn unwind(
+                $txn: &$crate::db::WriteTxn,
+                $unwinding: &$crate::index::family::Unwinding,
+            ) -> $crate::db::DbResult<()> {
+                for $address in $unwinding.touched($crate::db::codec::IndexKind::$kind) {
+                    $unwind?;
+                }
+                Ok(())
+            }
+
+            fn check<K: signet_libmdbx::tx::TransactionKind>(
+                $ctxn: &$crate::db::Txn<K>,
+                $checking: &mut $crate::index::family::Checking,
+            ) -> $crate::db::DbResult<()> {
+                $check
+            }
+        }
+    };
+}
+pub(crate) use journalled_family;
+
 #[cfg(test)]
 mod tests {
     use super::*;

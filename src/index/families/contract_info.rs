@@ -13,6 +13,7 @@ use crate::db::{
     tables::OtsContractInfo,
     DbResult, Txn, WriteTxn,
 };
+use crate::index::family::journalled_family;
 use crate::index::undo::UndoLog;
 
 /// What is known of `address`: its dups merged oldest first, so newer fields win. `None` when
@@ -60,28 +61,9 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
     stamped::check::<OtsContractInfo, K>(txn, tip)
 }
 
-/// What classifiers said of a contract: its metadata, by the block that said it.
-#[derive(Debug)]
-pub struct ContractInfoFamily;
-
-impl crate::index::family::Family for ContractInfoFamily {
-    const NAME: &'static str = "contract info";
-    const TABLES: &'static [crate::db::tables::TableId] = {
-        use crate::db::tables::TableId;
-        &[TableId::OtsContractInfo]
-    };
-
-    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
-        for address in unwinding.touched(IndexKind::ContractInfo) {
-            unwind_address(txn, address, unwinding.to)?;
-        }
-        Ok(())
-    }
-
-    fn check<K: TransactionKind>(
-        txn: &Txn<K>,
-        checking: &mut crate::index::family::Checking,
-    ) -> DbResult<()> {
-        check(txn, checking.tip)
-    }
+journalled_family! {
+    /// What classifiers said of a contract: its metadata, by the block that said it.
+    ContractInfoFamily, "contract info", OtsContractInfo, ContractInfo,
+    unwind: |txn, address, unwinding| unwind_address(txn, address, unwinding.to),
+    check: |txn, checking| check(txn, checking.tip),
 }

@@ -10,6 +10,7 @@ use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
 
 use super::transfers::Touch;
+use crate::index::family::{Checking, Family, Unwinding};
 use crate::index::{integrity::broken, undo::UndoLog};
 use crate::{
     db::{
@@ -139,7 +140,7 @@ impl HoldingsViewer for Unwind<'_> {
 /// Unwinds every holder whose holdings of a kind the unwound blocks wrote.
 struct UnwindTouched<'a> {
     txn: &'a WriteTxn,
-    unwinding: &'a crate::index::family::Unwinding,
+    unwinding: &'a Unwinding,
 }
 
 impl HoldingsViewer for UnwindTouched<'_> {
@@ -252,24 +253,19 @@ pub fn page<K: TransactionKind>(
 #[derive(Debug)]
 pub struct HoldingsFamily;
 
-impl crate::index::family::Family for HoldingsFamily {
+impl Family for HoldingsFamily {
     const NAME: &'static str = "holdings";
-    const TABLES: &'static [crate::db::tables::TableId] = {
-        use crate::db::tables::TableId;
-        &[TableId::OtsERC20Holdings, TableId::OtsERC721Holdings, TableId::OtsERC1155Holdings]
-    };
+    const TABLES: &'static [TableId] =
+        &[TableId::OtsERC20Holdings, TableId::OtsERC721Holdings, TableId::OtsERC1155Holdings];
 
-    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &Unwinding) -> DbResult<()> {
         for kind in KINDS {
             view_holdings(kind, &mut UnwindTouched { txn, unwinding })?;
         }
         Ok(())
     }
 
-    fn check<K: TransactionKind>(
-        txn: &Txn<K>,
-        checking: &mut crate::index::family::Checking,
-    ) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut Checking) -> DbResult<()> {
         check(txn, checking.tip)
     }
 }

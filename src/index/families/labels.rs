@@ -13,6 +13,7 @@ use crate::db::{
     tables::OtsLabels,
     DbError, DbResult, Txn, WriteTxn,
 };
+use crate::index::family::journalled_family;
 use crate::index::undo::UndoLog;
 
 /// A classifier gave a label that cannot be stored.
@@ -64,28 +65,9 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
     stamped::check::<OtsLabels, K>(txn, tip)
 }
 
-/// The labels classifiers gave addresses.
-#[derive(Debug)]
-pub struct LabelsFamily;
-
-impl crate::index::family::Family for LabelsFamily {
-    const NAME: &'static str = "labels";
-    const TABLES: &'static [crate::db::tables::TableId] = {
-        use crate::db::tables::TableId;
-        &[TableId::OtsLabels]
-    };
-
-    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
-        for address in unwinding.touched(IndexKind::Label) {
-            unwind_address(txn, address, unwinding.to)?;
-        }
-        Ok(())
-    }
-
-    fn check<K: TransactionKind>(
-        txn: &Txn<K>,
-        checking: &mut crate::index::family::Checking,
-    ) -> DbResult<()> {
-        check(txn, checking.tip)
-    }
+journalled_family! {
+    /// The labels classifiers gave addresses.
+    LabelsFamily, "labels", OtsLabels, Label,
+    unwind: |txn, address, unwinding| unwind_address(txn, address, unwinding.to),
+    check: |txn, checking| check(txn, checking.tip),
 }

@@ -14,6 +14,7 @@ use ots_classifiers::{BlockData, FrameKind};
 use signet_libmdbx::tx::TransactionKind;
 
 use super::appearances::CollectError;
+use crate::index::family::journalled_family;
 use crate::index::{integrity::broken, undo::UndoLog};
 use crate::{
     db::{
@@ -97,28 +98,9 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
     Ok(())
 }
 
-/// When contracts' code was removed.
-#[derive(Debug)]
-pub struct LifetimesFamily;
-
-impl crate::index::family::Family for LifetimesFamily {
-    const NAME: &'static str = "lifetimes";
-    const TABLES: &'static [crate::db::tables::TableId] = {
-        use crate::db::tables::TableId;
-        &[TableId::OtsCodeRemovals]
-    };
-
-    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
-        for contract in unwinding.touched(IndexKind::CodeRemoval) {
-            unwind_contract(txn, contract, unwinding.tx_cut())?;
-        }
-        Ok(())
-    }
-
-    fn check<K: TransactionKind>(
-        txn: &Txn<K>,
-        checking: &mut crate::index::family::Checking,
-    ) -> DbResult<()> {
-        check(txn, checking.tip)
-    }
+journalled_family! {
+    /// When contracts' code was removed.
+    LifetimesFamily, "lifetimes", OtsCodeRemovals, CodeRemoval,
+    unwind: |txn, contract, unwinding| unwind_contract(txn, contract, unwinding.tx_cut()),
+    check: |txn, checking| check(txn, checking.tip),
 }

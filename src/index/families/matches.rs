@@ -11,6 +11,7 @@ use ots_classifiers::{BlockData, Fact, Flag, Standard};
 use signet_libmdbx::tx::TransactionKind;
 
 use super::attributes::{add_attribute, attributes, remove_attribute};
+use crate::index::family::{Checking, Family, Unwinding};
 use crate::index::integrity::{broken, CheckReport};
 use crate::{
     db::{
@@ -411,37 +412,31 @@ pub fn page<K: TransactionKind>(
 #[derive(Debug)]
 pub struct MatchesFamily;
 
-impl crate::index::family::Family for MatchesFamily {
+impl Family for MatchesFamily {
     const NAME: &'static str = "matches";
-    const TABLES: &'static [crate::db::tables::TableId] = {
-        use crate::db::tables::TableId;
-        &[
-            TableId::OtsAllContracts,
-            TableId::OtsAllContractsCounter,
-            TableId::OtsERC20,
-            TableId::OtsERC20Counter,
-            TableId::OtsERC165,
-            TableId::OtsERC165Counter,
-            TableId::OtsERC721,
-            TableId::OtsERC721Counter,
-            TableId::OtsERC1155,
-            TableId::OtsERC1155Counter,
-            TableId::OtsERC1167,
-            TableId::OtsERC1167Counter,
-            TableId::OtsERC4626,
-            TableId::OtsERC4626Counter,
-            TableId::OtsAddrAttributes,
-        ]
-    };
+    const TABLES: &'static [TableId] = &[
+        TableId::OtsAllContracts,
+        TableId::OtsAllContractsCounter,
+        TableId::OtsERC20,
+        TableId::OtsERC20Counter,
+        TableId::OtsERC165,
+        TableId::OtsERC165Counter,
+        TableId::OtsERC721,
+        TableId::OtsERC721Counter,
+        TableId::OtsERC1155,
+        TableId::OtsERC1155Counter,
+        TableId::OtsERC1167,
+        TableId::OtsERC1167Counter,
+        TableId::OtsERC4626,
+        TableId::OtsERC4626Counter,
+        TableId::OtsAddrAttributes,
+    ];
 
-    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &Unwinding) -> DbResult<()> {
         unwind(txn, unwinding.to)
     }
 
-    fn check<K: TransactionKind>(
-        txn: &Txn<K>,
-        checking: &mut crate::index::family::Checking,
-    ) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut Checking) -> DbResult<()> {
         check(txn, &mut checking.report)
     }
 }

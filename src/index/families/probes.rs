@@ -10,6 +10,7 @@ use crate::db::{
     tables::OtsTransferProbes,
     DbResult, Txn, WriteTxn,
 };
+use crate::index::family::journalled_family;
 use crate::index::{integrity::broken, undo::UndoLog};
 
 /// Records that `misses` were re-probed at `block` and are still no token.
@@ -52,28 +53,9 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
     Ok(())
 }
 
-/// Transfer emitters re-probed in vain.
-#[derive(Debug)]
-pub struct ProbesFamily;
-
-impl crate::index::family::Family for ProbesFamily {
-    const NAME: &'static str = "transfer probes";
-    const TABLES: &'static [crate::db::tables::TableId] = {
-        use crate::db::tables::TableId;
-        &[TableId::OtsTransferProbes]
-    };
-
-    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
-        for address in unwinding.touched(IndexKind::TransferProbe) {
-            unwind_address(txn, address, unwinding.to)?;
-        }
-        Ok(())
-    }
-
-    fn check<K: TransactionKind>(
-        txn: &Txn<K>,
-        checking: &mut crate::index::family::Checking,
-    ) -> DbResult<()> {
-        check(txn, checking.tip)
-    }
+journalled_family! {
+    /// Transfer emitters re-probed in vain.
+    ProbesFamily, "transfer probes", OtsTransferProbes, TransferProbe,
+    unwind: |txn, address, unwinding| unwind_address(txn, address, unwinding.to),
+    check: |txn, checking| check(txn, checking.tip),
 }

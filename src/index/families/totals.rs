@@ -17,6 +17,9 @@ use alloy_primitives::{Address, U256};
 use ots_classifiers::{BlockData, FrameKind};
 use signet_libmdbx::tx::TransactionKind;
 
+use crate::db::tables::TableId;
+use crate::index::family::{Checking, Family, Unwinding};
+use crate::index::recent::WindowRows;
 use crate::index::{integrity::broken, window::WindowStart};
 use crate::{
     db::{
@@ -270,34 +273,21 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 #[derive(Debug)]
 pub struct TotalsFamily;
 
-impl crate::index::family::Family for TotalsFamily {
+impl Family for TotalsFamily {
     const NAME: &'static str = "totals";
-    const TABLES: &'static [crate::db::tables::TableId] = {
-        use crate::db::tables::TableId;
-        &[TableId::OtsAddressTotals]
-    };
-    const WINDOW_TABLES: &'static [crate::db::tables::TableId] = {
-        use crate::db::tables::TableId;
-        &[TableId::OtsTotalsUndo]
-    };
+    const TABLES: &'static [TableId] = &[TableId::OtsAddressTotals];
+    const WINDOW_TABLES: &'static [TableId] = &[TableId::OtsTotalsUndo];
 
-    fn fold(
-        txn: &WriteTxn,
-        window: crate::index::window::WindowStart,
-        leaving: &mut crate::index::recent::WindowRows,
-    ) -> DbResult<()> {
+    fn fold(txn: &WriteTxn, window: WindowStart, leaving: &mut WindowRows) -> DbResult<()> {
         let _ = leaving;
         fold(txn, window)
     }
 
-    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &Unwinding) -> DbResult<()> {
         unwind(txn, unwinding.to, unwinding.tip)
     }
 
-    fn check<K: TransactionKind>(
-        txn: &Txn<K>,
-        checking: &mut crate::index::family::Checking,
-    ) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut Checking) -> DbResult<()> {
         check(txn, checking.tip)
     }
 }

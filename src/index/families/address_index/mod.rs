@@ -21,6 +21,8 @@ pub use chunks::{
 };
 
 use super::{seen_in_tx::SeenInTx, transfers::Touch};
+use crate::index::family::{Checking, Family, Unwinding};
+use crate::index::recent::WindowRows;
 use crate::index::{
     integrity::{broken, CheckReport},
     recent,
@@ -524,41 +526,31 @@ pub fn page<K: TransactionKind>(
 #[derive(Debug)]
 pub struct AddressIndexFamily;
 
-impl crate::index::family::Family for AddressIndexFamily {
+impl Family for AddressIndexFamily {
     const NAME: &'static str = "address indexes";
-    const TABLES: &'static [crate::db::tables::TableId] = {
-        use crate::db::tables::TableId;
-        &[
-            TableId::OtsERC20TransferIndex,
-            TableId::OtsERC20TransferCounter,
-            TableId::OtsERC721TransferIndex,
-            TableId::OtsERC721TransferCounter,
-            TableId::OtsWithdrawalsIndex,
-            TableId::OtsWithdrawalsCounter,
-            TableId::OtsWithdrawalIdx2Block,
-            TableId::OtsBlocksRewardedIndex,
-            TableId::OtsBlocksRewardedCounter,
-            TableId::OtsERC1155TransferIndex,
-            TableId::OtsERC1155TransferCounter,
-        ]
-    };
+    const TABLES: &'static [TableId] = &[
+        TableId::OtsERC20TransferIndex,
+        TableId::OtsERC20TransferCounter,
+        TableId::OtsERC721TransferIndex,
+        TableId::OtsERC721TransferCounter,
+        TableId::OtsWithdrawalsIndex,
+        TableId::OtsWithdrawalsCounter,
+        TableId::OtsWithdrawalIdx2Block,
+        TableId::OtsBlocksRewardedIndex,
+        TableId::OtsBlocksRewardedCounter,
+        TableId::OtsERC1155TransferIndex,
+        TableId::OtsERC1155TransferCounter,
+    ];
 
-    fn fold(
-        txn: &WriteTxn,
-        window: crate::index::window::WindowStart,
-        leaving: &mut crate::index::recent::WindowRows,
-    ) -> DbResult<()> {
+    fn fold(txn: &WriteTxn, window: WindowStart, leaving: &mut WindowRows) -> DbResult<()> {
         IdLists::default().write(txn, None, window, leaving).map(drop)
     }
 
-    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &Unwinding) -> DbResult<()> {
         unwind_withdrawal_blocks(txn, unwinding.to)
     }
 
-    fn check<K: TransactionKind>(
-        txn: &Txn<K>,
-        checking: &mut crate::index::family::Checking,
-    ) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut Checking) -> DbResult<()> {
         let below = checking.first_past_tip();
         check_transfers(txn, &mut checking.report, below)?;
         check_recent(txn, &mut checking.report, below, &checking.window.ids)

@@ -23,6 +23,9 @@ use signet_libmdbx::tx::TransactionKind;
 pub use lists::{BlockPage, ListCounts};
 
 use super::seen_in_tx::SeenInTx;
+use crate::db::tables::TableId;
+use crate::index::family::{Checking, Family, Unwinding};
+use crate::index::recent::WindowRows;
 use crate::index::{integrity::broken, recent, undo::UndoLog, window::WindowStart};
 use crate::{
     db::{
@@ -500,32 +503,23 @@ fn check_window<K: TransactionKind>(
 #[derive(Debug)]
 pub struct AppearancesFamily;
 
-impl crate::index::family::Family for AppearancesFamily {
+impl Family for AppearancesFamily {
     const NAME: &'static str = "appearances";
-    const TABLES: &'static [crate::db::tables::TableId] = {
-        use crate::db::tables::TableId;
-        &[TableId::OtsAppearances, TableId::OtsNonceAnchors, TableId::OtsContractCreators]
-    };
+    const TABLES: &'static [TableId] =
+        &[TableId::OtsAppearances, TableId::OtsNonceAnchors, TableId::OtsContractCreators];
 
-    fn fold(
-        txn: &WriteTxn,
-        window: crate::index::window::WindowStart,
-        leaving: &mut crate::index::recent::WindowRows,
-    ) -> DbResult<()> {
+    fn fold(txn: &WriteTxn, window: WindowStart, leaving: &mut WindowRows) -> DbResult<()> {
         Appearances::default().write(txn, window, leaving).map(drop)
     }
 
-    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &Unwinding) -> DbResult<()> {
         for contract in unwinding.touched(IndexKind::ContractCreator) {
             unwind_creator(txn, contract, unwinding.tx_cut())?;
         }
         Ok(())
     }
 
-    fn check<K: TransactionKind>(
-        txn: &Txn<K>,
-        checking: &mut crate::index::family::Checking,
-    ) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut Checking) -> DbResult<()> {
         let (addresses, appearances) = check(txn, checking.first_past_tip(), &checking.window)?;
         checking.report.appearance_addresses = addresses;
         checking.report.appearances = appearances;

@@ -25,6 +25,8 @@ pub use bulk::BulkBalances;
 pub use read::{balance, holder_count, holders_page, multi_balance, multi_balances, owner};
 pub use window::{fold, prune, unwind};
 
+use crate::index::family::{Checking, Family, Unwinding};
+use crate::index::recent::WindowRows;
 use crate::index::{integrity::broken, window::WindowStart};
 use crate::{
     db::{
@@ -188,51 +190,38 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> DbResult<()> {
 #[derive(Debug)]
 pub struct BalancesFamily;
 
-impl crate::index::family::Family for BalancesFamily {
+impl Family for BalancesFamily {
     const NAME: &'static str = "balances";
-    const TABLES: &'static [crate::db::tables::TableId] = {
-        use crate::db::tables::TableId;
-        &[
-            TableId::OtsTokenBalances,
-            TableId::OtsTokenHolderRanks,
-            TableId::OtsTokenHolderCounts,
-            TableId::OtsERC721Owners,
-            TableId::OtsERC1155Balances,
-        ]
-    };
-    const WINDOW_TABLES: &'static [crate::db::tables::TableId] = {
-        use crate::db::tables::TableId;
-        &[
-            TableId::OtsBalanceUndo,
-            TableId::OtsOwnerUndo,
-            TableId::OtsERC1155BalanceUndo,
-            TableId::OtsRecentBalances,
-            TableId::OtsRecentOwners,
-            TableId::OtsRecentMultiBalances,
-        ]
-    };
+    const TABLES: &'static [TableId] = &[
+        TableId::OtsTokenBalances,
+        TableId::OtsTokenHolderRanks,
+        TableId::OtsTokenHolderCounts,
+        TableId::OtsERC721Owners,
+        TableId::OtsERC1155Balances,
+    ];
+    const WINDOW_TABLES: &'static [TableId] = &[
+        TableId::OtsBalanceUndo,
+        TableId::OtsOwnerUndo,
+        TableId::OtsERC1155BalanceUndo,
+        TableId::OtsRecentBalances,
+        TableId::OtsRecentOwners,
+        TableId::OtsRecentMultiBalances,
+    ];
 
-    fn fold(
-        txn: &WriteTxn,
-        window: crate::index::window::WindowStart,
-        leaving: &mut crate::index::recent::WindowRows,
-    ) -> DbResult<()> {
+    fn fold(txn: &WriteTxn, window: WindowStart, leaving: &mut WindowRows) -> DbResult<()> {
         let _ = leaving;
         fold(txn, window)
     }
 
-    fn prune(txn: &WriteTxn, window: crate::index::window::WindowStart) -> DbResult<()> {
+    fn prune(txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
         prune(txn, window)
     }
 
-    fn unwind(txn: &WriteTxn, unwinding: &crate::index::family::Unwinding) -> DbResult<()> {
+    fn unwind(txn: &WriteTxn, unwinding: &Unwinding) -> DbResult<()> {
         unwind(txn, unwinding.to, unwinding.tip)
     }
 
-    fn check<K: TransactionKind>(
-        txn: &Txn<K>,
-        checking: &mut crate::index::family::Checking,
-    ) -> DbResult<()> {
+    fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut Checking) -> DbResult<()> {
         let _ = checking;
         check(txn)
     }
