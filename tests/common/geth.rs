@@ -124,10 +124,12 @@ impl Dev {
                 Ok(hash) => return serde_json::from_value(hash).expect("hash"),
                 // After `debug_setHead` geth's pool takes back transactions of the dropped
                 // blocks and mines them again, and may meanwhile give this one a nonce one of
-                // them holds: once they are mined the next try gets a fresh one.
+                // them holds, or one the chain has just passed ("nonce too low": the pool's
+                // count lags the new head's for a moment): the next try gets a fresh one.
                 Err((_, message))
                     if message.contains("replacement transaction underpriced")
-                        || message.contains("already known") =>
+                        || message.contains("already known")
+                        || message.contains("nonce too low") =>
                 {
                     tokio::time::sleep(Duration::from_millis(25)).await;
                 }
