@@ -62,7 +62,7 @@ const APPEARANCE_TABLES: [TableId; 3] =
 /// Tables of the address summary (totals, their undo records, code removals): what
 /// `summary_bytes_per_appearance` counts.
 const SUMMARY_TABLES: [TableId; 3] =
-    [TableId::OtsAddressTotals, TableId::OtsTotalsUndo, TableId::OtsCodeRemovals];
+    [TableId::OtsAddressTotals, TableId::OtsRecentTotals, TableId::OtsCodeRemovals];
 
 /// One field `name=value` of a text log line.
 fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {

@@ -5,7 +5,7 @@ use clap::Args;
 
 use super::args::DbArgs;
 use crate::{
-    db::{AccessMode, Db},
+    db::AccessMode,
     index::check::{check as check_db, dump_hash},
 };
 
@@ -27,7 +27,7 @@ pub struct CheckArgs {
 /// first broken key.
 pub fn check(args: &CheckArgs) -> anyhow::Result<()> {
     let mode = if args.hash { AccessMode::ReadWrite } else { AccessMode::ReadOnly };
-    let db = Db::open(&args.db.datadir, mode)?;
+    let db = super::open_usable(&args.db.datadir, mode)?;
     let report = check_db(&db.begin_read()?).context("integrity check failed")?;
     println!(
         "ok: {} matches, {} address lists holding {} ids; every counter and chunk agrees",

@@ -4,6 +4,7 @@ pub mod args;
 pub mod capture;
 pub mod check;
 pub mod compact;
+pub mod migrate;
 pub mod config_file;
 pub mod progress;
 pub mod refresh;
@@ -75,6 +76,9 @@ pub enum Command {
     /// Rewrite the database with full pages, in place (about a third smaller after a first
     /// sync); every other process using it must be stopped first.
     Compact(compact::CompactArgs),
+    /// Upgrade a database of an older format in place (no re-index); every other process using
+    /// it must be stopped first.
+    Migrate(migrate::MigrateArgs),
     /// Read token names, symbols and decimals from the node again and store what changed
     /// (lists serve what was read at classification).
     RefreshMetadata(refresh::RefreshArgs),
@@ -95,6 +99,7 @@ impl Command {
             | Self::Check(_)
             | Self::Unwind(_)
             | Self::Compact(_)
+            | Self::Migrate(_)
             | Self::RefreshMetadata(_) => {}
         }
     }
@@ -190,6 +195,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<()> {
         }
         Command::Unwind(a) => unwind::unwind(&a),
         Command::Compact(a) => compact::compact(&a),
+        Command::Migrate(a) => migrate::migrate(&a),
         Command::Capture(a) => capture::capture(a).await,
         Command::RefreshMetadata(a) => refresh::refresh(a).await,
     }
@@ -236,6 +242,14 @@ async fn with_reporting(indexer: Indexer, sync_args: &args::SyncArgs) -> anyhow:
     Ok(indexer)
 }
 
+/// Opens the database and refuses it if this build must not read or write it (another format,
+/// left inconsistent).
+pub(crate) fn open_usable(datadir: &std::path::Path, mode: AccessMode) -> anyhow::Result<Db> {
+    let db = Db::open(datadir, mode)?;
+    state::check_usable(&state::read_state(&db.begin_read()?)?)?;
+    Ok(db)
+}
+
 /// Opens the database for writing and binds it to the node, waiting for the node if it is down.
 /// `None` if a stop was requested meanwhile.
 pub(crate) async fn start_indexer(
@@ -245,11 +259,7 @@ pub(crate) async fn start_indexer(
     stop: &watch::Receiver<bool>,
 ) -> anyhow::Result<Option<Indexer>> {
     sync_args.classifiers()?;
-    let db = Db::open(&db_args.datadir, AccessMode::ReadWrite)?;
-    {
-        let txn = db.begin_read()?;
-        state::check_usable(&state::read_state(&txn)?)?;
-    }
+    let db = open_usable(&db_args.datadir, AccessMode::ReadWrite)?;
     if let Some(path) = &sync_args.source {
         let most = crate::source::fixture::MAX_REPLAY_BATCH_BLOCKS;
         anyhow::ensure!(

@@ -7,7 +7,7 @@ use clap::Args;
 use super::args::{DbArgs, NodeArgs};
 use crate::{
     classify::refresh::refresh_metadata,
-    db::{AccessMode, Db},
+    db::AccessMode,
 };
 
 /// Flags of `refresh-metadata`.
@@ -28,7 +28,7 @@ pub struct RefreshArgs {
 /// Reads the metadata at the indexed tip and stores what changed (may run beside `sync`: it
 /// waits for the writer's turn, and asks to be run again if the tip moved meanwhile).
 pub async fn refresh(args: RefreshArgs) -> anyhow::Result<()> {
-    let db = Db::open(&args.db.datadir, AccessMode::ReadWrite)?;
+    let db = super::open_usable(&args.db.datadir, AccessMode::ReadWrite)?;
     let node = args.node.connect().await?;
     let stats = refresh_metadata(&db, &node, &args.addresses).await.context("cannot refresh metadata")?;
     println!(

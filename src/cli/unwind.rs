@@ -5,7 +5,7 @@ use clap::Args;
 
 use super::args::DbArgs;
 use crate::{
-    db::{state, AccessMode, Db},
+    db::{state, AccessMode},
     index::journal::unwind_to,
 };
 
@@ -22,7 +22,7 @@ pub struct UnwindArgs {
 
 /// Unwinds in one transaction (stop `run`/`sync` first: MDBX allows one writer at a time).
 pub fn unwind(args: &UnwindArgs) -> anyhow::Result<()> {
-    let db = Db::open(&args.db.datadir, AccessMode::ReadWrite)?;
+    let db = super::open_usable(&args.db.datadir, AccessMode::ReadWrite)?;
     let txn = db.begin_write()?;
     let Some(tip) = state::read_state(&txn)?.checkpoint else {
         anyhow::bail!(

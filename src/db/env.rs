@@ -11,6 +11,7 @@ use signet_libmdbx::{
 use tracing::debug;
 
 use super::{
+    format::{FORMAT_VERSION, FORMAT_VERSION_KEY},
     error::{hint_for, DbError, DbResult},
     residency::{release_mapped, MappedFile},
     tables::TableId,
@@ -63,6 +64,14 @@ pub struct Db {
     dir: Arc<PathBuf>,
 }
 
+/// The format version the database's state names, read without the registry (a table this
+/// build expects may be missing from an older format's file).
+fn stored_format(tx: &signet_libmdbx::tx::Tx<signet_libmdbx::tx::Ro>) -> Option<u64> {
+    let state = tx.open_db(Some(TableId::OtsIndexerState.name())).ok()?;
+    let bytes: Vec<u8> = tx.get(state.dbi(), FORMAT_VERSION_KEY.as_bytes()).ok()??;
+    Some(u64::from_be_bytes(bytes.try_into().ok()?))
+}
+
 impl Db {
     /// Opens (and in read-write mode creates) the database in directory `path`.
     pub fn open(path: &Path, mode: AccessMode) -> DbResult<Self> {
@@ -91,7 +100,7 @@ impl Db {
         let sync_mode = SyncMode::Durable;
         let env = Environment::builder()
             .set_txn_dp_limit(DIRTY_PAGE_LIMIT)
-            .set_max_dbs(TableId::ALL.len() + 4)
+            .set_max_dbs(TableId::ALL.len() + 8)
             .set_max_readers(MAX_READERS)
             .set_geometry(Geometry {
                 size: Some(0..MAX_DB_SIZE),
@@ -134,9 +143,12 @@ impl Db {
                 let mut dbs = Vec::with_capacity(TableId::ALL.len());
                 for t in TableId::ALL {
                     let db = tx.open_db(Some(t.name())).map_err(|source| match source {
-                        MdbxError::NotFound => {
-                            DbError::MissingTable { path: path.to_path_buf(), table: t.name() }
-                        }
+                        MdbxError::NotFound => match stored_format(&tx) {
+                            Some(found) if found != FORMAT_VERSION => {
+                                DbError::OtherFormat { path: path.to_path_buf(), found }
+                            }
+                            _ => DbError::MissingTable { path: path.to_path_buf(), table: t.name() },
+                        },
                         source => DbError::Table {
                             op: "open table",
                             table: t.name(),

@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 use signet_libmdbx::{MdbxError, ReadError};
 
-use super::codec::CodecError;
+use super::{
+    codec::CodecError,
+    format::{format_advice, FORMAT_VERSION},
+};
 
 /// Result of a storage operation.
 pub type DbResult<T> = Result<T, DbError>;
@@ -35,6 +38,14 @@ pub enum DbError {
         path: PathBuf,
         /// The missing table.
         table: &'static str,
+    },
+    /// The database was written in another format, which lacks a table this build reads.
+    #[error("{path} holds an ots-indexer database of format version {found}; this build reads version {FORMAT_VERSION}: {}", format_advice(*found))]
+    OtherFormat {
+        /// Database directory.
+        path: PathBuf,
+        /// Its format version.
+        found: u64,
     },
     /// A transaction could not begin or commit.
     #[error("MDBX transaction {op} failed: {source}{hint}")]

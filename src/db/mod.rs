@@ -4,6 +4,7 @@ pub mod codec;
 pub mod compact;
 mod env;
 mod error;
+mod format;
 pub(crate) mod residency;
 pub mod state;
 pub mod tables;

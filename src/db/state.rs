@@ -23,11 +23,9 @@ use super::{
 };
 use signet_libmdbx::tx::TransactionKind;
 
-/// Version of the on-disk format this build writes and reads. Bump it when a table's bytes
-/// change; an older database is then refused instead of misread.
-pub const FORMAT_VERSION: u64 = 8;
+pub use super::format::{FORMAT_VERSION, UPGRADABLE_FORMATS};
+use super::format::FORMAT_VERSION_KEY;
 
-const FORMAT_VERSION_KEY: &str = "format_version";
 const CHAIN_ID_KEY: &str = "chain_id";
 const GENESIS_HASH_KEY: &str = "genesis_hash";
 const CLASSIFIERS_KEY: &str = "classifiers";
@@ -122,6 +120,14 @@ pub enum StateError {
     /// Written by another format version.
     #[error("the database uses format version {found}, this build reads version {expected}: re-index into a new --datadir (or use a matching ots-indexer release)")]
     FormatVersion {
+        /// Stored version.
+        found: u64,
+        /// This build's version.
+        expected: u64,
+    },
+    /// Written by an older format version that `ots-indexer migrate` upgrades in place.
+    #[error("the database uses format version {found}, this build reads version {expected}: stop every process using it and run `ots-indexer migrate --datadir <the same datadir>` to upgrade it in place (no re-index)")]
+    Upgradable {
         /// Stored version.
         found: u64,
         /// This build's version.
@@ -234,6 +240,9 @@ pub fn read_state<K: TransactionKind>(txn: &Txn<K>) -> Result<IndexerState, Stat
 /// A fresh database passes.
 pub fn check_usable(state: &IndexerState) -> Result<(), StateError> {
     if let Some(found) = state.format_version {
+        if UPGRADABLE_FORMATS.contains(&found) {
+            return Err(StateError::Upgradable { found, expected: FORMAT_VERSION });
+        }
         if found != FORMAT_VERSION {
             return Err(StateError::FormatVersion { found, expected: FORMAT_VERSION });
         }
@@ -271,6 +280,11 @@ pub fn bind(
         }
     }
     read_state(txn)
+}
+
+/// Marks the database as written in this build's format (the last step of an upgrade).
+pub fn set_format_version(txn: &WriteTxn) -> DbResult<()> {
+    put(txn, FORMAT_VERSION_KEY, &FORMAT_VERSION.to_be_bytes())
 }
 
 /// Records the writer's state.

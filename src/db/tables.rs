@@ -193,24 +193,34 @@ tables! {
     /// Owner of every ERC721 token id (ours). Key: token (20) ‖ id length (1) ‖ id (BE without
     /// leading zeros, 0–32), ordered as the ids are. Value: owner (20). No row for a burnt id.
     OtsERC721Owners: Plain, TokenIdKey => Address;
-    /// The balances blocks in the reorg window changed (ours): the window's part of
+    /// The balances blocks in the reorg window changed, by block (ours): the window's part of
     /// `OtsTokenBalances`, whose rows (with the ranks and holder counts) are the state before
     /// the window's first block. Key: block (8). Dup: token (20) ‖ holder (20) ‖ balance
     /// before the block (32). Each names one dup of `OtsRecentBalances`; a block leaving the
     /// window settles them into the large tables, an unwind deletes them.
-    OtsBalanceUndo: DupFixed, BlockNumber => BalancePrior;
-    /// The ERC721 owners blocks in the reorg window changed (ours); as `OtsBalanceUndo`, for
-    /// `OtsERC721Owners` and `OtsRecentOwners`. Key: block (8). Dup: token (20) ‖ id (32, BE)
-    /// ‖ owner before the block (20; the zero address for none).
-    OtsOwnerUndo: DupFixed, BlockNumber => OwnerPrior;
+    OtsRecentBalancesByBlock: DupFixed, BlockNumber => BalancePrior;
+    /// The ERC721 owners blocks in the reorg window changed, by block (ours); as
+    /// `OtsRecentBalancesByBlock`, for `OtsERC721Owners` and `OtsRecentOwners`. Key: block (8).
+    /// Dup: token (20) ‖ id (32, BE) ‖ owner before the block (20; the zero address for none).
+    OtsRecentOwnersByBlock: DupFixed, BlockNumber => OwnerPrior;
     /// Token-wide balances as the reorg window's blocks left them (ours), for reads. Key:
     /// token (20) ‖ holder (20). Dup: block (8) ‖ balance after it (32; zero when it emptied
     /// the balance), sorted by block: the last dup is the balance now. One dup per row of
-    /// `OtsBalanceUndo`.
+    /// `OtsRecentBalancesByBlock`.
     OtsRecentBalances: DupFixed, PairKey => WindowValue<U256>;
+    /// How each block of the reorg window changed a token's holder count (ours), for reads: the
+    /// count now is `OtsTokenHolderCounts`' plus these. Key: token (20). Dup: block (8) ‖
+    /// holders gained less holders lost in it (8, two's complement), sorted by block; no dup
+    /// where the block left the count as it was.
+    OtsRecentHolderCounts: DupFixed, Address => WindowValue<i64>;
+    /// The holders whose balance the reorg window's blocks changed, ranked by their balance now
+    /// (ours), for reads: a token's ranking is `OtsTokenHolderRanks`' less these holders, merged
+    /// with these. Key: token (20). Dup: !balance (32) ‖ holder (20), as `OtsTokenHolderRanks`;
+    /// one dup per key of `OtsRecentBalances` whose last dup is not zero.
+    OtsRecentHolderRanks: DupFixed, Address => Rank;
     /// ERC721 owners as the reorg window's blocks left them (ours), for reads. Key: as
     /// `OtsERC721Owners`. Dup: block (8) ‖ owner after it (20; the zero address once burnt).
-    /// One dup per row of `OtsOwnerUndo`.
+    /// One dup per row of `OtsRecentOwnersByBlock`.
     OtsRecentOwners: DupFixed, TokenIdKey => WindowValue<Address>;
     /// ERC1155 balances from TransferSingle/TransferBatch logs (ours). Key: token (20) ‖
     /// holder (20) ‖ id length (1) ‖ id (BE without leading zeros, 0–32). Value: balance (BE
@@ -218,13 +228,13 @@ tables! {
     /// address. A holder's total over all ids is its `OtsTokenBalances` row, which the holder
     /// count and ranking use.
     OtsERC1155Balances: Plain, MultiKey => Balance;
-    /// The ERC1155 balances blocks in the reorg window changed (ours); as `OtsBalanceUndo`,
-    /// for `OtsERC1155Balances` and `OtsRecentMultiBalances`. Key: block (8). Dup: token (20) ‖
-    /// holder (20) ‖ id (32) ‖ balance before the block (32).
-    OtsERC1155BalanceUndo: DupFixed, BlockNumber => MultiPrior;
+    /// The ERC1155 balances blocks in the reorg window changed, by block (ours); as
+    /// `OtsRecentBalancesByBlock`, for `OtsERC1155Balances` and `OtsRecentMultiBalances`. Key:
+    /// block (8). Dup: token (20) ‖ holder (20) ‖ id (32) ‖ balance before the block (32).
+    OtsRecentMultiBalancesByBlock: DupFixed, BlockNumber => MultiPrior;
     /// ERC1155 balances as the reorg window's blocks left them (ours), for reads. Key: as
     /// `OtsERC1155Balances`. Dup: block (8) ‖ balance after it (32). One dup per row of
-    /// `OtsERC1155BalanceUndo`.
+    /// `OtsRecentMultiBalancesByBlock`.
     OtsRecentMultiBalances: DupFixed, MultiKey => WindowValue<U256>;
     /// Contract metadata (not part of ots2, whose lists call the node per row). Key: contract
     /// (20). Dup: block whose classification wrote it (8) ‖ presence flags (1) ‖ optional
@@ -264,14 +274,14 @@ tables! {
     /// An address's totals (ours): wei received, sent, paid in fees and withdrawn, and
     /// transactions it was the top-level recipient of. Key: address (20). Value:
     /// `codec::AddressTotals` (a presence mask, then compact sums and a varint count), as of
-    /// the blocks older than the reorg window (`OtsTotalsUndo` holds the rest). No row for an
+    /// the blocks older than the reorg window (`OtsRecentTotals` holds the rest). No row for an
     /// address whose totals are all zero.
     OtsAddressTotals: Plain, Address => AddressTotals;
     /// What the reorg window's blocks added to the address totals (ours), not yet in
     /// `OtsAddressTotals`: reads add it, an unwind drops a block's rows, a block leaving the
     /// window moves its rows into `OtsAddressTotals`. Key: block (8). Dup: address (20) ‖ what
     /// the block added, encoded as `OtsAddressTotals` values.
-    OtsTotalsUndo: DupSort, BlockNumber => TotalsDelta;
+    OtsRecentTotals: DupSort, BlockNumber => TotalsDelta;
     /// The reorg window's part of the address lists (ours): ids that blocks still in the
     /// window (those `OtsUndoJournal` holds) added to `OtsERC20TransferIndex`,
     /// `OtsERC721TransferIndex`, `OtsERC1155TransferIndex`, `OtsBlocksRewardedIndex`,
@@ -338,9 +348,10 @@ sub_keys! {
     OtsERC20Holdings, OtsERC721Holdings, OtsERC1155Holdings by Address:
         |v| v.token, |s| Holding { token: *s, first: TxId(0) }.encode_value();
     // A block's totals deltas sort by address.
-    OtsTotalsUndo by Address: |v| v.address, |s| s.as_slice().to_vec();
+    OtsRecentTotals by Address: |v| v.address, |s| s.as_slice().to_vec();
     // A key's window values sort by block.
     OtsRecentBalances by u64: |v| v.block, |s| WindowValue { block: *s, value: U256::ZERO }.encode_value();
+    OtsRecentHolderCounts by u64: |v| v.block, |s| WindowValue { block: *s, value: 0i64 }.encode_value();
     OtsRecentMultiBalances by u64: |v| v.block, |s| WindowValue { block: *s, value: U256::ZERO }.encode_value();
     OtsRecentOwners by u64: |v| v.block, |s| WindowValue { block: *s, value: Address::ZERO }.encode_value();
     // An address-index counter's dups sort by the cumulative count (the 1-byte form is alone).
@@ -368,7 +379,7 @@ mod tests {
         // balance tables (3 of them the window's values by key), contract info, transfer probes, labels, the 3 appearance tables, the 2
         // totals tables, code removals, the window's list ids and sent transactions (each by
         // block and by address), undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 11 + 3 + 2 + 1 + 9);
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 13 + 3 + 2 + 1 + 9);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }
@@ -400,7 +411,7 @@ mod tests {
         seeks_land_at_or_before::<OtsERC20Holdings>(&holdings);
         seeks_land_at_or_before::<OtsERC721Holdings>(&holdings);
         seeks_land_at_or_before::<OtsERC1155Holdings>(&holdings);
-        seeks_land_at_or_before::<OtsTotalsUndo>(&[TotalsDelta {
+        seeks_land_at_or_before::<OtsRecentTotals>(&[TotalsDelta {
             address: a,
             added: AddressTotals::default(),
         }]);

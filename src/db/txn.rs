@@ -188,10 +188,43 @@ impl Txn<Rw> {
         self.tx.clear_db(self.db::<T>()).map_err(|e| table_err("clear", T::ID.name(), &[], e))
     }
 
+    /// Moves every entry of the table named `old` (a name an earlier format used) into `into`,
+    /// which must have its layout, and drops `old`. Returns how many entries moved: 0 when the
+    /// database has no table of that name.
+    pub fn adopt_table(&self, old: &str, into: TableId) -> DbResult<u64> {
+        let legacy = match self.tx.open_db(Some(old)) {
+            Ok(db) => db,
+            Err(MdbxError::NotFound) => return Ok(0),
+            Err(e) => return Err(table_err("open table", into.name(), old.as_bytes(), e)),
+        };
+        let target = self.tables[into.index()];
+        let mut moved = 0u64;
+        {
+            let mut cursor = self.tx.cursor(legacy).map_err(|e| table_err("open cursor", into.name(), &[], e))?;
+            let mut next = cursor.first::<Cow<'_, [u8]>, Cow<'_, [u8]>>();
+            while let Some((k, v)) = next.map_err(|e| read_err("scan", into.name(), old.as_bytes(), e))? {
+                self.tx.put(target, &k, &v, WriteFlags::UPSERT).map_err(|e| table_err("put", into.name(), &k, e))?;
+                moved += 1;
+                next = cursor.next();
+            }
+        }
+        drop_table(&self.tx, legacy).map_err(|e| table_err("drop table", into.name(), old.as_bytes(), e))?;
+        Ok(moved)
+    }
+
     /// Commits every write of this transaction at once.
     pub fn commit(self) -> DbResult<()> {
         self.tx.commit().map_err(|source| DbError::Txn { op: "commit", hint: hint_for(&source), source })
     }
+}
+
+/// Drops the table `db` from the database.
+#[allow(unsafe_code)]
+fn drop_table(tx: &Tx<Rw>, db: Database) -> Result<(), MdbxError> {
+    // SAFETY: `db` was opened by `adopt_table` for this call alone and is dropped here: the
+    // registry's handles never name it (no registry table has its name), its only cursor was
+    // dropped before, and nothing uses the handle after this call.
+    unsafe { tx.drop_db(db) }
 }
 
 /// Size of one table.

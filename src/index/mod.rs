@@ -19,6 +19,7 @@ mod rewrite;
 pub mod roster;
 pub mod stage;
 mod undo;
+pub mod upgrade;
 pub mod window;
 
 pub use activity::{Activity, ActivityKind, IndexedBlock};

@@ -282,7 +282,7 @@ fn the_checker_refuses_a_window_balance_out_of_step_with_its_blocks() {
     let txn = db.begin_read().expect("read");
     let mut firsts = Vec::new();
     let mut laters = Vec::new();
-    let mut rows = txn.cursor::<OtsBalanceUndo>().expect("cursor");
+    let mut rows = txn.cursor::<OtsRecentBalancesByBlock>().expect("cursor");
     let mut next = rows.first().expect("first");
     while let Some((block, prior)) = next {
         let values = txn.cursor::<OtsRecentBalances>().expect("cursor").dups(&prior.key).expect("dups");
@@ -300,9 +300,9 @@ fn the_checker_refuses_a_window_balance_out_of_step_with_its_blocks() {
         [("a first block's value before it", firsts[0]), ("a later block's", laters[0])]
     {
         tampered(what, &|txn| {
-            assert!(txn.delete::<OtsBalanceUndo>(&block, Some(&prior)).expect("delete"));
+            assert!(txn.delete::<OtsRecentBalancesByBlock>(&block, Some(&prior)).expect("delete"));
             let wrong = BalancePrior { old: prior.old + U256::from(1), ..prior };
-            txn.put::<OtsBalanceUndo>(&block, &wrong).expect("put");
+            txn.put::<OtsRecentBalancesByBlock>(&block, &wrong).expect("put");
         });
     }
 }
@@ -413,7 +413,7 @@ async fn reads_join_the_window_exactly_as_if_its_blocks_had_left_it() {
         fold_window(&txn).expect("fold");
         assert_eq!(txn.stats::<OtsRecentIds>().expect("stats").entries, 0);
         assert_eq!(txn.stats::<OtsRecentSent>().expect("stats").entries, 0);
-        assert_eq!(txn.stats::<OtsTotalsUndo>().expect("stats").entries, 0);
+        assert_eq!(txn.stats::<OtsRecentTotals>().expect("stats").entries, 0);
         for table in [TableId::OtsRecentBalances, TableId::OtsRecentOwners, TableId::OtsRecentMultiBalances] {
             assert!(txn.raw_entries(table).expect("entries").is_empty(), "{table:?} not folded");
         }

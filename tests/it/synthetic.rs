@@ -23,9 +23,10 @@ fn classifiers() -> Vec<Box<dyn ots_classifiers::Classifier>> {
     ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect()
 }
 
-async fn generate(dir: &std::path::Path, name: &str, seed: u64) -> std::path::PathBuf {
+/// Writes the generated chain of `seed` with `transactions` as a recording `name` in `dir`.
+pub(crate) async fn generate(dir: &std::path::Path, name: &str, seed: u64, transactions: u64) -> std::path::PathBuf {
     let out = dir.join(name);
-    let chain = SyntheticChain::new(seed, 12_000, Shape::MAINNET);
+    let chain = SyntheticChain::new(seed, transactions, Shape::MAINNET);
     capture(&chain, &classifiers(), (0, chain.last_block()), &out).await.expect("generate");
     out
 }
@@ -33,14 +34,15 @@ async fn generate(dir: &std::path::Path, name: &str, seed: u64) -> std::path::Pa
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_generated_chain_is_deterministic_and_indexes_whole() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let a = generate(dir.path(), "a.rec.zst", 7).await;
-    let b = generate(dir.path(), "b.rec.zst", 7).await;
-    let c = generate(dir.path(), "c.rec.zst", 8).await;
+    let a = generate(dir.path(), "a.rec.zst", 7, 12_000).await;
+    let b = generate(dir.path(), "b.rec.zst", 7, 12_000).await;
+    let c = generate(dir.path(), "c.rec.zst", 8, 12_000).await;
     let bytes = |p: &std::path::Path| std::fs::read(p).expect("read");
     assert_eq!(bytes(&a), bytes(&b), "same seed, same recording");
     assert_ne!(bytes(&a), bytes(&c), "another seed, another chain");
 
-    let (db, head, written) = index(&a, &dir.path().join("db"), 16).await;
+    // A short reorg window: most of the chain's ids reach the large tables.
+    let (db, head, written) = index(&a, &dir.path().join("db"), 16, 16).await;
 
     let txn = db.begin_read().expect("read");
     let report = check(&txn).expect("check passes");
@@ -64,7 +66,7 @@ async fn a_generated_chain_is_deterministic_and_indexes_whole() {
     // `check --hash`: another batching of the same chain hashes the same; one block less does not.
     drop(txn);
     let whole = dump_hash(&db).expect("hash");
-    let (other, _, _) = index(&a, &dir.path().join("db2"), 200).await;
+    let (other, _, _) = index(&a, &dir.path().join("db2"), 200, 16).await;
     assert_eq!(dump_hash(&other).expect("hash"), whole);
     let w = other.begin_write().expect("write");
     unwind_to(&w, head - 1).expect("unwind");
@@ -72,19 +74,20 @@ async fn a_generated_chain_is_deterministic_and_indexes_whole() {
     assert_ne!(dump_hash(&other).expect("hash"), whole);
 }
 
-/// Indexes `recording` into a new database at `path` in batches of `batch_blocks`.
-async fn index(
+/// Indexes `recording` into a new database at `path` in batches of `batch_blocks`, with a
+/// reorg window of `reorg_window` blocks.
+pub(crate) async fn index(
     recording: &std::path::Path,
     path: &std::path::Path,
     batch_blocks: u64,
+    reorg_window: u64,
 ) -> (Db, u64, BatchStats) {
     let db = Db::open(path, AccessMode::ReadWrite).expect("db");
     let fixture = Fixture::load(recording).expect("load");
     let head = fixture.block_count() - 1;
-    // A short reorg window: most of the chain's ids reach the large tables.
     let config = SyncConfig {
         batch_blocks,
-        reorg_window: 16,
+        reorg_window,
         poll_interval: Duration::from_millis(10),
         ..Default::default()
     };

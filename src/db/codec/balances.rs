@@ -309,6 +309,24 @@ impl ValueCodec for WindowValue<Address> {
     }
 }
 
+/// A block's change to a token's holder count: block (8) ‖ holders gained less holders lost
+/// (8, two's complement), so that a token's dups sort by block.
+impl ValueCodec for WindowValue<i64> {
+    fn encode_value(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16);
+        out.extend_from_slice(&self.block.to_be_bytes());
+        out.extend_from_slice(&self.value.to_be_bytes());
+        out
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 16 {
+            return Err(CodecError::new("window holder count", "expected 16 bytes", bytes.len()));
+        }
+        let value = be_u64(&bytes[8..], "holders gained")?;
+        Ok(Self { block: be_u64(&bytes[..8], "block")?, value: i64::from_be_bytes(value.to_be_bytes()) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,5 +435,13 @@ mod tests {
         assert_eq!(&bytes[8..], &[0x33; 20]);
         assert_eq!(WindowValue::<Address>::decode_value(&bytes), Ok(owner));
         assert!(WindowValue::<Address>::decode_value(&bytes[1..]).is_err());
+        let lost = WindowValue { block: 7, value: -2i64 };
+        let bytes = lost.encode_value();
+        assert_eq!(&bytes[..8], &7u64.to_be_bytes());
+        assert_eq!(&bytes[8..], &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe]);
+        assert_eq!(WindowValue::<i64>::decode_value(&bytes), Ok(lost));
+        assert!(WindowValue::<i64>::decode_value(&bytes[..15]).is_err());
+        let gained = WindowValue { block: 8, value: i64::MAX }.encode_value();
+        assert!(bytes < gained, "a later block's dup sorts after, whatever its change");
     }
 }

@@ -1,7 +1,7 @@
 //! The totals family: per address, the wei it received, sent, paid in fees and was withdrawn in
 //! all, and the transactions it was the top-level recipient of (`OtsAddressTotals`), as of the
 //! blocks older than the reorg window; what each block of the window added waits in
-//! `OtsTotalsUndo` (reads add it, an unwind drops it, a block leaving the window moves it into
+//! `OtsRecentTotals` (reads add it, an unwind drops it, a block leaving the window moves it into
 //! the totals; docs/format.md, "Address totals").
 //!
 //! Value moves at any depth come from call frames: a successful CALL, CREATE, CREATE2 or
@@ -24,7 +24,7 @@ use crate::index::{integrity::broken, window::WindowStart};
 use crate::{
     db::{
         codec::{AddressTotals, BlockNumber, TotalsDelta, ValueCodec},
-        tables::{OtsAddressTotals, OtsTotalsUndo},
+        tables::{OtsAddressTotals, OtsRecentTotals},
         DbError, DbResult, Txn, WriteTxn,
     },
     etl::{Buffer, Record, RecordError, RunDir, Sorter},
@@ -81,14 +81,14 @@ impl Totals {
 
     /// Adds what blocks leaving the reorg window (as it starts at `window`) added to the stored
     /// totals, address by address in key order, and keeps what each block it keeps added in its
-    /// deltas (`OtsTotalsUndo`); the deltas of window blocks that leave it as the write commits
+    /// deltas (`OtsRecentTotals`); the deltas of window blocks that leave it as the write commits
     /// join the totals first.
     pub fn write(self, txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
         fold(txn, window)?;
         let mut groups =
             self.added.into_sorted()?.groups(|(address, block, added)| (address, (block, added)));
         let mut table = txn.cursor::<OtsAddressTotals>()?;
-        let mut kept = txn.cursor::<OtsTotalsUndo>()?;
+        let mut kept = txn.cursor::<OtsRecentTotals>()?;
         for (address, blocks) in groups.by_ref() {
             let mut older: Option<AddressTotals> = None;
             for &(block, added) in &blocks {
@@ -194,14 +194,14 @@ pub fn block_totals(block: &BlockData) -> foldhash::HashMap<Address, AddressTota
 /// Moves the deltas of the blocks that leave the reorg window as it starts at `window` into
 /// the totals.
 pub fn fold(txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
-    let mut deltas = txn.cursor::<OtsTotalsUndo>()?;
+    let mut deltas = txn.cursor::<OtsRecentTotals>()?;
     let mut table = txn.cursor::<OtsAddressTotals>()?;
     while let Some((BlockNumber(block), _)) = deltas.first()?.filter(|(b, _)| !window.keeps(b.0)) {
         for TotalsDelta { address, added } in deltas.dups(&BlockNumber(block))? {
             let stored = table.seek_exact(&address)?.unwrap_or_default();
             table.put(&address, &stored.checked_add(&added).ok_or_else(|| overflow(&address))?)?;
         }
-        txn.delete::<OtsTotalsUndo>(&BlockNumber(block), None)?;
+        txn.delete::<OtsRecentTotals>(&BlockNumber(block), None)?;
     }
     Ok(())
 }
@@ -210,7 +210,7 @@ pub fn fold(txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
 /// totals do not hold yet.
 pub fn unwind(txn: &WriteTxn, to: u64, tip: u64) -> DbResult<()> {
     for block in to + 1..=tip {
-        txn.delete::<OtsTotalsUndo>(&BlockNumber(block), None)?;
+        txn.delete::<OtsRecentTotals>(&BlockNumber(block), None)?;
     }
     Ok(())
 }
@@ -219,7 +219,7 @@ pub fn unwind(txn: &WriteTxn, to: u64, tip: u64) -> DbResult<()> {
 /// added, one look-up per window block.
 pub fn of<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<AddressTotals> {
     let mut sum = txn.get::<OtsAddressTotals>(address)?.unwrap_or_default();
-    let mut window = txn.cursor::<OtsTotalsUndo>()?;
+    let mut window = txn.cursor::<OtsRecentTotals>()?;
     let mut next = window.first()?.map(|(BlockNumber(b), _)| b);
     while let Some(block) = next {
         if let Some(delta) = window.seek_sub_key_exact(&BlockNumber(block), address)? {
@@ -244,26 +244,26 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
         }
         next = cursor.next_entry()?;
     }
-    let mut window = txn.cursor::<OtsTotalsUndo>()?;
+    let mut window = txn.cursor::<OtsRecentTotals>()?;
     let mut next = window.first()?;
     let mut sums: std::collections::BTreeMap<Address, AddressTotals> = std::collections::BTreeMap::new();
     while let Some((BlockNumber(block), delta)) = next {
         if tip.is_none_or(|t| block > t) {
-            return Err(broken::<OtsTotalsUndo>(
+            return Err(broken::<OtsRecentTotals>(
                 &block.to_be_bytes(),
                 "a record of a block past the tip".into(),
             ));
         }
         let sum = sums.entry(delta.address).or_default();
         *sum = sum.checked_add(&delta.added).ok_or_else(|| {
-            broken::<OtsTotalsUndo>(&block.to_be_bytes(), format!("{}'s totals pass 2^256", delta.address))
+            broken::<OtsRecentTotals>(&block.to_be_bytes(), format!("{}'s totals pass 2^256", delta.address))
         })?;
         next = window.next_entry()?;
     }
     for (address, added) in sums {
         let stored = txn.get::<OtsAddressTotals>(&address)?.unwrap_or_default();
         if stored.checked_add(&added).is_none() {
-            return Err(broken::<OtsTotalsUndo>(address.as_slice(), "totals pass 2^256".into()));
+            return Err(broken::<OtsRecentTotals>(address.as_slice(), "totals pass 2^256".into()));
         }
     }
     Ok(())
@@ -276,7 +276,7 @@ pub struct TotalsFamily;
 impl Family for TotalsFamily {
     const NAME: &'static str = "totals";
     const TABLES: &'static [TableId] = &[TableId::OtsAddressTotals];
-    const WINDOW_TABLES: &'static [TableId] = &[TableId::OtsTotalsUndo];
+    const WINDOW_TABLES: &'static [TableId] = &[TableId::OtsRecentTotals];
 
     fn fold(txn: &WriteTxn, window: WindowStart, leaving: &mut WindowRows) -> DbResult<()> {
         let _ = leaving;

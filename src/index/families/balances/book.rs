@@ -26,6 +26,7 @@ use crate::db::{
     DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
 };
 use crate::decode::{TokenKind, TokenLog};
+use super::holders;
 use crate::index::rewrite::rewrite_pays;
 
 /// One balance-changing movement.
@@ -322,18 +323,18 @@ impl BalanceBook {
                 .filter(|(_, h)| *h != Address::ZERO)
         };
         let moves = self.moves.iter().enumerate();
-        let mut pairs = leaving_keys::<OtsBalanceUndo, _>(txn, keep_from, |p| p.key)?;
+        let mut pairs = leaving_keys::<OtsRecentBalancesByBlock, _>(txn, keep_from, |p| p.key)?;
         pairs.extend(moves.clone().flat_map(|(i, (_, m))| {
             sides(i, m).map(|(at, holder)| (PairKey { token: m.token, holder }, at))
         }));
-        let mut ids = leaving_keys::<OtsOwnerUndo, _>(txn, keep_from, |p| p.key)?;
+        let mut ids = leaving_keys::<OtsRecentOwnersByBlock, _>(txn, keep_from, |p| p.key)?;
         ids.extend(
             moves
                 .clone()
                 .filter(|(_, (_, m))| m.kind == TokenKind::Erc721)
                 .map(|(i, (_, m))| (TokenIdKey { token: m.token, id: m.id }, i as u32)),
         );
-        let mut multi = leaving_keys::<OtsERC1155BalanceUndo, _>(txn, keep_from, |p| p.key)?;
+        let mut multi = leaving_keys::<OtsRecentMultiBalancesByBlock, _>(txn, keep_from, |p| p.key)?;
         multi.extend(moves.filter(|(_, (_, m))| m.kind == TokenKind::Erc1155).flat_map(|(i, (_, m))| {
             sides(i, m).map(|(at, holder)| (MultiKey { token: m.token, holder, id: m.id }, at))
         }));
@@ -408,19 +409,30 @@ impl Resolved {
                 multi.put(key, &Balance(now))?;
             }
         }
-        write_window::<OtsRecentBalances, OtsBalanceUndo, _, _>(
+        // The window's holder counts and ranks follow its balances: the keys' newest values
+        // before the window moves, and after.
+        let leaving = &resolved.balances.leaving;
+        let mut touched: Vec<PairKey> =
+            leaving.iter().map(|(key, _)| *key).chain(resolved.balance_rows.iter().map(|r| r.key)).collect();
+        touched.sort_unstable();
+        touched.dedup();
+        let before = holders::newest_balances(txn, &touched)?;
+        holders::drop_counts(txn, leaving.iter().map(|(key, row)| (key.token, row.block)))?;
+        holders::add_counts(txn, resolved.balance_rows.iter().map(|r| (r.block, r.key.token, r.before, r.after)))?;
+        write_window::<OtsRecentBalances, OtsRecentBalancesByBlock, _, _>(
             txn,
-            &resolved.balances.leaving,
+            leaving,
             resolved.balance_rows,
             |key, old| BalancePrior { key, old },
         )?;
-        write_window::<OtsRecentOwners, OtsOwnerUndo, _, _>(
+        holders::rerank(txn, &touched, &before)?;
+        write_window::<OtsRecentOwners, OtsRecentOwnersByBlock, _, _>(
             txn,
             &resolved.owners.leaving,
             resolved.owner_rows,
             |key, old| OwnerPrior { key, old },
         )?;
-        write_window::<OtsRecentMultiBalances, OtsERC1155BalanceUndo, _, _>(
+        write_window::<OtsRecentMultiBalances, OtsRecentMultiBalancesByBlock, _, _>(
             txn,
             &resolved.multi.leaving,
             resolved.multi_rows,

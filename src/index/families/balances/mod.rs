@@ -12,6 +12,7 @@
 
 mod book;
 mod bulk;
+mod holders;
 mod read;
 mod window;
 
@@ -23,6 +24,7 @@ pub use book::BalanceMove;
 use book::{BalanceBook, Resolved};
 pub use bulk::BulkBalances;
 pub use read::{balance, holder_count, holders_page, multi_balance, multi_balances, owner};
+pub use holders::rebuild as rebuild_window_holders;
 pub use window::{fold, prune, unwind};
 
 use crate::index::family::{Checking, Family, Unwinding};
@@ -183,7 +185,8 @@ fn check_multi_balances<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbError>
 pub fn check<K: TransactionKind>(txn: &Txn<K>) -> DbResult<()> {
     check_balances(txn)?;
     check_multi_balances(txn)?;
-    window::check(txn)
+    window::check(txn)?;
+    holders::check(txn)
 }
 
 /// Balances, holder counts and ranks, ERC721 owners, ERC1155 balances.
@@ -200,10 +203,12 @@ impl Family for BalancesFamily {
         TableId::OtsERC1155Balances,
     ];
     const WINDOW_TABLES: &'static [TableId] = &[
-        TableId::OtsBalanceUndo,
-        TableId::OtsOwnerUndo,
-        TableId::OtsERC1155BalanceUndo,
+        TableId::OtsRecentBalancesByBlock,
+        TableId::OtsRecentOwnersByBlock,
+        TableId::OtsRecentMultiBalancesByBlock,
         TableId::OtsRecentBalances,
+        TableId::OtsRecentHolderCounts,
+        TableId::OtsRecentHolderRanks,
         TableId::OtsRecentOwners,
         TableId::OtsRecentMultiBalances,
     ];

@@ -21,43 +21,24 @@ pub fn balance<K: TransactionKind>(txn: &Txn<K>, token: Address, holder: Address
     Ok(txn.get::<OtsTokenBalances>(&key)?.map_or(U256::ZERO, |b| b.0))
 }
 
-/// The holders of `token` the reorg window changed, by holder, with their balances now (zero
-/// for one it emptied).
-fn window_holders<K: TransactionKind>(txn: &Txn<K>, token: &Address) -> DbResult<Vec<(Address, U256)>> {
-    let mut out = Vec::new();
-    let mut cursor = txn.cursor::<OtsRecentBalances>()?;
-    let mut entry = cursor.seek(&PairKey { token: *token, holder: Address::ZERO })?;
-    while let Some((key, _)) = entry {
-        if key.token != *token {
-            break;
-        }
-        if let Some(now) = cursor.last_dup()? {
-            out.push((key.holder, now.value));
-        }
-        entry = cursor.next_key()?;
-    }
-    Ok(out)
-}
-
-/// The number of holders of `token` with a non-zero balance.
+/// The number of holders of `token` with a non-zero balance: the count before the reorg window
+/// plus what each window block changed it by.
 pub fn holder_count<K: TransactionKind>(txn: &Txn<K>, token: &Address) -> DbResult<u64> {
     let stored = txn.get::<OtsTokenHolderCounts>(token)?.map_or(0, |Count(c)| c);
+    let mut changes = txn.cursor::<OtsRecentHolderCounts>()?;
+    let mut change = changes.seek_exact(token)?;
     let mut count = stored;
-    let mut balances = txn.cursor::<OtsTokenBalances>()?;
-    for (holder, now) in window_holders(txn, token)? {
-        let held = balances.seek_exact(&PairKey { token: *token, holder })?.is_some();
-        match (held, now.is_zero()) {
-            (false, false) => count += 1,
-            (true, true) => count = count.saturating_sub(1),
-            _ => {}
-        }
+    while let Some(row) = change {
+        count = count.saturating_add_signed(row.value);
+        change = changes.next_dup()?;
     }
     Ok(count)
 }
 
 /// Holders `idx..idx + count` of `token`, largest balance first (ties by address): the large
-/// table's ranking, less the holders the window changed, merged with those holders' balances
-/// now.
+/// table's ranking, less the holders the window changed, merged with the window's ranking of
+/// those holders' balances now. Reads the page and what comes before it, never every holder the
+/// window changed.
 pub fn holders_page<K: TransactionKind>(
     txn: &Txn<K>,
     token: &Address,
@@ -68,43 +49,43 @@ pub fn holders_page<K: TransactionKind>(
     if count == 0 {
         return Ok(out);
     }
-    let changed = window_holders(txn, token)?;
-    // Ranked as the large table ranks: !balance, then holder.
-    let mut fresh: Vec<(U256, Address)> =
-        changed.iter().filter(|(_, b)| !b.is_zero()).map(|&(h, b)| (!b, h)).collect();
-    fresh.sort_unstable();
-    let mut fresh = fresh.into_iter().peekable();
+    let mut window_balances = txn.cursor::<OtsRecentBalances>()?;
+    let mut changed_in_window =
+        |holder: Address| -> DbResult<bool> { Ok(window_balances.seek_exact(&PairKey { token: *token, holder })?.is_some()) };
+    let mut fresh_cursor = txn.cursor::<OtsRecentHolderRanks>()?;
+    let mut fresh = fresh_cursor.seek_exact(token)?;
     let mut cursor = txn.cursor::<OtsTokenHolderRanks>()?;
     let mut stored = cursor.seek_exact(token)?;
     let mut skipped = 0;
     loop {
         // The large table's next holder the window did not change.
         while let Some(rank) = stored {
-            if changed.binary_search_by_key(&rank.holder, |(h, _)| *h).is_err() {
+            if !changed_in_window(rank.holder)? {
                 break;
             }
             stored = cursor.next_dup()?;
         }
-        let next = match (stored, fresh.peek()) {
+        // Both rankings sort as their dups do: !balance, then holder.
+        let next = match (stored, fresh) {
             (None, None) => break,
-            (Some(rank), Some(&(inverted, holder))) if (inverted, holder) < (!rank.balance, rank.holder) => {
-                fresh.next();
-                (holder, !inverted)
+            (Some(old), Some(new)) if (!new.balance, new.holder) < (!old.balance, old.holder) => {
+                fresh = fresh_cursor.next_dup()?;
+                new
             }
-            (Some(rank), _) => {
+            (Some(old), _) => {
                 stored = cursor.next_dup()?;
-                (rank.holder, rank.balance)
+                old
             }
-            (None, Some(&(inverted, holder))) => {
-                fresh.next();
-                (holder, !inverted)
+            (None, Some(new)) => {
+                fresh = fresh_cursor.next_dup()?;
+                new
             }
         };
         if skipped < idx {
             skipped += 1;
             continue;
         }
-        out.push(next);
+        out.push((next.holder, next.balance));
         if out.len() as u64 == count {
             break;
         }

@@ -3,17 +3,17 @@
 //! holder counts back (docs/format.md, "The reorg window's balances").
 //!
 //! `OtsRecentBalances`, `OtsRecentOwners` and `OtsRecentMultiBalances` hold, per key, the value
-//! each window block left; the per-block tables (`OtsBalanceUndo` and its two siblings) name the
+//! each window block left; the per-block tables (`OtsRecentBalancesByBlock` and its two siblings) name the
 //! keys each block changed. The large tables hold the state before the window: a block leaving
 //! it settles its values there ([`super::book`]), an unwind deletes its rows here.
 
 use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::TransactionKind;
 
-use super::book::BalanceBook;
+use super::{book::BalanceBook, holders};
 use crate::{
     db::{
-        codec::{BlockNumber, KeyCodec, ValueCodec, WindowValue},
+        codec::{BlockNumber, KeyCodec, PairKey, ValueCodec, WindowValue},
         tables::*,
         DbResult, Txn, WriteTxn,
     },
@@ -43,17 +43,25 @@ pub fn fold(txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
 /// Drops the per-block rows of the blocks that left the window (their values settled when they
 /// left).
 pub fn prune(txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
-    prune_blocks::<OtsBalanceUndo>(txn, window)?;
-    prune_blocks::<OtsOwnerUndo>(txn, window)?;
-    prune_blocks::<OtsERC1155BalanceUndo>(txn, window)
+    prune_blocks::<OtsRecentBalancesByBlock>(txn, window)?;
+    prune_blocks::<OtsRecentOwnersByBlock>(txn, window)?;
+    prune_blocks::<OtsRecentMultiBalancesByBlock>(txn, window)
 }
 
 /// Deletes the window rows of blocks `to + 1..=tip`: the large tables never held them.
 pub fn unwind(txn: &WriteTxn, to: u64, tip: u64) -> DbResult<()> {
-    for block in to + 1..=tip {
-        unwind_block::<OtsBalanceUndo, OtsRecentBalances, _>(txn, block, |p| p.key)?;
-        unwind_block::<OtsOwnerUndo, OtsRecentOwners, _>(txn, block, |p| p.key)?;
-        unwind_block::<OtsERC1155BalanceUndo, OtsRecentMultiBalances, _>(txn, block, |p| p.key)?;
+    // Newest first: each key's newest value steps back one block at a time.
+    for block in (to + 1..=tip).rev() {
+        let mut keys: Vec<PairKey> =
+            txn.cursor::<OtsRecentBalancesByBlock>()?.dups(&BlockNumber(block))?.iter().map(|p| p.key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let before = holders::newest_balances(txn, &keys)?;
+        unwind_block::<OtsRecentBalancesByBlock, OtsRecentBalances, _>(txn, block, |p| p.key)?;
+        holders::rerank(txn, &keys, &before)?;
+        holders::drop_counts(txn, keys.iter().map(|key| (key.token, block)))?;
+        unwind_block::<OtsRecentOwnersByBlock, OtsRecentOwners, _>(txn, block, |p| p.key)?;
+        unwind_block::<OtsRecentMultiBalancesByBlock, OtsRecentMultiBalances, _>(txn, block, |p| p.key)?;
     }
     Ok(())
 }
@@ -81,17 +89,17 @@ where
 /// row's value before its block is the key's value the block found: the window dup of the block
 /// before it, or the large table's value for the key's first window block.
 pub(super) fn check<K: TransactionKind>(txn: &Txn<K>) -> DbResult<()> {
-    check_family::<OtsBalanceUndo, OtsRecentBalances, _, _>(
+    check_family::<OtsRecentBalancesByBlock, OtsRecentBalances, _, _>(
         txn,
         |p| (p.key, p.old),
         |txn, key| Ok(txn.get::<OtsTokenBalances>(key)?.map_or(U256::ZERO, |b| b.0)),
     )?;
-    check_family::<OtsOwnerUndo, OtsRecentOwners, _, _>(
+    check_family::<OtsRecentOwnersByBlock, OtsRecentOwners, _, _>(
         txn,
         |p| (p.key, p.old),
         |txn, key| Ok(txn.get::<OtsERC721Owners>(key)?.unwrap_or(Address::ZERO)),
     )?;
-    check_family::<OtsERC1155BalanceUndo, OtsRecentMultiBalances, _, _>(
+    check_family::<OtsRecentMultiBalancesByBlock, OtsRecentMultiBalances, _, _>(
         txn,
         |p| (p.key, p.old),
         |txn, key| Ok(txn.get::<OtsERC1155Balances>(key)?.map_or(U256::ZERO, |b| b.0)),
