@@ -5,10 +5,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::args::{DbArgs, NodeArgs};
-use crate::{
-    classify::refresh::refresh_metadata,
-    db::AccessMode,
-};
+use crate::{classify::refresh::refresh_metadata, db::AccessMode};
 
 /// Flags of `refresh-metadata`.
 #[derive(Debug, Clone, Args)]

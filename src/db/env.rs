@@ -11,8 +11,8 @@ use signet_libmdbx::{
 use tracing::debug;
 
 use super::{
-    format::{FORMAT_VERSION, FORMAT_VERSION_KEY},
     error::{hint_for, DbError, DbResult},
+    format::{FORMAT_VERSION, FORMAT_VERSION_KEY},
     residency::{release_mapped, MappedFile},
     tables::TableId,
     txn::{ReadTxn, Txn, WriteTxn},

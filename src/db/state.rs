@@ -23,8 +23,8 @@ use super::{
 };
 use signet_libmdbx::tx::TransactionKind;
 
-pub use super::format::{FORMAT_VERSION, UPGRADABLE_FORMATS};
 use super::format::FORMAT_VERSION_KEY;
+pub use super::format::{FORMAT_VERSION, UPGRADABLE_FORMATS};
 
 const CHAIN_ID_KEY: &str = "chain_id";
 const GENESIS_HASH_KEY: &str = "genesis_hash";

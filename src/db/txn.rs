@@ -200,10 +200,13 @@ impl Txn<Rw> {
         let target = self.tables[into.index()];
         let mut moved = 0u64;
         {
-            let mut cursor = self.tx.cursor(legacy).map_err(|e| table_err("open cursor", into.name(), &[], e))?;
+            let mut cursor =
+                self.tx.cursor(legacy).map_err(|e| table_err("open cursor", into.name(), &[], e))?;
             let mut next = cursor.first::<Cow<'_, [u8]>, Cow<'_, [u8]>>();
             while let Some((k, v)) = next.map_err(|e| read_err("scan", into.name(), old.as_bytes(), e))? {
-                self.tx.put(target, &k, &v, WriteFlags::UPSERT).map_err(|e| table_err("put", into.name(), &k, e))?;
+                self.tx
+                    .put(target, &k, &v, WriteFlags::UPSERT)
+                    .map_err(|e| table_err("put", into.name(), &k, e))?;
                 moved += 1;
                 next = cursor.next();
             }

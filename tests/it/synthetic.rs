@@ -24,7 +24,12 @@ fn classifiers() -> Vec<Box<dyn ots_classifiers::Classifier>> {
 }
 
 /// Writes the generated chain of `seed` with `transactions` as a recording `name` in `dir`.
-pub(crate) async fn generate(dir: &std::path::Path, name: &str, seed: u64, transactions: u64) -> std::path::PathBuf {
+pub(crate) async fn generate(
+    dir: &std::path::Path,
+    name: &str,
+    seed: u64,
+    transactions: u64,
+) -> std::path::PathBuf {
     let out = dir.join(name);
     let chain = SyntheticChain::new(seed, transactions, Shape::MAINNET);
     capture(&chain, &classifiers(), (0, chain.last_block()), &out).await.expect("generate");

@@ -60,7 +60,9 @@ fn assert_same_tables(upgraded: &Db, fresh: &Db) {
 fn format_of(datadir: &Path) -> u64 {
     let db = Db::open(datadir, AccessMode::ReadOnly);
     match db {
-        Ok(db) => state::read_state(&db.begin_read().expect("read")).expect("state").format_version.expect("format"),
+        Ok(db) => {
+            state::read_state(&db.begin_read().expect("read")).expect("state").format_version.expect("format")
+        }
         // Killed before the tables this build adds were created.
         Err(DbError::OtherFormat { found, .. }) => found,
         Err(e) => panic!("the database does not open after a kill: {e}"),
@@ -73,7 +75,8 @@ async fn a_format_8_database_upgrades_in_place_to_a_fresh_index() {
     let datadir = format_8_database(&dir.path().join("old"));
 
     // Untouched, it is refused with the way forward, by readers and writers alike.
-    let refused = Db::open(&datadir, AccessMode::ReadOnly).expect_err("a format-8 file lacks format-9 tables");
+    let refused =
+        Db::open(&datadir, AccessMode::ReadOnly).expect_err("a format-8 file lacks format-9 tables");
     assert!(matches!(refused, DbError::OtherFormat { found: 8, .. }), "{refused}");
     assert!(refused.to_string().contains("ots-indexer migrate"), "{refused}");
     let db = Db::open(&datadir, AccessMode::ReadWrite).expect("open");
@@ -83,11 +86,18 @@ async fn a_format_8_database_upgrades_in_place_to_a_fresh_index() {
 
     let done = upgrade(&db).expect("upgrade");
     let Upgraded::From { version: 8, renamed, .. } = done else { panic!("{done:?}") };
-    assert!(renamed.iter().all(|(_, _, entries)| *entries > 0), "every renamed window table had rows: {renamed:?}");
+    assert!(
+        renamed.iter().all(|(_, _, entries)| *entries > 0),
+        "every renamed window table had rows: {renamed:?}"
+    );
     assert_eq!(upgrade(&db).expect("again"), Upgraded::AlreadyCurrent);
     let fresh = fresh_index(dir.path()).await;
     for table in [TableId::OtsRecentHolderCounts, TableId::OtsRecentHolderRanks] {
-        assert!(db.begin_read().expect("read").raw_entries(table).expect("scan").len() > 10, "{}", table.name());
+        assert!(
+            db.begin_read().expect("read").raw_entries(table).expect("scan").len() > 10,
+            "{}",
+            table.name()
+        );
     }
     assert_same_tables(&db, &fresh);
 }

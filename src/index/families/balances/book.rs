@@ -17,6 +17,7 @@
 use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::{Rw, TransactionKind};
 
+use super::holders;
 use crate::db::{
     codec::{
         Balance, BalancePrior, BlockNumber, Count, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank,
@@ -26,7 +27,6 @@ use crate::db::{
     DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
 };
 use crate::decode::{TokenKind, TokenLog};
-use super::holders;
 use crate::index::rewrite::rewrite_pays;
 
 /// One balance-changing movement.
@@ -418,14 +418,21 @@ impl Resolved {
         touched.dedup();
         let before = holders::newest_balances(txn, &touched)?;
         holders::drop_counts(txn, leaving.iter().map(|(key, row)| (key.token, row.block)))?;
-        holders::add_counts(txn, resolved.balance_rows.iter().map(|r| (r.block, r.key.token, r.before, r.after)))?;
+        holders::add_counts(
+            txn,
+            resolved.balance_rows.iter().map(|r| (r.block, r.key.token, r.before, r.after)),
+        )?;
         write_window::<OtsRecentBalances, OtsRecentBalancesByBlock, _, _>(
             txn,
             leaving,
             resolved.balance_rows,
             |key, old| BalancePrior { key, old },
         )?;
-        holders::rerank(txn, &touched, &before)?;
+        let after = holders::newest_balances(txn, &touched)?;
+        holders::move_ranks(
+            txn,
+            touched.into_iter().zip(before).zip(after).map(|((key, was), now)| (key, was, now)),
+        )?;
         write_window::<OtsRecentOwners, OtsRecentOwnersByBlock, _, _>(
             txn,
             &resolved.owners.leaving,

@@ -28,7 +28,10 @@ pub(super) fn holders_gained(before: U256, after: U256) -> i64 {
 }
 
 /// The window's newest balance of each of `keys` (`None` where no window block changed it).
-pub(super) fn newest_balances<K: TransactionKind>(txn: &Txn<K>, keys: &[PairKey]) -> DbResult<Vec<Option<U256>>> {
+pub(super) fn newest_balances<K: TransactionKind>(
+    txn: &Txn<K>,
+    keys: &[PairKey],
+) -> DbResult<Vec<Option<U256>>> {
     let mut cursor = txn.cursor::<OtsRecentBalances>()?;
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
@@ -40,13 +43,15 @@ pub(super) fn newest_balances<K: TransactionKind>(txn: &Txn<K>, keys: &[PairKey]
     Ok(out)
 }
 
-/// Moves the window ranks of `keys` from their newest balances `before` (as
-/// [`newest_balances`] read them) to their newest balances now.
-pub(super) fn rerank(txn: &WriteTxn, keys: &[PairKey], before: &[Option<U256>]) -> DbResult<()> {
-    let after = newest_balances(txn, keys)?;
+/// Moves the window ranks of keys from their newest window balance before a change to their
+/// newest after it (`None`: no window value, so no window rank).
+pub(super) fn move_ranks(
+    txn: &WriteTxn,
+    moved: impl IntoIterator<Item = (PairKey, Option<U256>, Option<U256>)>,
+) -> DbResult<()> {
     let mut ranks = txn.cursor::<OtsRecentHolderRanks>()?;
-    for ((key, was), now) in keys.iter().zip(before).zip(after) {
-        if *was == now {
+    for (key, was, now) in moved {
+        if was == now {
             continue;
         }
         if let Some(balance) = was.filter(|b| !b.is_zero()) {
@@ -89,6 +94,24 @@ pub(super) fn drop_counts(txn: &WriteTxn, pairs: impl IntoIterator<Item = (Addre
     let mut counts = txn.cursor::<OtsRecentHolderCounts>()?;
     for (token, block) in pairs {
         if counts.seek_sub_key_exact(&token, &block)?.is_some() {
+            counts.delete_current()?;
+        }
+    }
+    Ok(())
+}
+
+/// Drops every holder-count change of `tokens` (repeats are fine) by blocks above `to`.
+pub(super) fn drop_counts_above(
+    txn: &WriteTxn,
+    tokens: impl IntoIterator<Item = Address>,
+    to: u64,
+) -> DbResult<()> {
+    let mut tokens: Vec<Address> = tokens.into_iter().collect();
+    tokens.sort_unstable();
+    tokens.dedup();
+    let mut counts = txn.cursor::<OtsRecentHolderCounts>()?;
+    for token in tokens {
+        while counts.seek_sub_key(&token, &(to + 1))?.is_some() {
             counts.delete_current()?;
         }
     }

@@ -23,8 +23,8 @@ use tracing::warn;
 pub use book::BalanceMove;
 use book::{BalanceBook, Resolved};
 pub use bulk::BulkBalances;
-pub use read::{balance, holder_count, holders_page, multi_balance, multi_balances, owner};
 pub use holders::rebuild as rebuild_window_holders;
+pub use read::{balance, holder_count, holders_page, multi_balance, multi_balances, owner};
 pub use window::{fold, prune, unwind};
 
 use crate::index::family::{Checking, Family, Unwinding};
@@ -223,7 +223,7 @@ impl Family for BalancesFamily {
     }
 
     fn unwind(txn: &WriteTxn, unwinding: &Unwinding) -> DbResult<()> {
-        unwind(txn, unwinding.to, unwinding.tip)
+        unwind(txn, unwinding.to)
     }
 
     fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut Checking) -> DbResult<()> {

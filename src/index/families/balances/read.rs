@@ -50,8 +50,9 @@ pub fn holders_page<K: TransactionKind>(
         return Ok(out);
     }
     let mut window_balances = txn.cursor::<OtsRecentBalances>()?;
-    let mut changed_in_window =
-        |holder: Address| -> DbResult<bool> { Ok(window_balances.seek_exact(&PairKey { token: *token, holder })?.is_some()) };
+    let mut changed_in_window = |holder: Address| -> DbResult<bool> {
+        Ok(window_balances.seek_exact(&PairKey { token: *token, holder })?.is_some())
+    };
     let mut fresh_cursor = txn.cursor::<OtsRecentHolderRanks>()?;
     let mut fresh = fresh_cursor.seek_exact(token)?;
     let mut cursor = txn.cursor::<OtsTokenHolderRanks>()?;

@@ -13,7 +13,7 @@ use signet_libmdbx::tx::TransactionKind;
 use super::{book::BalanceBook, holders};
 use crate::{
     db::{
-        codec::{BlockNumber, KeyCodec, PairKey, ValueCodec, WindowValue},
+        codec::{BlockNumber, KeyCodec, ValueCodec, WindowValue},
         tables::*,
         DbResult, Txn, WriteTxn,
     },
@@ -48,41 +48,69 @@ pub fn prune(txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
     prune_blocks::<OtsRecentMultiBalancesByBlock>(txn, window)
 }
 
-/// Deletes the window rows of blocks `to + 1..=tip`: the large tables never held them.
-pub fn unwind(txn: &WriteTxn, to: u64, tip: u64) -> DbResult<()> {
-    // Newest first: each key's newest value steps back one block at a time.
-    for block in (to + 1..=tip).rev() {
-        let mut keys: Vec<PairKey> =
-            txn.cursor::<OtsRecentBalancesByBlock>()?.dups(&BlockNumber(block))?.iter().map(|p| p.key).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        let before = holders::newest_balances(txn, &keys)?;
-        unwind_block::<OtsRecentBalancesByBlock, OtsRecentBalances, _>(txn, block, |p| p.key)?;
-        holders::rerank(txn, &keys, &before)?;
-        holders::drop_counts(txn, keys.iter().map(|key| (key.token, block)))?;
-        unwind_block::<OtsRecentOwnersByBlock, OtsRecentOwners, _>(txn, block, |p| p.key)?;
-        unwind_block::<OtsRecentMultiBalancesByBlock, OtsRecentMultiBalances, _>(txn, block, |p| p.key)?;
-    }
+/// Deletes the window rows of blocks above `to`: the large tables never held them.
+pub fn unwind(txn: &WriteTxn, to: u64) -> DbResult<()> {
+    let moved = unwind_rows::<OtsRecentBalancesByBlock, OtsRecentBalances, _>(txn, to, |p| p.key)?;
+    // The holders' window ranks move once, from each key's newest value before the unwind to
+    // its newest after, however many of the unwound blocks changed it.
+    holders::move_ranks(txn, moved.iter().copied())?;
+    holders::drop_counts_above(txn, moved.iter().map(|(key, _, _)| key.token), to)?;
+    unwind_rows::<OtsRecentOwnersByBlock, OtsRecentOwners, _>(txn, to, |p| p.key)?;
+    unwind_rows::<OtsRecentMultiBalancesByBlock, OtsRecentMultiBalances, _>(txn, to, |p| p.key)?;
     Ok(())
 }
 
-fn unwind_block<U, W, V>(txn: &WriteTxn, block: u64, key: impl Fn(U::Value) -> W::Key) -> DbResult<()>
+/// A key the unwind changed, with its newest window value before and after it (`None`: none).
+type Unwound<K, V> = (K, Option<V>, Option<V>);
+
+/// Deletes the per-block rows of `U` above block `to` and the dups of `W` they name, key by key
+/// (one walk over each key's dups); returns each key with its newest value before and after.
+fn unwind_rows<U, W, V>(
+    txn: &WriteTxn,
+    to: u64,
+    key: impl Fn(U::Value) -> W::Key,
+) -> DbResult<Vec<Unwound<W::Key, V>>>
 where
     U: DupTable + Table<Key = BlockNumber>,
     W: DupSubKey<SubKey = u64> + Table<Value = WindowValue<V>>,
-    V: Default,
+    W::Key: Ord + Copy,
+    V: Copy,
     WindowValue<V>: ValueCodec,
 {
-    let number = BlockNumber(block);
-    let rows = txn.cursor::<U>()?.dups(&number)?;
+    let mut keys = Vec::new();
+    let mut blocks = Vec::new();
+    let mut rows = txn.cursor::<U>()?;
+    let mut entry = rows.seek(&BlockNumber(to + 1))?;
+    while let Some((BlockNumber(block), row)) = entry {
+        keys.push(key(row));
+        if blocks.last() != Some(&block) {
+            blocks.push(block);
+        }
+        entry = rows.next_entry()?;
+    }
+    keys.sort_unstable();
+    keys.dedup();
     let mut window = txn.cursor::<W>()?;
-    for row in rows {
-        if window.seek_sub_key_exact(&key(row), &block)?.is_some() {
+    let mut out = Vec::with_capacity(keys.len());
+    let first_unwound = to + 1;
+    for key in keys {
+        if window.seek_sub_key(&key, &first_unwound)?.is_none() {
+            continue;
+        }
+        let before = window.last_dup()?.map(|row| row.value);
+        while window.seek_sub_key(&key, &first_unwound)?.is_some() {
             window.delete_current()?;
         }
+        let after = match window.seek_exact(&key)? {
+            Some(_) => window.last_dup()?.map(|row| row.value),
+            None => None,
+        };
+        out.push((key, before, after));
     }
-    txn.delete::<U>(&number, None)?;
-    Ok(())
+    for block in &blocks {
+        txn.delete::<U>(&BlockNumber(*block), None)?;
+    }
+    Ok(out)
 }
 
 /// The per-block rows and the window dups name the same (key, block) pairs, one each, and each
