@@ -73,11 +73,21 @@ struct Slot<V> {
     /// The newest window block that changed it, and that block's row in the batch's window
     /// rows.
     row: Option<(u64, usize)>,
+    /// Its newest window value before the batch (`None`: no window block changed it).
+    window: Option<V>,
+    /// Whether a window block that stays in the window changed it.
+    kept: bool,
 }
 
 impl<V: Copy> Slot<V> {
     fn new(stored: V) -> Self {
-        Self { stored, settled: stored, now: stored, row: None }
+        Self { stored, settled: stored, now: stored, row: None, window: None, kept: false }
+    }
+
+    /// Its newest window value after the batch: the value now if a block still in the window
+    /// changed it (the batch's blocks are newer than every such block), else none.
+    fn window_after(&self) -> Option<V> {
+        (self.kept || self.row.is_some()).then_some(self.now)
     }
 
     /// Sets the value as of `block`: settled if the block leaves the window with this batch
@@ -163,8 +173,11 @@ impl<K: Copy + Ord, V: Copy> Slots<K, V> {
                 if row.block < keep_from {
                     slot.settled = row.value;
                     leaving.push((*key, row));
+                } else {
+                    slot.kept = true;
                 }
                 slot.now = row.value;
+                slot.window = Some(row.value);
                 dup = window.next_dup()?;
             }
             slots.push(slot);
@@ -409,30 +422,28 @@ impl Resolved {
                 multi.put(key, &Balance(now))?;
             }
         }
-        // The window's holder counts and ranks follow its balances: the keys' newest values
-        // before the window moves, and after.
-        let leaving = &resolved.balances.leaving;
-        let mut touched: Vec<PairKey> =
-            leaving.iter().map(|(key, _)| *key).chain(resolved.balance_rows.iter().map(|r| r.key)).collect();
-        touched.sort_unstable();
-        touched.dedup();
-        let before = holders::newest_balances(txn, &touched)?;
-        holders::drop_counts(txn, leaving.iter().map(|(key, row)| (key.token, row.block)))?;
+        // The window's holder counts and ranks follow its balances: each key's newest window
+        // value before the batch and after it, as its slot knows them.
+        let balances = &resolved.balances;
+        let moved: Vec<(PairKey, Option<U256>, Option<U256>)> = balances
+            .keys
+            .iter()
+            .zip(&balances.slots)
+            .map(|(key, slot)| (*key, slot.window, slot.window_after()))
+            .filter(|(_, before, after)| before != after)
+            .collect();
+        holders::drop_counts(txn, balances.leaving.iter().map(|(key, row)| (key.token, row.block)))?;
         holders::add_counts(
             txn,
             resolved.balance_rows.iter().map(|r| (r.block, r.key.token, r.before, r.after)),
         )?;
         write_window::<OtsRecentBalances, OtsRecentBalancesByBlock, _, _>(
             txn,
-            leaving,
+            &balances.leaving,
             resolved.balance_rows,
             |key, old| BalancePrior { key, old },
         )?;
-        let after = holders::newest_balances(txn, &touched)?;
-        holders::move_ranks(
-            txn,
-            touched.into_iter().zip(before).zip(after).map(|((key, was), now)| (key, was, now)),
-        )?;
+        holders::move_ranks(txn, moved)?;
         write_window::<OtsRecentOwners, OtsRecentOwnersByBlock, _, _>(
             txn,
             &resolved.owners.leaving,

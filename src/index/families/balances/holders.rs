@@ -27,39 +27,35 @@ pub(super) fn holders_gained(before: U256, after: U256) -> i64 {
     i64::from(before.is_zero() && !after.is_zero()) - i64::from(!before.is_zero() && after.is_zero())
 }
 
-/// The window's newest balance of each of `keys` (`None` where no window block changed it).
-pub(super) fn newest_balances<K: TransactionKind>(
-    txn: &Txn<K>,
-    keys: &[PairKey],
-) -> DbResult<Vec<Option<U256>>> {
-    let mut cursor = txn.cursor::<OtsRecentBalances>()?;
-    let mut out = Vec::with_capacity(keys.len());
-    for key in keys {
-        out.push(match cursor.seek_exact(key)? {
-            Some(_) => cursor.last_dup()?.map(|row| row.value),
-            None => None,
-        });
-    }
-    Ok(out)
-}
-
 /// Moves the window ranks of keys from their newest window balance before a change to their
-/// newest after it (`None`: no window value, so no window rank).
+/// newest after it (`None`: no window value, so no window rank). The deletes, then the puts,
+/// go in rank order, each landing next to the one before.
 pub(super) fn move_ranks(
     txn: &WriteTxn,
     moved: impl IntoIterator<Item = (PairKey, Option<U256>, Option<U256>)>,
 ) -> DbResult<()> {
-    let mut ranks = txn.cursor::<OtsRecentHolderRanks>()?;
+    // Rank dups sort by !balance, then holder.
+    let mut stale: Vec<(Address, U256, Address)> = Vec::new();
+    let mut fresh: Vec<(Address, U256, Address)> = Vec::new();
     for (key, was, now) in moved {
         if was == now {
             continue;
         }
         if let Some(balance) = was.filter(|b| !b.is_zero()) {
-            ranks.delete_dup(&key.token, &Rank { balance, holder: key.holder })?;
+            stale.push((key.token, !balance, key.holder));
         }
         if let Some(balance) = now.filter(|b| !b.is_zero()) {
-            ranks.put(&key.token, &Rank { balance, holder: key.holder })?;
+            fresh.push((key.token, !balance, key.holder));
         }
+    }
+    stale.sort_unstable();
+    fresh.sort_unstable();
+    let mut ranks = txn.cursor::<OtsRecentHolderRanks>()?;
+    for (token, inverted, holder) in stale {
+        ranks.delete_dup(&token, &Rank { balance: !inverted, holder })?;
+    }
+    for (token, inverted, holder) in fresh {
+        ranks.put(&token, &Rank { balance: !inverted, holder })?;
     }
     Ok(())
 }
