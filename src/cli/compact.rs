@@ -14,7 +14,7 @@ use tracing::info;
 use super::args::DbArgs;
 use crate::db::{
     compact::{compact_into, TableCopy},
-    AccessMode, Db, DATA_FILE,
+    AccessMode, DATA_FILE,
 };
 
 /// Where the copy is made, inside the datadir.
@@ -52,7 +52,9 @@ pub fn compact(args: &CompactArgs) -> anyhow::Result<()> {
     }
     let file_before = fs::metadata(&data)?.len();
     // Exclusive: no `run`, `sync` or `serve` can open the database until the copy replaced it.
-    let db = Db::open(dir, AccessMode::Exclusive)?;
+    // A database of another format is refused: the copy holds only this build's tables, and an
+    // older format's tables of other names would be lost (`migrate` first).
+    let db = super::open_usable(dir, AccessMode::Exclusive)?;
     let copies = match compact_into(&db, &scratch) {
         Ok(copies) => copies,
         Err(error) => {

@@ -79,6 +79,10 @@ async fn a_format_8_database_upgrades_in_place_to_a_fresh_index() {
         Db::open(&datadir, AccessMode::ReadOnly).expect_err("a format-8 file lacks format-9 tables");
     assert!(matches!(refused, DbError::OtherFormat { found: 8, .. }), "{refused}");
     assert!(refused.to_string().contains("ots-indexer migrate"), "{refused}");
+    // `compact`, whose copy holds only this build's tables, would lose the old names' rows.
+    let compact = Command::new(BIN).args(["compact", "--datadir"]).arg(&datadir).output().expect("compact");
+    assert!(!compact.status.success(), "compact of a format-8 database must be refused");
+    assert!(String::from_utf8_lossy(&compact.stderr).contains("ots-indexer migrate"), "{compact:?}");
     let db = Db::open(&datadir, AccessMode::ReadWrite).expect("open");
     let state = state::read_state(&db.begin_read().expect("read")).expect("state");
     let refused = state::check_usable(&state).expect_err("format 8");
