@@ -98,7 +98,7 @@ impl<K: TransactionKind> Txn<K> {
     }
 
     /// A cursor over table `T` for a walk through a large part of it (a batch's reads and
-    /// rewrites): it lets go of the database pages mapped so far every [`RELEASE_EVERY`] entries
+    /// rewrites): it lets go of the database pages mapped so far every `RELEASE_EVERY` entries
     /// it reads or writes, so that a walk keeps only a few MiB of the file counted in the
     /// process's resident memory (`Db::release_mapped_pages`). The API's reads use
     /// [`Txn::cursor`]: what they map is their cache.

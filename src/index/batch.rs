@@ -1,5 +1,6 @@
 //! Writes one batch of classified blocks in one MDBX transaction: decode each block's token
-//! logs once, let each family collect and write, then the undo journal and the checkpoint.
+//! logs once, let each family of the roster collect and write, then the undo journal and the
+//! checkpoint.
 //!
 //! Families whose tables are keyed by block (matches, contract info, labels, probes) write as
 //! each block comes; the address-keyed ones (address indexes, holdings, balances) gather the
@@ -10,18 +11,12 @@ use alloy_primitives::Address;
 use ots_classifiers::{BlockData, Fact};
 use tracing::debug;
 
+pub use super::error::WriteError;
 use super::{
     activity::IndexedBlock,
-    address_index::IdLists,
-    appearances::{Appearances, CollectError},
-    attributes::attributes,
-    balances::{Balances, BulkBalances},
-    contract_info,
-    holdings::Holdings,
-    journal,
-    labels::{self, BadLabel, LabelError},
-    lifetimes, matches, probes, recent,
-    totals::Totals,
+    gather::{BlockRows, Buffering, Gathering},
+    matches,
+    rows::Rows,
     transfers::Touch,
     undo::UndoLog,
     window::WindowStart,
@@ -30,11 +25,9 @@ use crate::{
     db::{
         residency::trim_heap,
         state::{self, Checkpoint},
-        Db, DbError, DbResult, WriteTxn,
+        Db, WriteTxn,
     },
-    decode::{token_logs, TokenKinds, TokenLog},
-    etl::spill_over,
-    txid::{TxId, TxIdOverflow},
+    decode::token_logs,
 };
 
 /// A batch with at least this many transfer logs gives its freed heap back to the kernel when it
@@ -51,35 +44,6 @@ pub struct ClassifiedBlock {
     pub facts: Vec<Fact>,
     /// Transfer emitters re-probed at this block that are still no token.
     pub probe_misses: Vec<Address>,
-}
-
-/// Writing a batch failed; nothing of it was committed.
-#[derive(Debug, thiserror::Error)]
-pub enum WriteError {
-    /// Storage failed.
-    #[error(transparent)]
-    Db(#[from] DbError),
-    /// State could not be read or written.
-    #[error(transparent)]
-    State(#[from] state::StateError),
-    /// A block holds more transactions than a TxId can number.
-    #[error(transparent)]
-    TxId(#[from] TxIdOverflow),
-    /// A classifier gave a label that cannot be stored.
-    #[error(transparent)]
-    BadLabel(#[from] BadLabel),
-    /// The batch does not continue the indexed chain.
-    #[error("block {number} ({hash}) does not continue the index at {checkpoint:?}: its parent is {parent}")]
-    NotContiguous {
-        /// First block of the batch.
-        number: u64,
-        /// Its hash.
-        hash: alloy_primitives::B256,
-        /// Its parent hash.
-        parent: alloy_primitives::B256,
-        /// The indexed tip.
-        checkpoint: Option<Checkpoint>,
-    },
 }
 
 /// How a batch is written.
@@ -153,87 +117,6 @@ impl BatchStats {
     }
 }
 
-impl From<CollectError> for WriteError {
-    fn from(e: CollectError) -> Self {
-        match e {
-            CollectError::TxId(overflow) => Self::TxId(overflow),
-            CollectError::Db(db) => Self::Db(db),
-        }
-    }
-}
-
-impl From<LabelError> for WriteError {
-    fn from(e: LabelError) -> Self {
-        match e {
-            LabelError::Bad(bad) => Self::BadLabel(bad),
-            LabelError::Db(db) => Self::Db(db),
-        }
-    }
-}
-
-/// How each token's logs are indexed, as the writes go: from its attributes, updated by the
-/// matches written meanwhile (inside a write transaction only matches change the bits a
-/// `TokenKinds` reads). A batch of the incremental path starts with none; a bulk stage keeps
-/// them (in its [`Rows`]) across its batches, which would otherwise read the same busy tokens'
-/// attributes again every 250 blocks.
-#[derive(Debug, Default)]
-pub(super) struct Kinds {
-    all: foldhash::HashMap<Address, TokenKinds>,
-    /// The last token seen in each slot (by its address's last bits), in front of `all`: a
-    /// stage looks a token up for each of its transfer logs (51 M on the 21 M chain) and most
-    /// are of a few busy tokens, found here in a table that stays in the core's cache, where
-    /// the map's look-up missed it (docs/benchmarks-history.md).
-    recent: Vec<Option<(Address, TokenKinds)>>,
-}
-
-impl Kinds {
-    /// Tokens remembered at most; past that all are forgotten (a mainnet stage sees millions of
-    /// log emitters, most of them once).
-    const MOST: usize = 1 << 20;
-    /// 65,536 slots, under 2 MiB: with 4,096 the stage writer took 1.5 s more CPU on the 21 M
-    /// chain (docs/benchmarks-history.md).
-    const RECENT_BITS: u32 = 16;
-
-    fn slot(token: &Address) -> usize {
-        usize::from(u16::from_le_bytes([token.0[18], token.0[19]])) & ((1 << Self::RECENT_BITS) - 1)
-    }
-
-    fn of(&mut self, txn: &WriteTxn, token: &Address) -> Result<TokenKinds, WriteError> {
-        if self.recent.is_empty() {
-            self.recent = vec![None; 1 << Self::RECENT_BITS];
-        }
-        let slot = Self::slot(token);
-        if let Some((address, kind)) = self.recent[slot] {
-            if address == *token {
-                return Ok(kind);
-            }
-        }
-        let kind = match self.all.get(token) {
-            Some(kind) => *kind,
-            None => {
-                if self.all.len() >= Self::MOST {
-                    self.all.clear();
-                }
-                let kind = TokenKinds::of(&attributes(txn, token)?);
-                self.all.insert(*token, kind);
-                kind
-            }
-        };
-        self.recent[slot] = Some((*token, kind));
-        Ok(kind)
-    }
-
-    /// `address` is now indexed as `kind` (a match written).
-    fn set(&mut self, address: Address, kind: TokenKinds) {
-        self.all.insert(address, kind);
-        if let Some(Some((cached, known))) = self.recent.get_mut(Self::slot(&address)) {
-            if *cached == address {
-                *known = kind;
-            }
-        }
-    }
-}
-
 /// The checkpoint after `block`, if it continues the one at `tip`.
 fn continues(tip: Option<Checkpoint>, block: &BlockData) -> Result<Checkpoint, WriteError> {
     if tip.is_some_and(|t| t.number + 1 != block.number || t.hash != block.parent_hash) {
@@ -247,70 +130,16 @@ fn continues(tip: Option<Checkpoint>, block: &BlockData) -> Result<Checkpoint, W
     Ok(Checkpoint { number: block.number, hash: block.hash })
 }
 
-/// What the address-keyed families gather from blocks before they write: in memory for one
-/// batch of the incremental path, spilling into sorted runs over a bulk stage.
-#[derive(Debug, Default)]
-pub(super) struct Rows<B> {
-    pub(super) lists: IdLists,
-    pub(super) held: Holdings,
-    pub(super) seen: Appearances,
-    pub(super) totals: Totals,
-    pub(super) balances: B,
-    /// How each token's logs are indexed: not rows, but kept for as long as the rows are.
-    pub(super) kinds: Kinds,
-}
-
-impl Rows<BulkBalances> {
-    /// Spills the largest buffers until the rows held in memory fit in `budget` bytes.
-    pub(super) fn spill_over(&mut self, budget: usize) -> DbResult<()> {
-        let Self { lists, held, seen, totals, balances, .. } = self;
-        let buffers = lists
-            .buffers()
-            .chain(held.buffers())
-            .chain(seen.buffers())
-            .chain([totals.buffer(), balances.buffer()]);
-        Ok(spill_over(buffers.collect(), budget)?)
-    }
-}
-
-/// Where a block's balance moves go.
-pub(super) trait CollectBalances {
-    /// Collects the moves of `block`'s token logs.
-    fn collect_moves(&mut self, block: u64, logs: &[(TxId, TokenLog<'_>)]) -> DbResult<()>;
-}
-
-impl CollectBalances for Balances {
-    fn collect_moves(&mut self, block: u64, logs: &[(TxId, TokenLog<'_>)]) -> DbResult<()> {
-        self.collect(block, logs);
-        Ok(())
-    }
-}
-
-impl CollectBalances for BulkBalances {
-    fn collect_moves(&mut self, block: u64, logs: &[(TxId, TokenLog<'_>)]) -> DbResult<()> {
-        self.collect(block, logs)
-    }
-}
-
-/// What a write reports and gathers beyond the rows every write gathers.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Gather {
-    /// Each block's activity (see [`BatchOptions::activity`]).
-    pub(super) activity: bool,
-    /// The appearance family (see [`BatchOptions::appearances`]).
-    pub(super) appearances: bool,
-}
-
-/// Writes the block-keyed families of `blocks` (consecutive, continuing `tip`, which follows
-/// them) and gathers the address-keyed families' rows: the part of a batch both write paths
-/// share.
-pub(super) fn write_blocks<B: CollectBalances>(
+/// Gives `blocks` (consecutive, continuing `tip`, which follows them) to every family: the
+/// matches first (they decide which logs are token transfers), then each family in `rows`
+/// writes the block or gathers its rows. The part of a write both paths share.
+pub(super) fn write_blocks(
     txn: &WriteTxn,
     blocks: &[ClassifiedBlock],
     tip: &mut Option<Checkpoint>,
-    rows: &mut Rows<B>,
+    rows: &mut Rows,
     undo: &mut UndoLog,
-    gather: Gather,
+    activity: bool,
     out: &mut WrittenBatch,
 ) -> Result<(), WriteError> {
     let with = blocks.iter().any(|b| b.block.frames.is_some());
@@ -321,24 +150,11 @@ pub(super) fn write_blocks<B: CollectBalances>(
         undo.begin_block(block.number, block.hash);
         let (contracts, matched) =
             matches::write_block(txn, block, facts, |address, kind| rows.kinds.set(address, kind))?;
-        contract_info::write_block(txn, block.number, facts, undo)?;
-        labels::write_block(txn, block.number, facts, undo)?;
-        probes::write_block(txn, block.number, probe_misses, undo)?;
-        lifetimes::write_block(txn, block, undo)?;
         let logs = token_logs(block, |token| rows.kinds.of(txn, token))?;
-        rows.balances.collect_moves(block.number, &logs)?;
-        let touches = logs.iter().flat_map(|(tx, log)| Touch::of(*tx, log));
-        for touch in touches.clone() {
-            rows.lists.touch(&touch)?;
-            rows.held.touch(&touch)?;
-        }
-        rows.lists.collect_block(txn, block)?;
-        if gather.appearances {
-            rows.seen.collect_block(block, undo)?;
-        }
-        rows.totals.collect_block(block)?;
-        if gather.activity {
-            out.blocks.push(IndexedBlock::new(block, contracts, logs.len() as u64, touches));
+        let touches: Vec<Touch> = logs.iter().flat_map(|(tx, log)| Touch::of(*tx, log)).collect();
+        rows.collect(&BlockRows { txn, block, facts, probe_misses, logs: &logs, touches: &touches }, undo)?;
+        if activity {
+            out.blocks.push(IndexedBlock::new(block, contracts, logs.len() as u64, touches.into_iter()));
         }
         out.stats.add_block(block.transactions.len() as u64, contracts, matched, logs.len() as u64);
     }
@@ -360,23 +176,10 @@ pub fn write_batch(
     let mut tip = state::read_state(&txn)?.checkpoint;
     let mut out = WrittenBatch::default();
     let mut undo = UndoLog::keeping(window);
-    let mut rows = Rows::<Balances>::default();
-    let gather = Gather { activity: options.activity, appearances: options.appearances };
-    write_blocks(&txn, blocks, &mut tip, &mut rows, &mut undo, gather, &mut out)?;
-    let Rows { lists, held, seen, totals, balances, .. } = rows;
-    // Balances resolve on the second core while this thread writes holdings, the journal and
-    // the address indexes from the state the transaction started from.
-    (out.stats.transfer_ids, out.stats.appearances) =
-        balances.write_beside(db, &txn, window, || -> Result<(u64, u64), WriteError> {
-            held.write(&txn, &mut undo)?;
-            let mut leaving = recent::take_leaving(&txn, window)?;
-            let appearances = seen.write(&txn, window, &mut leaving)?.appearances;
-            totals.write(&txn, window)?;
-            undo.write(&txn)?;
-            let before = db.begin_read().ok();
-            Ok((lists.write(&txn, before.as_ref(), window, &mut leaving)?, appearances))
-        })?;
-    journal::prune(&txn, window)?;
+    let mut rows = Rows::new(&Gathering { buffering: Buffering::InMemory, appearances: options.appearances });
+    write_blocks(&txn, blocks, &mut tip, &mut rows, &mut undo, options.activity, &mut out)?;
+    let written = rows.write(db, &txn, window, undo)?;
+    (out.stats.transfer_ids, out.stats.appearances) = (written.transfer_ids, written.appearances);
     state::set_checkpoint(&txn, Checkpoint { number: last.block.number, hash: last.block.hash })?;
     if let Some(rate) = options.blocks_per_second {
         state::set_sync_rate(&txn, rate)?;
@@ -390,29 +193,4 @@ pub fn write_batch(
     }
     debug!(target: "ots::index", first = blocks[0].block.number, last = last.block.number, stats = ?out.stats, "batch committed");
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::decode::TokenKind;
-
-    #[test]
-    fn a_match_written_reaches_the_recent_token_in_front_of_the_map() {
-        let erc20 = TokenKinds { transfer: Some(TokenKind::Erc20), multi: false };
-        let erc721 = TokenKinds { transfer: Some(TokenKind::Erc721), multi: false };
-        let token = Address::repeat_byte(0x11);
-        // Another address in the same slot: the slot is the address's last bits.
-        let mut rival = Address::repeat_byte(0x22);
-        rival.0[18..].copy_from_slice(&token.0[18..]);
-        let mut kinds = Kinds { recent: vec![None; 1 << Kinds::RECENT_BITS], ..Kinds::default() };
-        kinds.recent[Kinds::slot(&token)] = Some((token, TokenKinds::default()));
-        kinds.set(token, erc20);
-        assert_eq!(kinds.recent[Kinds::slot(&token)], Some((token, erc20)));
-        assert_eq!(kinds.all.get(&token), Some(&erc20));
-        // A match of another address leaves the slot's token as it is.
-        kinds.set(rival, erc721);
-        assert_eq!(kinds.recent[Kinds::slot(&rival)], Some((token, erc20)));
-        assert_eq!(kinds.all.get(&rival), Some(&erc721));
-    }
 }

@@ -1,20 +1,28 @@
-//! What a family of the index says of itself, once: the tables it owns, how the rows it keeps
-//! in the reorg window leave it, how it unwinds, how it is checked. The roster (`roster.rs`)
-//! lists the families; the journal, the checker and the dumps walk that list.
+//! What a family of the index says of itself, once: the tables it owns, what it writes of a
+//! block, how the rows it keeps in the reorg window leave it, how it unwinds, how it is checked.
+//! The roster (`roster.rs`) lists the families; both write paths, the journal, the checker and
+//! the dumps walk that list.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, marker::PhantomData};
 
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
 
-use super::{integrity::CheckReport, recent::WindowRows, window::WindowStart};
+use super::{
+    error::WriteError,
+    gather::{BlockRows, Gatherer, Gathering, Writing},
+    integrity::CheckReport,
+    recent::WindowRows,
+    undo::UndoLog,
+    window::WindowStart,
+};
 use crate::{
     db::{codec::IndexKind, tables::TableId, DbResult, Txn, WriteTxn},
     txid::TxId,
 };
 
 /// One family of the index.
-pub trait Family {
+pub trait Family: Sized + 'static {
     /// Its name, for logs.
     const NAME: &'static str;
     /// The tables holding what it indexed, as of the blocks older than the reorg window: what
@@ -23,6 +31,20 @@ pub trait Family {
     /// The tables holding its rows of the window's blocks, apart from [`Self::TABLES`] until
     /// those blocks leave the window.
     const WINDOW_TABLES: &'static [TableId] = &[];
+
+    /// Its part of a write. By default it writes as each block comes, through
+    /// [`Self::write_block`]; a family keyed by address gathers its rows instead and writes
+    /// each key once at the write's end; `None` leaves it out of the write.
+    fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {
+        let _ = gathering;
+        Some(Box::new(AsBlocksCome::<Self>(PhantomData)))
+    }
+
+    /// Writes what `block` gives it, as the block comes (with the default [`Self::gatherer`]).
+    fn write_block(block: &BlockRows<'_, '_>, undo: &mut UndoLog) -> Result<(), WriteError> {
+        let _ = (block, undo);
+        Ok(())
+    }
 
     /// Settles what the blocks leaving the window (as it starts at `window`) kept apart into
     /// its tables. `leaving` holds what those blocks added to the window's shared list rows;
@@ -44,6 +66,26 @@ pub trait Family {
 
     /// Checks its invariants (docs/format.md); the error names the first broken table and key.
     fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut Checking) -> DbResult<()>;
+}
+
+/// The part of a write of a family that writes as blocks come: nothing waits for the write's
+/// end.
+struct AsBlocksCome<F>(PhantomData<fn() -> F>);
+
+impl<F> std::fmt::Debug for AsBlocksCome<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(std::any::type_name::<F>())
+    }
+}
+
+impl<F: Family> Gatherer for AsBlocksCome<F> {
+    fn collect(&mut self, block: &BlockRows<'_, '_>, undo: &mut UndoLog) -> Result<(), WriteError> {
+        F::write_block(block, undo)
+    }
+
+    fn write(self: Box<Self>, _: &mut Writing<'_>) -> Result<(), WriteError> {
+        Ok(())
+    }
 }
 
 /// Something done for each family in turn.
@@ -97,13 +139,15 @@ impl Checking {
     }
 }
 
-/// Declares a family of one table whose rows the undo journal names by a row kind and which
-/// unwinds address by address: `unwind` runs for each address the unwound blocks wrote a row
-/// of that kind for, `check` checks the table.
+/// Declares a family of one table, written as blocks come, whose rows the undo journal names by
+/// a row kind and which unwinds address by address: `write_block` writes a block's rows,
+/// `unwind` runs for each address the unwound blocks wrote a row of that kind for, `check`
+/// checks the table.
 macro_rules! journalled_family {
     (
         $(#[$doc:meta])*
         $family:ident, $name:literal, $table:ident, $kind:ident,
+        write_block: |$block:ident, $undo:ident| $write_block:expr,
         unwind: |$txn:ident, $address:ident, $unwinding:ident| $unwind:expr,
         check: |$ctxn:ident, $checking:ident| $check:expr $(,)?
     ) => {
@@ -114,6 +158,13 @@ macro_rules! journalled_family {
         impl $crate::index::family::Family for $family {
             const NAME: &'static str = $name;
             const TABLES: &'static [$crate::db::tables::TableId] = &[$crate::db::tables::TableId::$table];
+
+            fn write_block(
+                $block: &$crate::index::gather::BlockRows<'_, '_>,
+                $undo: &mut $crate::index::undo::UndoLog,
+            ) -> Result<(), $crate::index::error::WriteError> {
+                $write_block
+            }
 
             fn unwind(
                 $txn: &$crate::db::WriteTxn,

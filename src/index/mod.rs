@@ -1,5 +1,6 @@
 //! The index: its families (in [`families`]) and the machinery that runs them over a batch —
-//! the two write paths ([`write_batch`], [`stage`]), the reorg window ([`window`], [`recent`],
+//! the two write paths ([`write_batch`], [`stage`], both driving each family's [`gather`]
+//! part of a write), the reorg window ([`window`], [`recent`],
 //! the undo journal), the roster every family is listed in once ([`roster`], [`family`]) and
 //! the checker ([`check`]). docs/architecture.md draws the whole flow.
 //!
@@ -10,15 +11,19 @@
 mod activity;
 mod batch;
 pub mod check;
+mod error;
 pub mod families;
 pub mod family;
+pub mod gather;
 mod integrity;
 pub mod journal;
+mod kinds;
 pub mod recent;
 mod rewrite;
 pub mod roster;
+mod rows;
 pub mod stage;
-mod undo;
+pub mod undo;
 pub mod upgrade;
 pub mod window;
 

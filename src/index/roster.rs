@@ -1,5 +1,5 @@
-//! The roster: every family of the index, listed once. The journal, the checker and the dumps
-//! walk [`each_family`] and nothing else (docs/architecture.md, "Adding a table family or a
+//! The roster: every family of the index, listed once. Both write paths, the journal, the
+//! checker and the dumps walk [`each_family`] and nothing else (docs/architecture.md, "Adding a table family or a
 //! standard").
 //!
 //! A new family is its module (with a type implementing [`Family`]) and one line in

@@ -12,14 +12,10 @@ use std::sync::Arc;
 use tracing::{debug, info};
 
 use super::{
-    address_index::IdLists,
-    appearances::Appearances,
-    balances::BulkBalances,
-    batch::{write_blocks, Gather, Kinds, Rows},
-    holdings::Holdings,
+    batch::write_blocks,
+    gather::{Buffering, Gathering},
     journal,
-    recent::WindowRows,
-    totals::Totals,
+    rows::Rows,
     undo::UndoLog,
     window::WindowStart,
     BatchStats, ClassifiedBlock, WriteError, WrittenBatch,
@@ -63,7 +59,7 @@ pub struct Stage {
     db: Db,
     txn: WriteTxn,
     runs: Arc<RunDir>,
-    rows: Rows<BulkBalances>,
+    rows: Rows,
     from: Option<u64>,
     tip: Option<Checkpoint>,
     stats: BatchStats,
@@ -91,15 +87,8 @@ impl Stage {
         }
         let tip = state::read_state(&txn)?.checkpoint;
         // One buffer may take half the budget: the busiest family fills up first.
-        let each = options.buffer_bytes / 2;
-        let rows = Rows {
-            lists: IdLists::spilling(&runs, each),
-            held: Holdings::spilling(&runs, each),
-            seen: Appearances::spilling(&runs, each),
-            totals: Totals::spilling(&runs, each),
-            balances: BulkBalances::spilling(&runs, each),
-            kinds: Kinds::default(),
-        };
+        let buffering = Buffering::Spilling { runs: runs.clone(), each: options.buffer_bytes / 2 };
+        let rows = Rows::new(&Gathering { buffering, appearances: options.appearances });
         Ok(Self { db: db.clone(), txn, runs, rows, from: None, tip, stats: BatchStats::default(), options })
     }
 
@@ -129,8 +118,7 @@ impl Stage {
         let mut out = WrittenBatch::default();
         // A stage's blocks are older than the reorg window: nothing would ever undo them.
         let mut undo = UndoLog::keeping(WindowStart::Closed);
-        let gather = Gather { activity, appearances: self.options.appearances };
-        write_blocks(&self.txn, blocks, &mut self.tip, &mut self.rows, &mut undo, gather, &mut out)?;
+        write_blocks(&self.txn, blocks, &mut self.tip, &mut self.rows, &mut undo, activity, &mut out)?;
         self.rows.spill_over(self.options.buffer_bytes)?;
         if self.from.is_none() {
             self.from = blocks.first().map(|b| b.block.number);
@@ -147,32 +135,12 @@ impl Stage {
         let (Some(from), Some(tip)) = (from, tip) else { return Ok(None) };
         // Every row goes to a run first: the merge then holds no buffer, only what it writes.
         rows.spill_over(0)?;
-        let Rows { lists, held, seen, totals, balances, .. } = rows;
-        let lap = |family: &'static str, since: &mut std::time::Instant| {
-            debug!(target: "ots::index", family, seconds = since.elapsed().as_secs_f64(), "stage family merged");
-            *since = std::time::Instant::now();
-        };
-        let mut since = std::time::Instant::now();
-        // The window is empty (`begin` closed it) and stays closed: every row goes to the tables.
+        // The window is empty (`begin` closed it) and stays closed: every row goes to the
+        // tables, and the stage's blocks cannot be unwound (no undo rows): nor can anything
+        // before them.
         let closed = WindowStart::Closed;
-        let mut leaving = WindowRows::default();
-        {
-            // No address index was written in this transaction yet: a snapshot taken now holds
-            // the state they start from, which a whole-table rewrite copies.
-            let before = db.begin_read().ok();
-            stats.transfer_ids = lists.write(&txn, before.as_ref(), closed, &mut leaving)?;
-        }
-        lap("address indexes", &mut since);
-        held.write(&txn, &mut UndoLog::keeping(closed))?;
-        lap("holdings", &mut since);
-        stats.appearances = seen.write(&txn, closed, &mut leaving)?.appearances;
-        lap("appearances", &mut since);
-        totals.write(&txn, closed)?;
-        lap("totals", &mut since);
-        balances.write(&db, &txn)?;
-        lap("balances", &mut since);
-        // The stage's blocks cannot be unwound (no undo rows): nor can anything before them.
-        journal::prune(&txn, closed)?;
+        let written = rows.write(&db, &txn, closed, UndoLog::keeping(closed))?;
+        (stats.transfer_ids, stats.appearances) = (written.transfer_ids, written.appearances);
         state::set_checkpoint(&txn, tip)?;
         if let Some(rate) = rate {
             state::set_sync_rate(&txn, rate)?;

@@ -64,6 +64,7 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 journalled_family! {
     /// What classifiers said of a contract: its metadata, by the block that said it.
     ContractInfoFamily, "contract info", OtsContractInfo, ContractInfo,
+    write_block: |block, undo| Ok(write_block(block.txn, block.block.number, block.facts, undo)?),
     unwind: |txn, address, unwinding| unwind_address(txn, address, unwinding.to),
     check: |txn, checking| check(txn, checking.tip),
 }

@@ -11,7 +11,12 @@ use signet_libmdbx::tx::TransactionKind;
 
 use super::transfers::Touch;
 use crate::index::family::{Checking, Family, Unwinding};
-use crate::index::{integrity::broken, undo::UndoLog};
+use crate::index::{
+    error::WriteError,
+    gather::{BlockRows, Buffering, Gatherer, Gathering, Writing},
+    integrity::broken,
+    undo::UndoLog,
+};
 use crate::{
     db::{
         codec::{Holding, IndexKind},
@@ -71,11 +76,6 @@ impl Holdings {
     /// bytes.
     pub fn spilling(runs: &Arc<RunDir>, budget: usize) -> Self {
         Self { seen: std::array::from_fn(|_| Sorter::spilling(runs.clone(), budget).collapsing(same_pair)) }
-    }
-
-    /// Every kind's buffer.
-    pub fn buffers(&mut self) -> impl Iterator<Item = &mut dyn Buffer> {
-        self.seen.iter_mut().map(|s| s as &mut dyn Buffer)
     }
 
     /// Collects a transfer's touch: its address held (or holds) the token.
@@ -253,10 +253,34 @@ pub fn page<K: TransactionKind>(
 #[derive(Debug)]
 pub struct HoldingsFamily;
 
+impl Gatherer for Holdings {
+    fn collect(&mut self, block: &BlockRows<'_, '_>, _: &mut UndoLog) -> Result<(), WriteError> {
+        for touch in block.touches {
+            self.touch(touch)?;
+        }
+        Ok(())
+    }
+
+    fn buffers(&mut self) -> Vec<&mut dyn Buffer> {
+        self.seen.iter_mut().map(|s| s as &mut dyn Buffer).collect()
+    }
+
+    fn write(self: Box<Self>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
+        Ok(Self::write(*self, writing.txn, &mut writing.undo)?)
+    }
+}
+
 impl Family for HoldingsFamily {
     const NAME: &'static str = "holdings";
     const TABLES: &'static [TableId] =
         &[TableId::OtsERC20Holdings, TableId::OtsERC721Holdings, TableId::OtsERC1155Holdings];
+
+    fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {
+        Some(Box::new(match &gathering.buffering {
+            Buffering::InMemory => Holdings::default(),
+            Buffering::Spilling { runs, each } => Holdings::spilling(runs, *each),
+        }))
+    }
 
     fn unwind(txn: &WriteTxn, unwinding: &Unwinding) -> DbResult<()> {
         for kind in KINDS {

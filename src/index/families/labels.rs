@@ -11,39 +11,18 @@ use super::stamped;
 use crate::db::{
     codec::{IndexKind, Label, MAX_LABEL_BYTES},
     tables::OtsLabels,
-    DbError, DbResult, Txn, WriteTxn,
+    DbResult, Txn, WriteTxn,
 };
-use crate::index::family::journalled_family;
 use crate::index::undo::UndoLog;
-
-/// A classifier gave a label that cannot be stored.
-#[derive(Debug, thiserror::Error)]
-#[error("a classifier labelled something in block {block} with {label:?}: labels must be 1 to {MAX_LABEL_BYTES} bytes")]
-pub struct BadLabel {
-    /// The label.
-    pub label: String,
-    /// The block.
-    pub block: u64,
-}
-
-/// Writing a block's labels failed.
-#[derive(Debug, thiserror::Error)]
-pub enum LabelError {
-    /// A label is empty or too long.
-    #[error(transparent)]
-    Bad(#[from] BadLabel),
-    /// Storage failed.
-    #[error(transparent)]
-    Db(#[from] DbError),
-}
+use crate::index::{error::WriteError, family::journalled_family};
 
 /// Writes the labels block `block`'s facts give, each (address, label) once.
-pub fn write_block(txn: &WriteTxn, block: u64, facts: &[Fact], undo: &mut UndoLog) -> Result<(), LabelError> {
+pub fn write_block(txn: &WriteTxn, block: u64, facts: &[Fact], undo: &mut UndoLog) -> Result<(), WriteError> {
     let mut labels: BTreeSet<(Address, &str)> = BTreeSet::new();
     for fact in facts {
         if let Fact::Labeled { label, address } = fact {
             if label.is_empty() || label.len() > MAX_LABEL_BYTES {
-                return Err(BadLabel { label: label.clone(), block }.into());
+                return Err(WriteError::BadLabel { label: label.clone(), block });
             }
             labels.insert((*address, label));
         }
@@ -68,6 +47,7 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 journalled_family! {
     /// The labels classifiers gave addresses.
     LabelsFamily, "labels", OtsLabels, Label,
+    write_block: |block, undo| write_block(block.txn, block.block.number, block.facts, undo),
     unwind: |txn, address, unwinding| unwind_address(txn, address, unwinding.to),
     check: |txn, checking| check(txn, checking.tip),
 }

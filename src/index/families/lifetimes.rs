@@ -13,9 +13,8 @@ use alloy_primitives::Address;
 use ots_classifiers::{BlockData, FrameKind};
 use signet_libmdbx::tx::TransactionKind;
 
-use super::appearances::CollectError;
 use crate::index::family::journalled_family;
-use crate::index::{integrity::broken, undo::UndoLog};
+use crate::index::{error::WriteError, integrity::broken, undo::UndoLog};
 use crate::{
     db::{
         codec::{Creation, IndexKind},
@@ -27,7 +26,7 @@ use crate::{
 
 /// Writes the removals of `block`: for each contract whose code it removed, the transaction of
 /// its last successful SELFDESTRUCT in the block.
-pub fn write_block(txn: &WriteTxn, block: &BlockData, undo: &mut UndoLog) -> Result<(), CollectError> {
+pub fn write_block(txn: &WriteTxn, block: &BlockData, undo: &mut UndoLog) -> Result<(), WriteError> {
     if block.code_removed.is_empty() {
         return Ok(());
     }
@@ -101,6 +100,7 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 journalled_family! {
     /// When contracts' code was removed.
     LifetimesFamily, "lifetimes", OtsCodeRemovals, CodeRemoval,
+    write_block: |block, undo| write_block(block.txn, block.block, undo),
     unwind: |txn, contract, unwinding| unwind_contract(txn, contract, unwinding.tx_cut()),
     check: |txn, checking| check(txn, checking.tip),
 }

@@ -12,6 +12,7 @@ use signet_libmdbx::tx::TransactionKind;
 
 use super::attributes::{add_attribute, attributes, remove_attribute};
 use crate::index::family::{Checking, Family, Unwinding};
+use crate::index::gather::{Gatherer, Gathering};
 use crate::index::integrity::{broken, CheckReport};
 use crate::{
     db::{
@@ -431,6 +432,13 @@ impl Family for MatchesFamily {
         TableId::OtsERC4626Counter,
         TableId::OtsAddrAttributes,
     ];
+
+    /// The write paths write a block's matches before the other families see it
+    /// ([`write_block`]): the attribute bits they set decide which of its logs are token
+    /// transfers.
+    fn gatherer(_: &Gathering) -> Option<Box<dyn Gatherer>> {
+        None
+    }
 
     fn unwind(txn: &WriteTxn, unwinding: &Unwinding) -> DbResult<()> {
         unwind(txn, unwinding.to)

@@ -1,7 +1,7 @@
 //! The families of the index, each its tables' collect, write, unwind, check and read side by
 //! side, and a type implementing [`super::family::Family`] that the roster lists:
 //!
-//! * [`matches`] (with [`attributes`]): contracts, one match table per standard, the attribute
+//! * [`matches`](mod@matches) (with [`attributes`]): contracts, one match table per standard, the attribute
 //!   bits a match sets;
 //! * [`address_index`]: per-address id lists in chunks — transfer indexes, blocks rewarded,
 //!   withdrawals;

@@ -56,6 +56,7 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 journalled_family! {
     /// Transfer emitters re-probed in vain.
     ProbesFamily, "transfer probes", OtsTransferProbes, TransferProbe,
+    write_block: |block, undo| Ok(write_block(block.txn, block.block.number, block.probe_misses, undo)?),
     unwind: |txn, address, unwinding| unwind_address(txn, address, unwinding.to),
     check: |txn, checking| check(txn, checking.tip),
 }

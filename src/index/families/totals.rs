@@ -20,7 +20,13 @@ use signet_libmdbx::tx::TransactionKind;
 use crate::db::tables::TableId;
 use crate::index::family::{Checking, Family, Unwinding};
 use crate::index::recent::WindowRows;
-use crate::index::{integrity::broken, window::WindowStart};
+use crate::index::{
+    error::WriteError,
+    gather::{BlockRows, Buffering, Gatherer, Gathering, Writing},
+    integrity::broken,
+    undo::UndoLog,
+    window::WindowStart,
+};
 use crate::{
     db::{
         codec::{AddressTotals, BlockNumber, TotalsDelta, ValueCodec},
@@ -64,11 +70,6 @@ impl Totals {
     /// spill for 2.3 M addresses (docs/benchmarks-history.md, "Totals summed in their runs").
     pub fn spilling(runs: &Arc<RunDir>, budget: usize) -> Self {
         Self { added: Sorter::spilling(runs.clone(), budget).collapsing(sum_of_address) }
-    }
-
-    /// Its buffer.
-    pub fn buffer(&mut self) -> &mut dyn Buffer {
-        &mut self.added
     }
 
     /// Collects what `block` adds to each address's totals.
@@ -273,10 +274,31 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, tip: Option<u64>) -> DbResult<()>
 #[derive(Debug)]
 pub struct TotalsFamily;
 
+impl Gatherer for Totals {
+    fn collect(&mut self, block: &BlockRows<'_, '_>, _: &mut UndoLog) -> Result<(), WriteError> {
+        Ok(self.collect_block(block.block)?)
+    }
+
+    fn buffers(&mut self) -> Vec<&mut dyn Buffer> {
+        vec![&mut self.added]
+    }
+
+    fn write(self: Box<Self>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
+        Ok(Self::write(*self, writing.txn, writing.window)?)
+    }
+}
+
 impl Family for TotalsFamily {
     const NAME: &'static str = "totals";
     const TABLES: &'static [TableId] = &[TableId::OtsAddressTotals];
     const WINDOW_TABLES: &'static [TableId] = &[TableId::OtsRecentTotals];
+
+    fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {
+        Some(Box::new(match &gathering.buffering {
+            Buffering::InMemory => Totals::default(),
+            Buffering::Spilling { runs, each } => Totals::spilling(runs, *each),
+        }))
+    }
 
     fn fold(txn: &WriteTxn, window: WindowStart, leaving: &mut WindowRows) -> DbResult<()> {
         let _ = leaving;

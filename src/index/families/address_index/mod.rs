@@ -5,7 +5,7 @@
 //! An index's tables are named once, in [`view_id_list`]; collecting a batch, writing,
 //! unwinding, checking and the API's counts and pages reach them through it. The chunk
 //! mechanics of one list live in [`chunks`]; the ids of blocks still in the reorg window wait in
-//! [`super::recent`], after the table's, until their blocks leave it.
+//! [`crate::index::recent`], after the table's, until their blocks leave it.
 
 pub mod chunks;
 
@@ -24,9 +24,12 @@ use super::{seen_in_tx::SeenInTx, transfers::Touch};
 use crate::index::family::{Checking, Family, Unwinding};
 use crate::index::recent::WindowRows;
 use crate::index::{
+    error::WriteError,
+    gather::{BlockRows, Buffering, Gatherer, Gathering, Writing},
     integrity::{broken, CheckReport},
     recent,
     rewrite::rewrite_pays,
+    undo::UndoLog,
     window::WindowStart,
 };
 use crate::{
@@ -129,11 +132,6 @@ impl IdLists {
             lists: std::array::from_fn(|_| Sorter::spilling(runs.clone(), budget)),
             in_tx: Default::default(),
         }
-    }
-
-    /// Every list's buffer.
-    pub fn buffers(&mut self) -> impl Iterator<Item = &mut dyn Buffer> {
-        self.lists.iter_mut().map(|l| l as &mut dyn Buffer)
     }
 
     fn push(&mut self, list: IdList, address: Address, id: u64) -> DbResult<()> {
@@ -526,6 +524,28 @@ pub fn page<K: TransactionKind>(
 #[derive(Debug)]
 pub struct AddressIndexFamily;
 
+impl Gatherer for IdLists {
+    fn collect(&mut self, block: &BlockRows<'_, '_>, _: &mut UndoLog) -> Result<(), WriteError> {
+        for touch in block.touches {
+            self.touch(touch)?;
+        }
+        Ok(self.collect_block(block.txn, block.block)?)
+    }
+
+    fn buffers(&mut self) -> Vec<&mut dyn Buffer> {
+        self.lists.iter_mut().map(|l| l as &mut dyn Buffer).collect()
+    }
+
+    fn write(self: Box<Self>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
+        // A snapshot holds the state the write started from (the writer lock is held), which
+        // a whole-table rewrite copies.
+        let before = writing.db.begin_read().ok();
+        writing.transfer_ids +=
+            Self::write(*self, writing.txn, before.as_ref(), writing.window, &mut writing.leaving)?;
+        Ok(())
+    }
+}
+
 impl Family for AddressIndexFamily {
     const NAME: &'static str = "address indexes";
     const TABLES: &'static [TableId] = &[
@@ -541,6 +561,13 @@ impl Family for AddressIndexFamily {
         TableId::OtsERC1155TransferIndex,
         TableId::OtsERC1155TransferCounter,
     ];
+
+    fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {
+        Some(Box::new(match &gathering.buffering {
+            Buffering::InMemory => IdLists::default(),
+            Buffering::Spilling { runs, each } => IdLists::spilling(runs, *each),
+        }))
+    }
 
     fn fold(txn: &WriteTxn, window: WindowStart, leaving: &mut WindowRows) -> DbResult<()> {
         IdLists::default().write(txn, None, window, leaving).map(drop)

@@ -9,7 +9,7 @@
 //! only the first three are known.
 //!
 //! The appearances and sent transactions of blocks still in the reorg window wait in
-//! [`super::recent`] (ids, and TxId ‖ nonce of those sent) and move into the list and its nonce
+//! [`crate::index::recent`] (ids, and TxId ‖ nonce of those sent) and move into the list and its nonce
 //! anchors as their blocks leave it; reads join both. Creations stay in their table.
 
 pub mod lists;
@@ -26,7 +26,14 @@ use super::seen_in_tx::SeenInTx;
 use crate::db::tables::TableId;
 use crate::index::family::{Checking, Family, Unwinding};
 use crate::index::recent::WindowRows;
-use crate::index::{integrity::broken, recent, undo::UndoLog, window::WindowStart};
+use crate::index::{
+    error::WriteError,
+    gather::{BlockRows, Buffering, Gatherer, Gathering, Writing},
+    integrity::broken,
+    recent,
+    undo::UndoLog,
+    window::WindowStart,
+};
 use crate::{
     db::{
         codec::{Creation, IndexKind, NonceAnchor},
@@ -34,7 +41,7 @@ use crate::{
         DbError, DbResult, Txn, WriteTxn,
     },
     etl::{Buffer, RunDir, Sorter},
-    txid::{TxId, TxIdOverflow},
+    txid::TxId,
 };
 
 /// A batch's (or a bulk stage's) appearances, sent transactions and creations, gathered before
@@ -73,9 +80,12 @@ impl Appearances {
         }
     }
 
-    /// Every list's buffer.
-    pub fn buffers(&mut self) -> [&mut dyn Buffer; 3] {
-        [&mut self.seen, &mut self.sent, &mut self.created]
+    /// The family's rows of a write, waiting as `buffering` says.
+    fn gathering(buffering: &Buffering) -> Self {
+        match buffering {
+            Buffering::InMemory => Self::default(),
+            Buffering::Spilling { runs, each } => Self::spilling(runs, *each),
+        }
     }
 
     fn see(&mut self, address: Address, tx: TxId) -> DbResult<()> {
@@ -105,7 +115,7 @@ impl Appearances {
     }
 
     /// Collects `block`'s appearances, senders and created contracts.
-    pub fn collect_block(&mut self, block: &BlockData, undo: &mut UndoLog) -> Result<(), CollectError> {
+    pub fn collect_block(&mut self, block: &BlockData, undo: &mut UndoLog) -> Result<(), WriteError> {
         let mut ids = Vec::with_capacity(block.transactions.len());
         let frames = block.frames.as_deref().unwrap_or_default();
         // Frames come in execution order, so a transaction's follow it; any left over (out of
@@ -243,17 +253,6 @@ fn unseen_sender(sender: &Address) -> DbError {
         key: sender.to_string(),
         reason: "a sender the batch did not see in its transactions".into(),
     }
-}
-
-/// Collecting a block's appearances failed.
-#[derive(Debug, thiserror::Error)]
-pub enum CollectError {
-    /// A block holds more transactions than a TxId can number.
-    #[error(transparent)]
-    TxId(#[from] TxIdOverflow),
-    /// A run file could not be written.
-    #[error(transparent)]
-    Db(#[from] DbError),
 }
 
 /// The nonce the sender's `position`-th transaction has when no anchor at or after
@@ -410,7 +409,7 @@ pub fn ends<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<Opt
 
 /// Checks the family: the lists (see [`lists::check`]), anchors inside their sender's sent ids
 /// with nonces that grow, creations below `below`, and the reorg window's part (`window`, see
-/// [`check_window`]). Returns (addresses, appearances).
+/// `check_window`). Returns (addresses, appearances).
 pub fn check<K: TransactionKind>(
     txn: &Txn<K>,
     below: u64,
@@ -503,10 +502,31 @@ fn check_window<K: TransactionKind>(
 #[derive(Debug)]
 pub struct AppearancesFamily;
 
+impl Gatherer for Appearances {
+    fn collect(&mut self, block: &BlockRows<'_, '_>, undo: &mut UndoLog) -> Result<(), WriteError> {
+        self.collect_block(block.block, undo)
+    }
+
+    fn buffers(&mut self) -> Vec<&mut dyn Buffer> {
+        vec![&mut self.seen, &mut self.sent, &mut self.created]
+    }
+
+    fn write(self: Box<Self>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
+        let stats = Self::write(*self, writing.txn, writing.window, &mut writing.leaving)?;
+        writing.appearances += stats.appearances;
+        Ok(())
+    }
+}
+
 impl Family for AppearancesFamily {
     const NAME: &'static str = "appearances";
     const TABLES: &'static [TableId] =
         &[TableId::OtsAppearances, TableId::OtsNonceAnchors, TableId::OtsContractCreators];
+
+    fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {
+        let appearances = Appearances::gathering(&gathering.buffering);
+        gathering.appearances.then(|| Box::new(appearances) as Box<dyn Gatherer>)
+    }
 
     fn fold(txn: &WriteTxn, window: WindowStart, leaving: &mut WindowRows) -> DbResult<()> {
         Appearances::default().write(txn, window, leaving).map(drop)

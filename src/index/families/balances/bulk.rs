@@ -17,7 +17,12 @@ use alloy_primitives::{Address, U256};
 use std::sync::mpsc::SyncSender;
 
 use super::book::{BalanceBook, BalanceMove, Resolved};
-use crate::index::window::WindowStart;
+use crate::index::{
+    error::WriteError,
+    gather::{BlockRows, Gatherer, Writing},
+    undo::UndoLog,
+    window::WindowStart,
+};
 use crate::{
     db::{Db, DbResult, WriteTxn},
     decode::{TokenKind, TokenLog},
@@ -118,6 +123,22 @@ struct BookLimits {
     most: usize,
 }
 
+/// A stage's balances: its blocks are older than the reorg window, so nothing of them is kept
+/// apart.
+impl Gatherer for BulkBalances {
+    fn collect(&mut self, block: &BlockRows<'_, '_>, _: &mut UndoLog) -> Result<(), WriteError> {
+        Ok(Self::collect(self, block.block.number, block.logs)?)
+    }
+
+    fn buffers(&mut self) -> Vec<&mut dyn Buffer> {
+        vec![&mut self.moves]
+    }
+
+    fn write(self: Box<Self>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
+        Ok(Self::write(*self, writing.db, writing.txn)?)
+    }
+}
+
 impl BulkBalances {
     /// Moves spilling into runs under `runs`, buffering `budget` bytes.
     pub fn spilling(runs: &Arc<RunDir>, budget: usize) -> Self {
@@ -126,11 +147,6 @@ impl BulkBalances {
             next_seq: 0,
             limits: BookLimits { per_book: MOVES_PER_BOOK, most: MOST_MOVES_PER_BOOK },
         }
-    }
-
-    /// The moves' buffer.
-    pub fn buffer(&mut self) -> &mut dyn Buffer {
-        &mut self.moves
     }
 
     /// Collects the moves of block `block`'s token logs, in log order (blocks in chain order).

@@ -4,10 +4,10 @@
 //! An ERC20 `Transfer(from, to, value)` moves `value`; an ERC721 `Transfer(from, to, id)` moves
 //! the id and one unit of balance; an ERC1155 `TransferSingle`/`TransferBatch` moves amounts of
 //! ids, kept per (token, holder, id) with their sum per (token, holder) for counts and ranks.
-//! The zero address is never a holder. Each batch gathers its moves ([`BalanceBook`]), resolves
+//! The zero address is never a holder. Each batch gathers its moves (`BalanceBook`), resolves
 //! them against a read snapshot on the second core while the other families write, and writes
 //! each value once. The large tables hold the state before the reorg window; what the window's
-//! blocks changed waits in its own tables ([`window`]) until they leave it, so that an unwind
+//! blocks changed waits in its own tables (`window.rs`) until they leave it, so that an unwind
 //! deletes those rows and touches no balance, rank or count.
 
 mod book;
@@ -29,7 +29,13 @@ pub use window::{fold, prune, unwind};
 
 use crate::index::family::{Checking, Family, Unwinding};
 use crate::index::recent::WindowRows;
-use crate::index::{integrity::broken, window::WindowStart};
+use crate::index::{
+    error::WriteError,
+    gather::{BlockRows, Buffering, Gatherer, Gathering, Writing},
+    integrity::broken,
+    undo::UndoLog,
+    window::WindowStart,
+};
 use crate::{
     db::{
         codec::{Balance, Count, KeyCodec, PairKey, Rank},
@@ -40,10 +46,13 @@ use crate::{
     txid::TxId,
 };
 
-/// A batch's balance moves.
+/// A batch's balance moves, resolved (on a second core, while the other families write) into
+/// what it writes.
 #[derive(Debug, Default)]
 pub struct Balances {
     book: BalanceBook,
+    /// The book resolved against a snapshot, once it is.
+    resolved: Option<Box<Resolved>>,
 }
 
 impl Balances {
@@ -55,56 +64,48 @@ impl Balances {
             }
         }
     }
-
-    /// Resolves the moves on a second thread, from a read snapshot of the state `txn` started
-    /// from, while `meanwhile` runs on this one; then writes them. The snapshot is exact: `txn`
-    /// holds the writer lock, so nothing commits in between, and `meanwhile` must write no
-    /// balance table. The reorg window starts at `window` once `txn` commits.
-    pub fn write_beside<T, E: From<DbError>>(
-        self,
-        db: &Db,
-        txn: &WriteTxn,
-        window: WindowStart,
-        meanwhile: impl FnOnce() -> Result<T, E>,
-    ) -> Result<T, E> {
-        let book = self.book;
-        let keep_from = window.first_kept();
-        let (done, resolving) = std::thread::scope(|scope| {
-            // The book moves to that thread, which frees it once resolved.
-            // An empty book still settles the values of the blocks leaving the window.
-            let resolving = scope.spawn(move || -> DbResult<Resolving> {
-                match db.begin_read() {
-                    Ok(snapshot) => Ok(Resolving::Done(Box::new(book.resolve(&snapshot, keep_from)?))),
-                    Err(error) => {
-                        // E.g. every reader slot taken by API clients: resolve in the write
-                        // transaction instead, after this thread's part.
-                        warn!(target: "ots::index", %error, "no read snapshot for balances; resolving them serially");
-                        Ok(Resolving::Serially(book))
-                    }
-                }
-            });
-            let done = meanwhile();
-            (done, resolving.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-        });
-        let done = done?;
-        match resolving? {
-            Resolving::Done(resolved) => {
-                // Still the state this transaction started from: no balance table is written yet.
-                let before = db.begin_read().ok();
-                resolved.write(txn, before.as_ref())?;
-            }
-            Resolving::Serially(book) => book.resolve(txn, keep_from)?.write(txn, None)?,
-        }
-        Ok(done)
-    }
 }
 
-/// How a batch's balances were resolved.
-enum Resolving {
-    /// From a read snapshot, on the second core.
-    Done(Box<Resolved>),
-    /// Still to be done in the write transaction: no snapshot could be had.
-    Serially(BalanceBook),
+impl Gatherer for Balances {
+    fn collect(&mut self, block: &BlockRows<'_, '_>, _: &mut UndoLog) -> Result<(), WriteError> {
+        Self::collect(self, block.block.number, block.logs);
+        Ok(())
+    }
+
+    fn resolves_beside(&self) -> bool {
+        true
+    }
+
+    /// The snapshot is exact: the write holds the writer lock, so nothing commits in between,
+    /// and no other family writes a balance table. An empty book still settles the values of
+    /// the blocks leaving the window.
+    fn resolve(&mut self, db: &Db, window: WindowStart) -> Result<(), WriteError> {
+        match db.begin_read() {
+            Ok(snapshot) => {
+                // The book is freed on this thread, once resolved.
+                let book = std::mem::take(&mut self.book);
+                self.resolved = Some(Box::new(book.resolve(&snapshot, window.first_kept())?));
+            }
+            // E.g. every reader slot taken by API clients: the write resolves them in the write
+            // transaction instead, after the other families.
+            Err(error) => {
+                warn!(target: "ots::index", %error, "no read snapshot for balances; resolving them serially");
+            }
+        }
+        Ok(())
+    }
+
+    fn write(self: Box<Self>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
+        match self.resolved {
+            Some(resolved) => {
+                // Still the state the write started from: no balance table is written yet.
+                let before = writing.db.begin_read().ok();
+                resolved.write(writing.txn, before.as_ref())?;
+            }
+            None => self.book.resolve(writing.txn, writing.window.first_kept())?.write(writing.txn, None)?,
+        }
+        Ok(())
+    }
 }
 
 /// Every balance is non-zero, of a holder other than the zero address, ranked once; each
@@ -212,6 +213,13 @@ impl Family for BalancesFamily {
         TableId::OtsRecentOwners,
         TableId::OtsRecentMultiBalances,
     ];
+
+    fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {
+        Some(match &gathering.buffering {
+            Buffering::InMemory => Box::new(Balances::default()),
+            Buffering::Spilling { runs, each } => Box::new(BulkBalances::spilling(runs, *each)),
+        })
+    }
 
     fn fold(txn: &WriteTxn, window: WindowStart, leaving: &mut WindowRows) -> DbResult<()> {
         let _ = leaving;

@@ -1,0 +1,114 @@
+//! Every family's part of one write, in roster order: what both write paths drive block by
+//! block and write at the end, without naming a family (docs/architecture.md, "Two write
+//! paths").
+
+use tracing::debug;
+
+use super::{
+    error::WriteError,
+    family::{Family, ForEachFamily},
+    gather::{BlockRows, Gatherer, Gathering, Writing},
+    journal,
+    kinds::Kinds,
+    recent,
+    roster::each_family,
+    undo::UndoLog,
+    window::WindowStart,
+};
+use crate::{
+    db::{Db, DbResult, WriteTxn},
+    etl::spill_over,
+};
+
+/// What the families gather over one write.
+#[derive(Debug)]
+pub(super) struct Rows {
+    families: Vec<(&'static str, Box<dyn Gatherer>)>,
+    /// How each token's logs are indexed: not rows, but kept for as long as the rows are.
+    pub(super) kinds: Kinds,
+}
+
+/// What a write's end wrote, beyond its rows.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Written {
+    /// Ids added to the transfer indexes.
+    pub(super) transfer_ids: u64,
+    /// (address, transaction) pairs added to the appearance index.
+    pub(super) appearances: u64,
+}
+
+impl Rows {
+    /// Every family's part of a write that gathers as `gathering` says.
+    pub(super) fn new(gathering: &Gathering) -> Self {
+        struct Start<'a>(&'a Gathering, Vec<(&'static str, Box<dyn Gatherer>)>);
+        impl ForEachFamily for Start<'_> {
+            type Error = std::convert::Infallible;
+            fn family<F: Family>(&mut self) -> Result<(), Self::Error> {
+                self.1.extend(F::gatherer(self.0).map(|g| (F::NAME, g)));
+                Ok(())
+            }
+        }
+        let mut start = Start(gathering, Vec::new());
+        let Ok(()) = each_family(&mut start);
+        Self { families: start.1, kinds: Kinds::default() }
+    }
+
+    /// Gives `block` to every family.
+    pub(super) fn collect(
+        &mut self,
+        block: &BlockRows<'_, '_>,
+        undo: &mut UndoLog,
+    ) -> Result<(), WriteError> {
+        self.families.iter_mut().try_for_each(|(_, family)| family.collect(block, undo))
+    }
+
+    /// Spills the largest buffers until the rows held in memory fit in `budget` bytes.
+    pub(super) fn spill_over(&mut self, budget: usize) -> DbResult<()> {
+        let buffers = self.families.iter_mut().flat_map(|(_, family)| family.buffers()).collect();
+        Ok(spill_over(buffers, budget)?)
+    }
+
+    /// Writes every family's rows through `txn`, the undo records `undo` holds, and drops what
+    /// the blocks leaving the reorg window (as it starts at `window` once `txn` commits) kept
+    /// in it. A family that resolves beside the others does so on a second core, against a
+    /// snapshot of the state `txn` started from, while the others write; it writes last.
+    pub(super) fn write(
+        self,
+        db: &Db,
+        txn: &WriteTxn,
+        window: WindowStart,
+        undo: UndoLog,
+    ) -> Result<Written, WriteError> {
+        let leaving = recent::take_leaving(txn, window)?;
+        let mut writing = Writing { db, txn, window, leaving, undo, transfer_ids: 0, appearances: 0 };
+        let (mut beside, inline): (Vec<_>, Vec<_>) =
+            self.families.into_iter().partition(|(_, family)| family.resolves_beside());
+        let (written, resolved) = std::thread::scope(|scope| {
+            let resolving = (!beside.is_empty()).then(|| {
+                scope.spawn(|| beside.iter_mut().try_for_each(|(_, family)| family.resolve(db, window)))
+            });
+            let written = inline.into_iter().try_for_each(|(name, family)| timed(name, family, &mut writing));
+            let resolved = resolving.map_or(Ok(()), |handle| {
+                handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            });
+            (written, resolved)
+        });
+        written?;
+        resolved?;
+        for (name, family) in beside {
+            timed(name, family, &mut writing)?;
+        }
+        let Writing { undo, transfer_ids, appearances, .. } = writing;
+        undo.write(txn)?;
+        journal::prune(txn, window)?;
+        Ok(Written { transfer_ids, appearances })
+    }
+}
+
+/// Writes one family's rows, saying how long it took.
+fn timed(name: &'static str, family: Box<dyn Gatherer>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
+    let started = std::time::Instant::now();
+    family.write(writing)?;
+    debug!(target: "ots::index", family = name, seconds = started.elapsed().as_secs_f64(), "family written");
+    Ok(())
+}
