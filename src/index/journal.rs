@@ -128,6 +128,7 @@ pub fn unwind_to(txn: &WriteTxn, to: u64) -> Result<Checkpoint, UnwindError> {
     }
     let started = Instant::now();
     recent::unwind(txn, to)?;
+    debug!(target: "ots::index", seconds = started.elapsed().as_secs_f64(), "window lists unwound");
     let mut each = Unwind { txn, unwinding: &unwinding, slowest: ("", 0.0) };
     each_family(&mut each)?;
     let (slowest_family, slowest_seconds) = each.slowest;
@@ -159,6 +160,7 @@ impl ForEachFamily for Unwind<'_> {
         let started = Instant::now();
         F::unwind(self.txn, self.unwinding)?;
         let seconds = started.elapsed().as_secs_f64();
+        debug!(target: "ots::index", family = F::NAME, seconds, "family unwound");
         if seconds >= self.slowest.1 {
             self.slowest = (F::NAME, seconds);
         }

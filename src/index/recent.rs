@@ -119,41 +119,60 @@ impl WindowRows {
 
 /// Takes every row of the blocks that leave the window as it starts at `window` out of it.
 pub fn take_leaving(txn: &WriteTxn, window: WindowStart) -> DbResult<WindowRows> {
-    take_blocks(txn, |block| !window.keeps(block), false)
+    let mut leaving = WindowRows::default();
+    take_blocks(txn, |block| !window.keeps(block), false, Some(&mut leaving))?;
+    Ok(leaving)
 }
 
 /// Deletes the rows of blocks above `to`: they are unwound.
 pub fn unwind(txn: &WriteTxn, to: u64) -> DbResult<()> {
-    take_blocks(txn, |block| block > to, true).map(drop)
+    take_blocks(txn, |block| block > to, true, None)
 }
 
 /// Takes out the rows of the blocks at the window's start (or, `from_end`, at its end) that
-/// `whose` accepts, from both of each table's orders.
-fn take_blocks(txn: &WriteTxn, whose: impl Fn(u64) -> bool, from_end: bool) -> DbResult<WindowRows> {
-    let mut leaving = WindowRows::default();
+/// `whose` accepts, from both of each table's orders, into `into` if given. The by-address
+/// rows go in key order: an unwind's are the last dups of their keys, and in order the
+/// deletes walk the table's pages once (a 64-block unwind of the 21 M chain deletes ~70 k).
+fn take_blocks(
+    txn: &WriteTxn,
+    whose: impl Fn(u64) -> bool,
+    from_end: bool,
+    mut into: Option<&mut WindowRows>,
+) -> DbResult<()> {
+    let mut ids = Vec::new();
     let mut cursor = txn.cursor::<OtsRecentIds>()?;
-    let mut by_address = txn.cursor::<OtsRecentIdsByAddress>()?;
     loop {
         let edge = if from_end { cursor.last()? } else { cursor.first()? };
         let Some((BlockNumber(block), _)) = edge.filter(|(b, _)| whose(b.0)) else { break };
-        for row in cursor.dups(&BlockNumber(block))? {
-            by_address.delete_dup(&RecentKey { kind: row.kind, address: row.address }, &ListId(row.id))?;
-            leaving.ids.entry((row.kind, row.address)).or_default().push(row.id);
-        }
+        ids.extend(cursor.dups(&BlockNumber(block))?);
         txn.delete::<OtsRecentIds>(&BlockNumber(block), None)?;
     }
+    // Within a key, ids ascend with their blocks: sorted, each list's ids keep their order.
+    ids.sort_unstable_by_key(|row| (row.kind, row.address, row.id));
+    let mut by_address = txn.cursor::<OtsRecentIdsByAddress>()?;
+    for row in ids {
+        by_address.delete_dup(&RecentKey { kind: row.kind, address: row.address }, &ListId(row.id))?;
+        if let Some(into) = into.as_deref_mut() {
+            into.ids.entry((row.kind, row.address)).or_default().push(row.id);
+        }
+    }
+    let mut sent = Vec::new();
     let mut cursor = txn.cursor::<OtsRecentSent>()?;
-    let mut by_sender = txn.cursor::<OtsRecentSentBySender>()?;
     loop {
         let edge = if from_end { cursor.last()? } else { cursor.first()? };
         let Some((BlockNumber(block), _)) = edge.filter(|(b, _)| whose(b.0)) else { break };
-        for row in cursor.dups(&BlockNumber(block))? {
-            by_sender.delete_dup(&row.sender, &SentTx { tx: row.tx, nonce: row.nonce })?;
-            leaving.sent.entry(row.sender).or_default().push((row.tx, row.nonce));
-        }
+        sent.extend(cursor.dups(&BlockNumber(block))?);
         txn.delete::<OtsRecentSent>(&BlockNumber(block), None)?;
     }
-    Ok(leaving)
+    sent.sort_unstable_by_key(|row| (row.sender, row.tx));
+    let mut by_sender = txn.cursor::<OtsRecentSentBySender>()?;
+    for row in sent {
+        by_sender.delete_dup(&row.sender, &SentTx { tx: row.tx, nonce: row.nonce })?;
+        if let Some(into) = into.as_deref_mut() {
+            into.sent.entry(row.sender).or_default().push((row.tx, row.nonce));
+        }
+    }
+    Ok(())
 }
 
 /// Every row the window holds (for `check`): ids by list and address, sent transactions by
