@@ -11,7 +11,13 @@
 //! * query latency over HTTP at 1 and 32 clients against `ots-indexer serve` on that database,
 //!   for the methods that need no node, and the index's own part of list and search pages (the
 //!   server's `ots::rpc::timing` events: there is no node behind a recording, so the rest fails);
-//! * unwinding 64 blocks at the tip, then `check`.
+//! * unwinding 64 blocks at the tip, then `check`;
+//! * the stage regime mainnet's catch-up runs in (about a hundred stages at the defaults): the
+//!   same chain (and its first tenth) caught up in bulk stages of 1 % of its blocks each
+//!   (`--write-path bulk --stage-max-blocks`, or `OTS_BENCH_STAGE_BLOCKS` blocks), with the
+//!   stage count, each stage's merge seconds (first, median, last), bytes per transfer log as
+//!   written, its wall time over the one-stage run's, and a mainnet projection fitted to the two
+//!   staged runs. `OTS_BENCH_STAGE_REGIME=0` leaves it out.
 //!
 //! Its last line is one JSON object with every figure. `scripts/bench-scale.sh` builds the
 //! recording and runs it.
@@ -110,6 +116,8 @@ struct SyncRun {
     summary: String,
     /// Seconds the bulk stages spent merging and committing, added up.
     merge_seconds: f64,
+    /// Each bulk stage's merge and commit seconds, in order.
+    merges: Vec<f64>,
     seconds: f64,
     /// (share of the chain, [VmRSS, RssAnon, RssFile, VmHWM]) at 10 %, 50 %, 100 %.
     samples: Vec<(f64, [f64; 4])>,
@@ -176,6 +184,7 @@ fn sync(
     let mut marks = vec![0.1, 0.5, 1.0];
     let mut summary = String::new();
     let mut merge_seconds = 0.0;
+    let mut merges = Vec::new();
     let mut last_lines = Vec::new();
     for line in lines {
         if line.contains("indexed batch") {
@@ -196,7 +205,8 @@ fn sync(
                 }
             }
         } else if line.contains("bulk stage committed") {
-            merge_seconds += num(&line, "merge_seconds")?;
+            merges.push(num(&line, "merge_seconds")?);
+            merge_seconds += merges[merges.len() - 1];
         } else if line.contains("run summary") {
             summary = line;
         } else if line.contains("ERROR") || line.contains("Error") {
@@ -210,7 +220,7 @@ fn sync(
         bail!("ots-indexer sync failed ({status}): {}", last_lines.join("\n"));
     }
     let peak = peak.lock().map_or([f64::NAN; 4], |p| *p);
-    Ok(SyncRun { summary, merge_seconds, seconds: started.elapsed().as_secs_f64(), samples, peak })
+    Ok(SyncRun { summary, merge_seconds, merges, seconds: started.elapsed().as_secs_f64(), samples, peak })
 }
 
 /// Addresses to query: the busiest ERC20 transfer address, the token with most holders, the
@@ -361,6 +371,85 @@ fn run(bin: &Path, args: &[&str], datadir: &Path) -> anyhow::Result<(f64, String
     Ok((secs, text))
 }
 
+/// T(n) = a·n + b·n² through two runs of n1 and n2 million transactions (b at least 0): (a, b,
+/// mainnet's hours).
+fn fit(n1: f64, t1: f64, n2: f64, t2: f64) -> (f64, f64, f64) {
+    let b = ((t2 / n2 - t1 / n1) / (n2 - n1)).max(0.0);
+    let a = t2 / n2 - b * n2;
+    (a, b, (a * MAINNET_MTX + b * MAINNET_MTX * MAINNET_MTX) / 3600.0)
+}
+
+/// What one run of a chain and of its first tenth needs to know.
+struct Chain<'a> {
+    bin: &'a Path,
+    recording: &'a Path,
+    flags: &'a [String],
+    tenth_block: u64,
+}
+
+/// The stage regime: the chain and its first tenth caught up in bulk stages of `stage_blocks`
+/// blocks each, into `dir`; compared with the one-stage run of `one_stage_seconds`.
+fn stage_regime(
+    chain: &Chain<'_>,
+    dir: &Path,
+    stage_blocks: u64,
+    one_stage_seconds: f64,
+) -> anyhow::Result<Value> {
+    let mut flags = chain.flags.to_vec();
+    flags
+        .extend(["--write-path", "bulk", "--stage-max-blocks", &stage_blocks.to_string()].map(str::to_owned));
+    eprintln!(
+        "stage regime: ots-indexer sync {} --source {} (first tenth, then whole)",
+        flags.join(" "),
+        chain.recording.display()
+    );
+    let tenth = sync(chain.bin, chain.recording, dir, Some(chain.tenth_block), &flags)?;
+    std::fs::remove_dir_all(dir)?;
+    let whole = sync(chain.bin, chain.recording, dir, None, &flags)?;
+    let written: u64 =
+        Db::open(dir, AccessMode::ReadOnly)?.begin_read()?.table_stats()?.iter().map(|t| t.bytes).sum();
+    std::fs::remove_dir_all(dir)?;
+    let (n1, n2) = (num(&tenth.summary, "transactions")? / 1e6, num(&whole.summary, "transactions")? / 1e6);
+    let logs = num(&whole.summary, "transfer_logs")?;
+    let (a, b, hours) = fit(n1, tenth.seconds, n2, whole.seconds);
+    let mut sorted = whole.merges.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
+    let (first, last) =
+        (whole.merges.first().copied().unwrap_or(f64::NAN), whole.merges.last().copied().unwrap_or(f64::NAN));
+    eprintln!(
+        "  {} stages in {:.1} s ({:.2}x the one-stage run; first tenth {:.1} s in {} stages: {:.2}x); merges first {first:.2} s, median {median:.2} s, last {last:.2} s ({:.2}x the first); {:.2} bytes per transfer log as written; T(n) = {a:.3}·n + {b:.5}·n² s: mainnet in {hours:.1} h",
+        whole.merges.len(),
+        whole.seconds,
+        whole.seconds / one_stage_seconds,
+        tenth.seconds,
+        tenth.merges.len(),
+        whole.seconds / tenth.seconds,
+        last / first,
+        written as f64 / logs,
+    );
+    Ok(json!({
+        "stage_max_blocks": stage_blocks,
+        "stages": whole.merges.len(),
+        "seconds": round(whole.seconds, 2),
+        "vs_one_stage": round(whole.seconds / one_stage_seconds, 3),
+        "first_tenth_stages": tenth.merges.len(),
+        "first_tenth_seconds": round(tenth.seconds, 2),
+        "stages_scaling_10x": round(whole.seconds / tenth.seconds, 2),
+        "merge_seconds_first": round(first, 3),
+        "merge_seconds_median": round(median, 3),
+        "merge_seconds_last": round(last, 3),
+        "merge_last_over_first": round(last / first, 2),
+        "merge_seconds_total": round(whole.merge_seconds, 2),
+        "bytes_total": written,
+        "bytes_per_transfer_log": round(written as f64 / logs, 2),
+        "fit_a_seconds_per_mtx": round(a, 4),
+        "fit_b_seconds_per_mtx2": round(b, 6),
+        "mainnet_projection_hours_staged": round(hours, 1),
+        "peak_heap_mib": round(whole.peak[1], 0),
+    }))
+}
+
 fn round(v: f64, places: i32) -> f64 {
     let f = 10f64.powi(places);
     (v * f).round() / f
@@ -377,7 +466,8 @@ fn main() -> anyhow::Result<()> {
     let datadir = work.join("db");
     let tenth_dir = work.join("db-tenth");
     let compacted_dir = work.join("db-compacted");
-    for d in [&datadir, &tenth_dir, &compacted_dir] {
+    let staged_dir = work.join("db-staged");
+    for d in [&datadir, &tenth_dir, &compacted_dir, &staged_dir] {
         if d.exists() {
             std::fs::remove_dir_all(d)?;
         }
@@ -409,11 +499,9 @@ fn main() -> anyhow::Result<()> {
     let last_block = num(&s.summary, "indexed_block")? as u64;
     let run_files_peak = num(&s.summary, "run_bytes_peak")?;
     let scaling = s.seconds / tenth.seconds;
-    // T(n) = a·n + b·n² through both runs (n in millions of transactions), b at least 0.
-    let (n1, t1, n2, t2) = (tenth_transactions / 1e6, tenth.seconds, transactions / 1e6, s.seconds);
-    let b = ((t2 / n2 - t1 / n1) / (n2 - n1)).max(0.0);
-    let a = t2 / n2 - b * n2;
-    let projection_hours = (a * MAINNET_MTX + b * MAINNET_MTX * MAINNET_MTX) / 3600.0;
+    // Through both runs, n in millions of transactions.
+    let (a, b, projection_hours) =
+        fit(tenth_transactions / 1e6, tenth.seconds, transactions / 1e6, s.seconds);
     eprintln!(
         "  whole over first tenth: {scaling:.2}x; T(n) = {a:.3}·n + {b:.5}·n² s (n in M transactions): mainnet ({MAINNET_MTX} M) in {projection_hours:.1} h"
     );
@@ -490,6 +578,17 @@ fn main() -> anyhow::Result<()> {
     let check = check.lines().last().unwrap_or_default().to_owned();
     eprintln!("check after the unwind ({check_secs:.1} s): {check}");
 
+    let staged = if std::env::var("OTS_BENCH_STAGE_REGIME").is_ok_and(|v| v == "0") {
+        Value::Null
+    } else {
+        let stage_blocks = match std::env::var("OTS_BENCH_STAGE_BLOCKS") {
+            Ok(blocks) => blocks.parse().context("OTS_BENCH_STAGE_BLOCKS: a number of blocks")?,
+            Err(_) => (last_block / 100).max(1),
+        };
+        let chain = Chain { bin: &bin, recording: &recording, flags: &flags, tenth_block };
+        stage_regime(&chain, &staged_dir, stage_blocks, s.seconds)?
+    };
+
     let rss = |i: usize| s.samples.get(i).map_or(f64::NAN, |(_, r)| round(r[0], 0));
     let anon = |i: usize| s.samples.get(i).map_or(f64::NAN, |(_, r)| round(r[1], 0));
     let figures = json!({
@@ -543,6 +642,7 @@ fn main() -> anyhow::Result<()> {
         "queries": query_rows,
         "page_index_part": index_part,
         "check": check,
+        "stage_regime": staged,
         "tables": tables,
     });
     println!("{figures}");

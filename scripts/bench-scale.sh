@@ -4,17 +4,20 @@
 # prints, in one run: end-to-end rates, the writer against two plain-MDBX yardsticks, bytes per
 # transfer log and per appearance for every table (as written and compacted), RSS over the run,
 # query latency at 1 and 32 clients, the index's part of list/search pages, unwinding 64 blocks,
-# and `check`. The last line is one JSON object with every figure (docs/benchmarks.md explains
-# them).
+# `check`, and the stage regime (the chain caught up again in bulk stages of 1 % of its blocks
+# each, as mainnet's catch-up runs: stage count, per-stage merge seconds, bytes per log, a
+# projection).
+# The last line is one JSON object with every figure (docs/benchmarks.md explains them).
 #
 # Usage: scripts/bench-scale.sh [SIZE]
 # Environment: BENCH_DIR (default ${TMPDIR:-/tmp}/ots-bench-scale) holds the recording, which is
 # kept and reused by the next run of the same SIZE and SEED, and the database, which is not;
 # SEED (default 1); SYNC_FLAGS (default none: `sync` runs with its defaults, what a user gets;
-# e.g. "--write-path incremental" to measure the other path). Needs at the default size: about
+# e.g. "--write-path incremental" to measure the other path); OTS_BENCH_STAGE_REGIME=0 leaves the
+# stage regime out, OTS_BENCH_STAGE_BLOCKS sets its stage size. Needs at the default size: about
 # 7 GB of disk for the recording, 5 GB for the database and its compacted copy, the bulk stages'
-# run files, 4 GiB of memory, and about 15 minutes on 2 cores (3.5 of them generating the
-# recording).
+# run files, 4 GiB of memory, and about 25 minutes on 2 cores (3.5 of them generating the
+# recording, 10 the stage regime).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE=${1:-21000000}
@@ -32,7 +35,7 @@ if [ ! -s "$RECORDING" ]; then
 else
   echo "reusing $RECORDING" >&2
 fi
-cleanup() { rm -rf "$DIR/db" "$DIR/db-tenth" "$DIR/db-compacted"; }
+cleanup() { rm -rf "$DIR/db" "$DIR/db-tenth" "$DIR/db-compacted" "$DIR/db-staged"; }
 trap cleanup EXIT
 # shellcheck disable=SC2086 # SYNC_FLAGS is a list of flags
 ./target/release/examples/bench_scale "$RECORDING" "$DIR" ./target/release/ots-indexer ${SYNC_FLAGS:-}

@@ -152,6 +152,12 @@ pub struct SyncArgs {
     #[arg(long, env = "OTS_STAGE_MAX_SECS", default_value_t = 1200, value_parser = clap::value_parser!(u64).range(1..))]
     pub stage_max_secs: u64,
 
+    /// A bulk stage merges and commits once it holds this many blocks (default: no bound of its
+    /// own; the run files' size and the gathering time bound it). Stages of a fixed share of a
+    /// chain, for measuring and testing many-stage catch-ups.
+    #[arg(long, env = "OTS_STAGE_MAX_BLOCKS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub stage_max_blocks: Option<u64>,
+
     /// Seconds the loop waits, once stopped on a node answer that retrying at once cannot
     /// change (a block it cannot read, state a pruned node no longer has), before it looks
     /// again; `status` says why it stopped meanwhile (docs/operations.md, "When the indexer
@@ -196,6 +202,7 @@ impl SyncArgs {
                 buffer_bytes: usize::try_from(self.stage_buffer_mib << 20).unwrap_or(usize::MAX),
                 max_run_bytes: self.stage_max_run_mib.saturating_mul(1 << 20),
                 max_time: Duration::from_secs(self.stage_max_secs),
+                max_blocks: self.stage_max_blocks.unwrap_or(u64::MAX),
             },
             stopped_recheck: Duration::from_secs(self.stopped_recheck_secs),
         }

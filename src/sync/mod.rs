@@ -96,11 +96,18 @@ pub struct StageLimits {
     pub max_run_bytes: u64,
     /// The stage ends once it has gathered for this long: what a crash can lose.
     pub max_time: Duration,
+    /// The stage ends once it holds this many blocks (`u64::MAX`: no bound of its own).
+    pub max_blocks: u64,
 }
 
 impl Default for StageLimits {
     fn default() -> Self {
-        Self { buffer_bytes: 192 << 20, max_run_bytes: 8 << 30, max_time: Duration::from_secs(20 * 60) }
+        Self {
+            buffer_bytes: 192 << 20,
+            max_run_bytes: 8 << 30,
+            max_time: Duration::from_secs(20 * 60),
+            max_blocks: u64::MAX,
+        }
     }
 }
 
@@ -515,7 +522,7 @@ impl Indexer {
         let activity = self.events.has_subscribers();
         let mut last_written = Instant::now();
         while next <= until {
-            let to = until.min(next + batch - 1);
+            let to = until.min(next + batch - 1).min(from.saturating_add(limits.max_blocks.max(1) - 1));
             let Some(blocks) = self.unless_stopped(self.fetch_batch(next, to, Lookups::Stage(writer))).await
             else {
                 break;
@@ -534,7 +541,11 @@ impl Indexer {
             let first = first.block.number;
             pending = Some((writer.add(blocks, activity).await?, first));
             let run_bytes = self.progress.get().stage.run_bytes;
-            if run_bytes >= limits.max_run_bytes || started.elapsed() >= limits.max_time || self.stopping() {
+            if run_bytes >= limits.max_run_bytes
+                || next - from >= limits.max_blocks
+                || started.elapsed() >= limits.max_time
+                || self.stopping()
+            {
                 break;
             }
         }

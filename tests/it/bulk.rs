@@ -85,11 +85,27 @@ async fn bulk_stages_give_the_tables_batches_give() {
     assert_eq!(hash(&one), want, "one bulk stage");
 
     // Many stages, every buffer spilled into runs merged back: tiny buffers and stage limits.
-    let tiny =
-        StageLimits { buffer_bytes: 64 << 10, max_run_bytes: 512 << 10, max_time: Duration::from_secs(600) };
+    let tiny = StageLimits {
+        buffer_bytes: 64 << 10,
+        max_run_bytes: 512 << 10,
+        max_time: Duration::from_secs(600),
+        ..Default::default()
+    };
     let (many, _, stages) = index(&recording, &dir.path().join("many"), config(WritePath::Bulk, tiny)).await;
     assert!(stages >= 3, "{stages} stages");
     assert_eq!(hash(&many), want, "many bulk stages with spilled runs");
+
+    // Stages of a fixed number of blocks (`--stage-max-blocks`), shorter than a batch: each
+    // holds exactly that many, but the last.
+    let by_blocks = StageLimits { max_blocks: 25, ..Default::default() };
+    let (fixed, _, stages) =
+        index(&recording, &dir.path().join("fixed"), config(WritePath::Bulk, by_blocks)).await;
+    let bulk_blocks = head + 1 - 16;
+    assert!(
+        (bulk_blocks.div_ceil(25)..=bulk_blocks.div_ceil(25) + 1).contains(&stages),
+        "{stages} stages of 25 blocks for {bulk_blocks} blocks"
+    );
+    assert_eq!(hash(&fixed), want, "stages of 25 blocks");
 
     // Batch by batch half way (a full reorg window of balances, lists and totals kept apart),
     // then stages: the first lets that window leave before it begins.
