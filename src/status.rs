@@ -77,6 +77,8 @@ pub struct StageProgress {
     pub until: Option<u64>,
     /// Bytes its run files hold now.
     pub run_bytes: u64,
+    /// Bytes they may hold before the stage merges.
+    pub run_budget: u64,
 }
 
 impl SharedProgress {

@@ -9,7 +9,7 @@ use ots_classifiers::{Classifier, Registry};
 use crate::{
     rpc,
     source::{NodeClient, TraceChoice},
-    sync::{StageLimits, SyncConfig, WritePath, DEFAULT_REORG_WINDOW},
+    sync::{RunBudget, StageLimits, SyncConfig, WritePath, DEFAULT_REORG_WINDOW},
 };
 
 /// The node.
@@ -143,9 +143,17 @@ pub struct SyncArgs {
     pub stage_buffer_mib: u64,
 
     /// A bulk stage merges and commits once its run files hold this many MiB (disk it needs
-    /// under the datadir, besides the database).
-    #[arg(long, env = "OTS_STAGE_MAX_RUN_MIB", default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1..))]
-    pub stage_max_run_mib: u64,
+    /// under the datadir, besides the database). Default: two thirds of the disk's free space
+    /// beyond `--stage-keep-free-mib`, measured as each stage begins (at least 256 MiB): fewer,
+    /// larger stages are cheaper. A lower bound trades time for disk.
+    #[arg(long, env = "OTS_STAGE_MAX_RUN_MIB", value_parser = clap::value_parser!(u64).range(1..))]
+    pub stage_max_run_mib: Option<u64>,
+
+    /// MiB of the datadir's disk a bulk stage leaves free for everything else (the node above
+    /// all), when its run files' bound comes from the free disk (default: the larger of 4 GiB
+    /// and 2 % of the file system).
+    #[arg(long, env = "OTS_STAGE_KEEP_FREE_MIB", value_parser = clap::value_parser!(u64))]
+    pub stage_keep_free_mib: Option<u64>,
 
     /// A bulk stage merges and commits once it has gathered blocks for this many seconds: the
     /// most work a crash can lose (a stop request commits at once).
@@ -200,7 +208,12 @@ impl SyncArgs {
             write_path: self.write_path.into(),
             stage: StageLimits {
                 buffer_bytes: usize::try_from(self.stage_buffer_mib << 20).unwrap_or(usize::MAX),
-                max_run_bytes: self.stage_max_run_mib.saturating_mul(1 << 20),
+                max_run_bytes: self.stage_max_run_mib.map_or(
+                    RunBudget::FromFreeDisk {
+                        keep_free: self.stage_keep_free_mib.map(|mib| mib.saturating_mul(1 << 20)),
+                    },
+                    |mib| RunBudget::Fixed(mib.saturating_mul(1 << 20)),
+                ),
                 max_time: Duration::from_secs(self.stage_max_secs),
                 max_blocks: self.stage_max_blocks.unwrap_or(u64::MAX),
             },

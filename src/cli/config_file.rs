@@ -168,6 +168,24 @@ mod tests {
     }
 
     #[test]
+    fn a_stage_takes_its_run_bound_from_the_free_disk_unless_given_one() {
+        use crate::sync::RunBudget;
+        let bound = |config: &str, args: &[&str]| match parse(config, args) {
+            Ok(Cli { command: Sub::Sync(sync), .. }) => sync.sync.config().stage.max_run_bytes,
+            other => panic!("sync parses: {other:?}"),
+        };
+        assert_eq!(bound("", &["ots-indexer", "sync"]), RunBudget::FromFreeDisk { keep_free: None });
+        assert_eq!(
+            bound("stage-keep-free-mib = 3\n", &["ots-indexer", "sync"]),
+            RunBudget::FromFreeDisk { keep_free: Some(3 << 20) }
+        );
+        assert_eq!(
+            bound("stage-keep-free-mib = 3\n", &["ots-indexer", "sync", "--stage-max-run-mib", "5"]),
+            RunBudget::Fixed(5 << 20)
+        );
+    }
+
+    #[test]
     fn unknown_keys_and_odd_values_are_refused() {
         let err = parse("rpc-ulr = \"x\"\n", &["ots-indexer", "status"]).err().unwrap_or_default();
         assert!(err.contains("unknown key `rpc-ulr`"), "{err}");

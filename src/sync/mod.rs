@@ -2,6 +2,7 @@
 //! repeat; then follow the head by polling. Far behind the head, batches go into bulk stages
 //! instead ([`WritePath`], `stage_writer`).
 
+pub mod run_budget;
 mod stage_writer;
 
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use std::collections::HashMap;
 
 use alloy_primitives::Address;
 
+pub use run_budget::RunBudget;
 use stage_writer::StageWriter;
 
 use crate::{
@@ -92,8 +94,8 @@ pub const AUTO_BULK_BLOCKS: u64 = 10_000;
 pub struct StageLimits {
     /// Bytes of rows buffered in memory before the largest buffers spill to run files.
     pub buffer_bytes: usize,
-    /// The stage ends once its run files hold this many bytes.
-    pub max_run_bytes: u64,
+    /// The stage ends once its run files hold this many bytes (taken as each stage begins).
+    pub max_run_bytes: RunBudget,
     /// The stage ends once it has gathered for this long: what a crash can lose.
     pub max_time: Duration,
     /// The stage ends once it holds this many blocks (`u64::MAX`: no bound of its own).
@@ -104,7 +106,7 @@ impl Default for StageLimits {
     fn default() -> Self {
         Self {
             buffer_bytes: 192 << 20,
-            max_run_bytes: 8 << 30,
+            max_run_bytes: RunBudget::default(),
             max_time: Duration::from_secs(20 * 60),
             max_blocks: u64::MAX,
         }
@@ -451,6 +453,7 @@ impl Indexer {
         }
         let limits = self.config.stage;
         let options = StageOptions { buffer_bytes: limits.buffer_bytes, appearances: true };
+        let run_budget = limits.max_run_bytes.bytes_for(self.db.dir());
         let writer = StageWriter::begin(self.db.clone(), options, self.progress.clone()).await?;
         let started = Instant::now();
         self.progress.update(|p| {
@@ -458,13 +461,14 @@ impl Indexer {
                 phase: StagePhase::Collecting,
                 from: Some(from),
                 until: Some(until),
+                run_budget,
                 ..Default::default()
             }
         });
-        info!(target: "ots::sync", from, until, "bulk stage started");
+        info!(target: "ots::sync", from, until, run_budget, "bulk stage started");
         let stage_batch = self.config.batch_blocks.clamp(1, STAGE_BATCH_BLOCKS);
         self.source.batches_of(stage_batch);
-        let gathered = self.gather_stage(&writer, from, until, stage_batch, started).await;
+        let gathered = self.gather_stage(&writer, (from, until), stage_batch, run_budget, started).await;
         self.source.batches_of(self.config.batch_blocks);
         // The node failing mid-stage does not waste what was gathered: it is committed, and the
         // failure retried from there. A writer failure leaves nothing to commit.
@@ -510,9 +514,9 @@ impl Indexer {
     async fn gather_stage(
         &self,
         writer: &StageWriter,
-        from: u64,
-        until: u64,
+        (from, until): (u64, u64),
         batch: u64,
+        run_budget: u64,
         started: Instant,
     ) -> Result<(), SyncError> {
         let limits = self.config.stage;
@@ -541,7 +545,7 @@ impl Indexer {
             let first = first.block.number;
             pending = Some((writer.add(blocks, activity).await?, first));
             let run_bytes = self.progress.get().stage.run_bytes;
-            if run_bytes >= limits.max_run_bytes
+            if run_bytes >= run_budget
                 || next - from >= limits.max_blocks
                 || started.elapsed() >= limits.max_time
                 || self.stopping()

@@ -21,7 +21,7 @@ use ots_indexer::{
         fixture::Fixture,
         synthetic::{Shape, SyntheticChain},
     },
-    sync::{Indexer, StageLimits, SyncConfig, WritePath},
+    sync::{Indexer, RunBudget, StageLimits, SyncConfig, WritePath},
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_ots-indexer");
@@ -87,7 +87,7 @@ async fn bulk_stages_give_the_tables_batches_give() {
     // Many stages, every buffer spilled into runs merged back: tiny buffers and stage limits.
     let tiny = StageLimits {
         buffer_bytes: 64 << 10,
-        max_run_bytes: 512 << 10,
+        max_run_bytes: RunBudget::Fixed(512 << 10),
         max_time: Duration::from_secs(600),
         ..Default::default()
     };
