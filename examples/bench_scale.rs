@@ -17,7 +17,8 @@
 //!   (`--write-path bulk --stage-max-blocks`, or `OTS_BENCH_STAGE_BLOCKS` blocks), with the
 //!   stage count, each stage's merge seconds (first, median, last), bytes per transfer log as
 //!   written, its wall time over the one-stage run's, and a mainnet projection fitted to the two
-//!   staged runs. `OTS_BENCH_STAGE_REGIME=0` leaves it out.
+//!   staged runs. `OTS_BENCH_STAGE_REGIME=0` leaves it out; `OTS_BENCH_RESIDENT_SHARE=0.1` runs
+//!   it again with the page cache held to that share of the database file ([`MemoryBound`]).
 //!
 //! Its last line is one JSON object with every figure. `scripts/bench-scale.sh` builds the
 //! recording and runs it.
@@ -95,6 +96,58 @@ fn rss_of(pid: u32) -> Option<[f64; 4]> {
     Some([get("VmRSS:"), get("RssAnon:"), get("RssFile:"), get("VmHWM:")])
 }
 
+/// Holds a sync process's page cache — the database file's pages it reads and the run files it
+/// writes — near a share of the database file's size, as on a host whose memory is that share of
+/// its index: a memory cgroup (v1) whose limit follows the process's own heap plus that share of
+/// the file, reset every 50 ms. The kernel then evicts by its own LRU, mapped pages included,
+/// which `posix_fadvise(DONTNEED)` from outside cannot do (it skips pages a process maps, and
+/// MDBX maps the whole file).
+struct MemoryBound {
+    dir: PathBuf,
+    share: f64,
+}
+
+/// Heap the process may grow by between two resets of the limit without the cgroup killing it.
+const BOUND_SLACK: u64 = 128 << 20;
+
+impl MemoryBound {
+    /// A new cgroup under this process's own memory cgroup, if cgroup v1's memory controller is
+    /// there and writable.
+    fn create(share: f64) -> anyhow::Result<Self> {
+        let own = std::fs::read_to_string("/proc/self/cgroup")?;
+        let path = own
+            .lines()
+            .find_map(|l| l.split_once(":memory:").map(|(_, p)| p.to_owned()))
+            .context("no cgroup v1 memory controller")?;
+        let dir = PathBuf::from(format!("/sys/fs/cgroup/memory{path}/ots-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Self { dir, share })
+    }
+
+    fn adopt(&self, pid: u32) -> anyhow::Result<()> {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).context("moving sync into the cgroup")
+    }
+}
+
+/// Resets the limit of the cgroup at `dir` for `pid` writing `datadir` to its heap plus `share`
+/// of the database file; returns the page cache the cgroup holds (MiB).
+fn hold(dir: &Path, share: f64, pid: u32, datadir: &Path) -> Option<f64> {
+    let anon = rss_of(pid)?[1];
+    let file = std::fs::metadata(datadir.join("mdbx.dat")).map_or(0, |m| m.len());
+    let limit = (anon * 1048576.0) as u64 + BOUND_SLACK + (file as f64 * share) as u64;
+    // Refused (EBUSY) when the cache cannot shrink at once: the next reset tries again.
+    let _ = std::fs::write(dir.join("memory.limit_in_bytes"), limit.to_string());
+    let stat = std::fs::read_to_string(dir.join("memory.stat")).ok()?;
+    let cache = stat.lines().find_map(|l| l.strip_prefix("cache "))?.trim().parse::<f64>().ok()?;
+    Some(cache / 1048576.0)
+}
+
+impl Drop for MemoryBound {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
 /// The child's stdout and stderr, line by line, on one channel.
 fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
@@ -123,6 +176,8 @@ struct SyncRun {
     samples: Vec<(f64, [f64; 4])>,
     /// Highest [VmRSS, RssAnon, RssFile, VmHWM] polled (every 50 ms) over the run.
     peak: [f64; 4],
+    /// Highest page cache (MiB) a memory bound let the run hold (NaN without one).
+    cache_peak: f64,
 }
 
 /// The last block of a recording, from its header line.
@@ -143,6 +198,7 @@ fn sync(
     datadir: &Path,
     until: Option<u64>,
     flags: &[String],
+    bound: Option<&MemoryBound>,
 ) -> anyhow::Result<SyncRun> {
     let started = Instant::now();
     let stop = match until {
@@ -162,17 +218,29 @@ fn sync(
         .spawn()
         .context("starting ots-indexer sync")?;
     let pid = child.id();
+    if let Some(bound) = bound {
+        bound.adopt(pid)?;
+    }
     // Polled: the kernel's high-water mark (VmHWM) counts pages of the file read through the
     // map as well as the heap; the heap's own peak (RssAnon) is only seen by polling.
     let peak = Arc::new(Mutex::new([0.0f64; 4]));
+    let cache_peak = Arc::new(Mutex::new(f64::NAN));
     let done = Arc::new(AtomicBool::new(false));
     let poller = {
-        let (peak, done) = (peak.clone(), done.clone());
+        let (peak, done, cache_peak) = (peak.clone(), done.clone(), cache_peak.clone());
+        let bound = bound.map(|b| (b.dir.clone(), b.share));
+        let datadir = datadir.to_path_buf();
         std::thread::spawn(move || {
             while !done.load(Ordering::Relaxed) {
                 if let (Some(r), Ok(mut p)) = (rss_of(pid), peak.lock()) {
                     for (p, r) in p.iter_mut().zip(r) {
                         *p = p.max(r);
+                    }
+                }
+                if let Some(cache) = bound.as_ref().and_then(|(dir, share)| hold(dir, *share, pid, &datadir))
+                {
+                    if let Ok(mut c) = cache_peak.lock() {
+                        *c = c.max(cache);
                     }
                 }
                 std::thread::sleep(Duration::from_millis(50));
@@ -220,7 +288,16 @@ fn sync(
         bail!("ots-indexer sync failed ({status}): {}", last_lines.join("\n"));
     }
     let peak = peak.lock().map_or([f64::NAN; 4], |p| *p);
-    Ok(SyncRun { summary, merge_seconds, merges, seconds: started.elapsed().as_secs_f64(), samples, peak })
+    let cache_peak = cache_peak.lock().map_or(f64::NAN, |c| *c);
+    Ok(SyncRun {
+        summary,
+        merge_seconds,
+        merges,
+        seconds: started.elapsed().as_secs_f64(),
+        samples,
+        peak,
+        cache_peak,
+    })
 }
 
 /// Addresses to query: the busiest ERC20 transfer address, the token with most holders, the
@@ -394,6 +471,7 @@ fn stage_regime(
     dir: &Path,
     stage_blocks: u64,
     one_stage_seconds: f64,
+    bound: Option<&MemoryBound>,
 ) -> anyhow::Result<Value> {
     let mut flags = chain.flags.to_vec();
     flags
@@ -403,11 +481,12 @@ fn stage_regime(
         flags.join(" "),
         chain.recording.display()
     );
-    let tenth = sync(chain.bin, chain.recording, dir, Some(chain.tenth_block), &flags)?;
+    let tenth = sync(chain.bin, chain.recording, dir, Some(chain.tenth_block), &flags, bound)?;
     std::fs::remove_dir_all(dir)?;
-    let whole = sync(chain.bin, chain.recording, dir, None, &flags)?;
+    let whole = sync(chain.bin, chain.recording, dir, None, &flags, bound)?;
     let written: u64 =
         Db::open(dir, AccessMode::ReadOnly)?.begin_read()?.table_stats()?.iter().map(|t| t.bytes).sum();
+    let file = std::fs::metadata(dir.join("mdbx.dat")).map_or(0, |m| m.len());
     std::fs::remove_dir_all(dir)?;
     let (n1, n2) = (num(&tenth.summary, "transactions")? / 1e6, num(&whole.summary, "transactions")? / 1e6);
     let logs = num(&whole.summary, "transfer_logs")?;
@@ -447,6 +526,9 @@ fn stage_regime(
         "fit_b_seconds_per_mtx2": round(b, 6),
         "mainnet_projection_hours_staged": round(hours, 1),
         "peak_heap_mib": round(whole.peak[1], 0),
+        "resident_share": bound.map(|b| b.share),
+        "page_cache_peak_mib": round(whole.cache_peak, 0),
+        "file_mib": round(file as f64 / 1048576.0, 0),
     }))
 }
 
@@ -479,7 +561,7 @@ fn main() -> anyhow::Result<()> {
         flags.join(" "),
         recording.display()
     );
-    let tenth = sync(&bin, &recording, &tenth_dir, Some(tenth_block), &flags)?;
+    let tenth = sync(&bin, &recording, &tenth_dir, Some(tenth_block), &flags, None)?;
     std::fs::remove_dir_all(&tenth_dir)?;
     let tenth_transactions = num(&tenth.summary, "transactions")?;
     eprintln!("  {tenth_transactions} transactions in {:.1} s", tenth.seconds);
@@ -489,7 +571,7 @@ fn main() -> anyhow::Result<()> {
         flags.join(" "),
         recording.display()
     );
-    let s = sync(&bin, &recording, &datadir, None, &flags)?;
+    let s = sync(&bin, &recording, &datadir, None, &flags, None)?;
     let blocks = num(&s.summary, "blocks")?;
     let transactions = num(&s.summary, "transactions")?;
     let logs = num(&s.summary, "transfer_logs")?;
@@ -578,15 +660,29 @@ fn main() -> anyhow::Result<()> {
     let check = check.lines().last().unwrap_or_default().to_owned();
     eprintln!("check after the unwind ({check_secs:.1} s): {check}");
 
-    let staged = if std::env::var("OTS_BENCH_STAGE_REGIME").is_ok_and(|v| v == "0") {
-        Value::Null
+    let (staged, staged_bounded) = if std::env::var("OTS_BENCH_STAGE_REGIME").is_ok_and(|v| v == "0") {
+        (Value::Null, Value::Null)
     } else {
         let stage_blocks = match std::env::var("OTS_BENCH_STAGE_BLOCKS") {
             Ok(blocks) => blocks.parse().context("OTS_BENCH_STAGE_BLOCKS: a number of blocks")?,
             Err(_) => (last_block / 100).max(1),
         };
         let chain = Chain { bin: &bin, recording: &recording, flags: &flags, tenth_block };
-        stage_regime(&chain, &staged_dir, stage_blocks, s.seconds)?
+        let free = stage_regime(&chain, &staged_dir, stage_blocks, s.seconds, None)?;
+        // The same out of memory: page cache held to a share of the database file.
+        let bounded = match std::env::var("OTS_BENCH_RESIDENT_SHARE") {
+            Ok(share) => {
+                let share: f64 = share.parse().context("OTS_BENCH_RESIDENT_SHARE: a fraction, e.g. 0.1")?;
+                let bound = MemoryBound::create(share)?;
+                eprintln!(
+                    "stage regime again, page cache held to {share} of the database file ({})",
+                    bound.dir.display()
+                );
+                stage_regime(&chain, &staged_dir, stage_blocks, s.seconds, Some(&bound))?
+            }
+            Err(_) => Value::Null,
+        };
+        (free, bounded)
     };
 
     let rss = |i: usize| s.samples.get(i).map_or(f64::NAN, |(_, r)| round(r[0], 0));
@@ -643,6 +739,7 @@ fn main() -> anyhow::Result<()> {
         "page_index_part": index_part,
         "check": check,
         "stage_regime": staged,
+        "stage_regime_bounded": staged_bounded,
         "tables": tables,
     });
     println!("{figures}");

@@ -16,7 +16,9 @@
 # defaults, what a user gets, but for the bound on a stage's run files, fixed so that the chain
 # is one stage whatever the disk holds — the default bound comes from the free disk; e.g.
 # "--write-path incremental" to measure the other path); OTS_BENCH_STAGE_REGIME=0 leaves the
-# stage regime out, OTS_BENCH_STAGE_BLOCKS sets its stage size. Needs at the default size: about
+# stage regime out, OTS_BENCH_STAGE_BLOCKS sets its stage size, OTS_BENCH_RESIDENT_SHARE=0.1 runs
+# it again with its page cache held to that share of the database file (a memory cgroup, v1; needs
+# root: `stage_regime_bounded`). Needs at the default size: about
 # 7 GB of disk for the recording, 5 GB for the database and its compacted copy, the bulk stages'
 # run files, 4 GiB of memory, and about 25 minutes on 2 cores (3.5 of them generating the
 # recording, 10 the stage regime).
