@@ -15,7 +15,9 @@
 #     (a random 0-300 ms after it starts), while it merges (0-100 ms after its merge starts), or
 #     as it commits (at its "committing" line). The phase a kill landed in is read from the run's
 #     log and counted. `check` runs after every kill; at the end the database must hash
-#     (`check --hash`) the same as a clean index of the same recording.
+#     (`check --hash`) the same as a clean index of the same recording. The stages keep their
+#     journal as when fetching from a node (STAGE_JOURNAL=off: not), so a restart after a kill
+#     while gathering first gathers the journalled blocks again; the runs that did are counted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,7 +36,7 @@ BIN=./target/release/ots-indexer
 RECORDING="$WORK/chain.rec.zst"
 ./target/release/examples/gen_chain "$SIZE" 7 "$RECORDING"
 SYNC=(sync --exit-at-head --write-path bulk --batch-blocks 50 --stage-buffer-mib 1 --stage-max-run-mib 2
-  --source "$RECORDING" --datadir "$WORK/db")
+  --stage-journal "${STAGE_JOURNAL:-on}" --source "$RECORDING" --datadir "$WORK/db")
 
 lines() { grep -c "$1" "$WORK/run.log" || true; }
 # Waits until the run's log has more than $2 lines matching $1; false if the run ended first.
@@ -61,6 +63,7 @@ declare -A landed=([collecting]=0 [merging]=0 [committing]=0 [between-stages]=0)
 targets=(collecting merging committing)
 kills=0
 rounds=0
+resumed=0
 while [ "$kills" -lt "$KILLS" ]; do
   rounds=$((rounds + 1))
   "$BIN" "${SYNC[@]}" --log ots::sync=info,ots::index=info,warn > "$WORK/run.log" 2>&1 &
@@ -78,6 +81,7 @@ while [ "$kills" -lt "$KILLS" ]; do
   fi
   if $ok && kill -9 "$pid" 2>/dev/null; then
     wait "$pid" 2>/dev/null || true
+    if grep -q "bulk stage resumed from its journal" "$WORK/run.log"; then resumed=$((resumed + 1)); fi
     kills=$((kills + 1))
     phase=$(phase_of_kill)
     landed[$phase]=$((landed[$phase] + 1))
@@ -106,4 +110,5 @@ if [ "$crashed" != "$clean" ]; then
   exit 1
 fi
 echo "kills by phase: collecting ${landed[collecting]}, merging ${landed[merging]}, committing ${landed[committing]}, between stages ${landed[between-stages]}"
+echo "runs that began by gathering a killed stage's journal again: $resumed"
 echo "ok: $kills kills with SIGKILL during a bulk catch-up; check passed after each; the final tables equal a clean batch-by-batch index's"

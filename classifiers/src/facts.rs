@@ -1,9 +1,10 @@
 //! What classifiers tell the indexer.
 
 use alloy_primitives::Address;
+use serde::{Deserialize, Serialize};
 
 /// A token or contract standard with a match table of its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Standard {
     /// ERC20 token.
     Erc20,
@@ -20,7 +21,7 @@ pub enum Standard {
 }
 
 /// An attribute that is not a standard of its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Flag {
     /// The ERC721 metadata extension (`name`, `symbol`, `tokenURI`).
     Erc721Metadata,
@@ -28,7 +29,7 @@ pub enum Flag {
 
 /// What is known about a contract besides its standards; every field is optional, and facts
 /// about one contract in one block are merged field by field.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Metadata {
     /// `name()` at classification.
     pub name: Option<String>,
@@ -55,7 +56,7 @@ impl Metadata {
 }
 
 /// One finding about a block.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Fact {
     /// `address` implements `standard`, as judged at the classified block.
     Matched {

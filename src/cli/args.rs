@@ -155,10 +155,19 @@ pub struct SyncArgs {
     #[arg(long, env = "OTS_STAGE_KEEP_FREE_MIB", value_parser = clap::value_parser!(u64))]
     pub stage_keep_free_mib: Option<u64>,
 
-    /// A bulk stage merges and commits once it has gathered blocks for this many seconds: the
-    /// most work a crash can lose (a stop request commits at once).
-    #[arg(long, env = "OTS_STAGE_MAX_SECS", default_value_t = 1200, value_parser = clap::value_parser!(u64).range(1..))]
-    pub stage_max_secs: u64,
+    /// A bulk stage merges and commits once it has gathered blocks for this many seconds
+    /// (a stop request commits at once). Default: no bound while the stage journal is kept (a
+    /// crash loses nothing of the node's work, and fewer, larger stages are cheaper), 1,200 s
+    /// without it (the most a crash can lose).
+    #[arg(long, env = "OTS_STAGE_MAX_SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub stage_max_secs: Option<u64>,
+
+    /// Whether a bulk stage keeps the blocks it fetched in a journal beside the database until
+    /// it commits (`stage-journal.bin`, compressed): after a crash the next start gathers them
+    /// again from it, without the node. `auto`: when fetching from a node, not from a recording
+    /// (which is a journal already).
+    #[arg(long, env = "OTS_STAGE_JOURNAL", value_enum, default_value_t = StageJournalArg::Auto)]
+    pub stage_journal: StageJournalArg,
 
     /// A bulk stage merges and commits once it holds this many blocks (default: no bound of its
     /// own; the run files' size and the gathering time bound it). Stages of a fixed share of a
@@ -172,6 +181,17 @@ pub struct SyncArgs {
     /// stops").
     #[arg(long, env = "OTS_STOPPED_RECHECK_SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     pub stopped_recheck_secs: u64,
+}
+
+/// `--stage-journal`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StageJournalArg {
+    /// When fetching from a node.
+    Auto,
+    /// Always.
+    On,
+    /// Never.
+    Off,
 }
 
 /// `--write-path`.
@@ -198,6 +218,11 @@ impl From<WritePathArg> for WritePath {
 impl SyncArgs {
     /// The loop's settings.
     pub fn config(&self) -> SyncConfig {
+        let journal = match self.stage_journal {
+            StageJournalArg::Auto => self.source.is_none(),
+            StageJournalArg::On => true,
+            StageJournalArg::Off => false,
+        };
         SyncConfig {
             batch_blocks: self.batch_blocks,
             concurrency: usize::try_from(self.fetch_concurrency).unwrap_or(16),
@@ -214,8 +239,13 @@ impl SyncArgs {
                     },
                     |mib| RunBudget::Fixed(mib.saturating_mul(1 << 20)),
                 ),
-                max_time: Duration::from_secs(self.stage_max_secs),
+                max_time: match (self.stage_max_secs, journal) {
+                    (Some(secs), _) => Duration::from_secs(secs),
+                    (None, true) => Duration::MAX,
+                    (None, false) => Duration::from_secs(1200),
+                },
                 max_blocks: self.stage_max_blocks.unwrap_or(u64::MAX),
+                journal,
             },
             stopped_recheck: Duration::from_secs(self.stopped_recheck_secs),
         }

@@ -186,6 +186,25 @@ mod tests {
     }
 
     #[test]
+    fn a_stage_fed_by_a_node_is_journalled_and_unbounded_in_time() {
+        use std::time::Duration;
+        let stage = |args: &[&str]| match parse("", args) {
+            Ok(Cli { command: Sub::Sync(sync), .. }) => {
+                let stage = sync.sync.config().stage;
+                (stage.journal, stage.max_time)
+            }
+            other => panic!("sync parses: {other:?}"),
+        };
+        assert_eq!(stage(&["ots-indexer", "sync"]), (true, Duration::MAX));
+        let recording = ["ots-indexer", "sync", "--source", "chain.rec.zst"];
+        assert_eq!(stage(&recording), (false, Duration::from_secs(1200)));
+        let on = [&recording[..], &["--stage-journal", "on"]].concat();
+        assert_eq!(stage(&on), (true, Duration::MAX));
+        let timed = ["ots-indexer", "sync", "--stage-max-secs", "60"];
+        assert_eq!(stage(&timed), (true, Duration::from_secs(60)));
+    }
+
+    #[test]
     fn unknown_keys_and_odd_values_are_refused() {
         let err = parse("rpc-ulr = \"x\"\n", &["ots-indexer", "status"]).err().unwrap_or_default();
         assert!(err.contains("unknown key `rpc-ulr`"), "{err}");

@@ -36,7 +36,7 @@ use crate::{
 const TRIM_AFTER_LOGS: u64 = 10_000;
 
 /// A block with what the classifiers found in it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ClassifiedBlock {
     /// The block.
     pub block: BlockData,

@@ -3,6 +3,7 @@
 //! instead ([`WritePath`], `stage_writer`).
 
 pub mod run_budget;
+pub mod stage_journal;
 mod stage_writer;
 
 use std::time::{Duration, Instant};
@@ -22,6 +23,7 @@ use std::collections::HashMap;
 use alloy_primitives::Address;
 
 pub use run_budget::RunBudget;
+use stage_journal::{JournalWriter, Journalled, StageJournal};
 use stage_writer::StageWriter;
 
 use crate::{
@@ -100,6 +102,9 @@ pub struct StageLimits {
     pub max_time: Duration,
     /// The stage ends once it holds this many blocks (`u64::MAX`: no bound of its own).
     pub max_blocks: u64,
+    /// Whether the stage keeps what it fetched in a journal beside the database
+    /// ([`stage_journal`]), so that a crash loses none of the node's work.
+    pub journal: bool,
 }
 
 impl Default for StageLimits {
@@ -109,6 +114,7 @@ impl Default for StageLimits {
             max_run_bytes: RunBudget::default(),
             max_time: Duration::from_secs(20 * 60),
             max_blocks: u64::MAX,
+            journal: false,
         }
     }
 }
@@ -127,6 +133,15 @@ impl Default for SyncConfig {
             stopped_recheck: DEFAULT_STOPPED_RECHECK,
         }
     }
+}
+
+/// How one stage gathers: its blocks, its batches, its run files' bound, when it began.
+#[derive(Debug, Clone, Copy)]
+struct Gathering {
+    range: (u64, u64),
+    batch: u64,
+    run_budget: u64,
+    started: Instant,
 }
 
 /// Most blocks a bulk stage fetches and gathers at a time. A stage commits once, at its end, so
@@ -186,6 +201,9 @@ pub enum SyncError {
     /// The classifiers are not in an order that satisfies their dependencies.
     #[error(transparent)]
     Classifiers(#[from] DependencyError),
+    /// The stage journal could not be written.
+    #[error(transparent)]
+    Journal(#[from] stage_journal::JournalError),
     /// The writer thread died.
     #[error("the database writer thread failed: {0}")]
     Writer(String),
@@ -270,6 +288,9 @@ impl Indexer {
         blocking(move || bind(&db2, chain, &names)).await??;
         // Run files of a stage that never committed are worthless.
         crate::etl::RunDir::clean(&crate::index::stage::run_dir(&db)).map_err(DbError::from)?;
+        // A stage journal is kept only for the stage it can resume.
+        let tip = state::read_state(&db.begin_read()?)?.checkpoint;
+        stage_journal::discard_unless_resumable(db.dir(), tip, config.stage.journal)?;
         let progress = source.notices().map_or_else(SharedProgress::default, SharedProgress::with_notices);
         progress.notices().load(&db)?;
         let tracer = source.tracer();
@@ -454,6 +475,7 @@ impl Indexer {
         let limits = self.config.stage;
         let options = StageOptions { buffer_bytes: limits.buffer_bytes, appearances: true };
         let run_budget = limits.max_run_bytes.bytes_for(self.db.dir());
+        let (journal, journalled) = self.open_journal(limits.journal).await?;
         let writer = StageWriter::begin(self.db.clone(), options, self.progress.clone()).await?;
         let started = Instant::now();
         self.progress.update(|p| {
@@ -468,7 +490,8 @@ impl Indexer {
         info!(target: "ots::sync", from, until, run_budget, "bulk stage started");
         let stage_batch = self.config.batch_blocks.clamp(1, STAGE_BATCH_BLOCKS);
         self.source.batches_of(stage_batch);
-        let gathered = self.gather_stage(&writer, (from, until), stage_batch, run_budget, started).await;
+        let gathering = Gathering { range: (from, until), batch: stage_batch, run_budget, started };
+        let gathered = self.gather_stage(&writer, gathering, journal, journalled).await;
         self.source.batches_of(self.config.batch_blocks);
         // The node failing mid-stage does not waste what was gathered: it is committed, and the
         // failure retried from there. A writer failure leaves nothing to commit.
@@ -485,6 +508,11 @@ impl Indexer {
         };
         self.progress.update(|p| p.stage = StageProgress::default());
         let summary = result?;
+        if limits.journal {
+            // Committed (or nothing to commit): the journal's blocks are the tables' now.
+            let dir = self.db.dir().to_path_buf();
+            blocking(move || stage_journal::remove_journal(&dir)).await??;
+        }
         gathered?;
         let Some(summary) = summary else { return Ok(()) };
         let secs = started.elapsed().as_secs_f64().max(1e-9);
@@ -509,29 +537,70 @@ impl Indexer {
         Ok(())
     }
 
-    /// Fetches batches into the stage until `until`, its limits, or a stop; one batch is
-    /// written while the next is fetched.
+    /// The journal of a stage beginning at the committed tip, with what an earlier process
+    /// journalled for it; without journalling, none (and any journal left is removed).
+    async fn open_journal(&self, on: bool) -> Result<(Option<StageJournal>, Journalled), SyncError> {
+        let dir = self.db.dir().to_path_buf();
+        if !on {
+            blocking(move || stage_journal::remove_journal(&dir)).await??;
+            return Ok((None, Journalled::default()));
+        }
+        let tip = self.checkpoint()?;
+        let (journal, journalled) = blocking(move || StageJournal::open(&dir, tip)).await??;
+        if journalled.blocks() > 0 {
+            info!(target: "ots::sync", blocks = journalled.blocks(), batches = journalled.batches.len(), "bulk stage resumed from its journal: these blocks are gathered again from disk, not from the node");
+        }
+        Ok((Some(journal), journalled))
+    }
+
+    /// Fetches batches into the stage until `until`, its limits, or a stop — first those its
+    /// journal already holds, then from the node, journalling each; one batch is written while
+    /// the next is fetched.
     async fn gather_stage(
         &self,
         writer: &StageWriter,
-        (from, until): (u64, u64),
-        batch: u64,
-        run_budget: u64,
-        started: Instant,
+        Gathering { range: (from, until), batch, run_budget, started }: Gathering,
+        mut journal: Option<StageJournal>,
+        journalled: Journalled,
     ) -> Result<(), SyncError> {
         let limits = self.config.stage;
+        let last = until.min(from.saturating_add(limits.max_blocks.max(1) - 1));
         let mut tip = self.checkpoint()?;
         let mut next = from;
         let mut pending: Option<(stage_writer::PendingAdd, u64)> = None;
         let activity = self.events.has_subscribers();
         let mut last_written = Instant::now();
+        // The journal's batches that fit in this stage, then the node's.
+        let replay = journalled
+            .batches
+            .iter()
+            .take_while(|b| b.last().is_some_and(|b| b.block.number <= last))
+            .count();
+        if let Some(journal) = journal.as_mut() {
+            let dropped = (journalled.batches.len() > replay).then(|| journalled.batches.len() - replay);
+            journal.keep_first(&journalled, replay)?;
+            if let Some(batches) = dropped {
+                debug!(target: "ots::sync", batches, "journalled batches past this stage's end dropped");
+            }
+        }
+        let mut journal = journal.map(JournalWriter::new);
+        let mut replayed = journalled.batches.into_iter().take(replay);
         while next <= until {
-            let to = until.min(next + batch - 1).min(from.saturating_add(limits.max_blocks.max(1) - 1));
-            let Some(blocks) = self.unless_stopped(self.fetch_batch(next, to, Lookups::Stage(writer))).await
-            else {
-                break;
+            let to = until.min(next + batch - 1).min(last);
+            let blocks = if let Some(blocks) = replayed.next() {
+                blocks
+            } else {
+                let Some(blocks) =
+                    self.unless_stopped(self.fetch_batch(next, to, Lookups::Stage(writer))).await
+                else {
+                    break;
+                };
+                let blocks = blocks?;
+                if let Some(journal) = journal.as_mut() {
+                    journal.append(&blocks).await?;
+                }
+                blocks
             };
-            let blocks = blocks?;
             let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else { break };
             if let Some(t) = tip.filter(|t| t.hash != first.block.parent_hash) {
                 // The tip was checked against the node as the stage began: the node's chain moved.
@@ -544,7 +613,8 @@ impl Indexer {
             }
             let first = first.block.number;
             pending = Some((writer.add(blocks, activity).await?, first));
-            let run_bytes = self.progress.get().stage.run_bytes;
+            let run_bytes =
+                self.progress.get().stage.run_bytes + journal.as_ref().map_or(0, JournalWriter::bytes);
             if run_bytes >= run_budget
                 || next - from >= limits.max_blocks
                 || started.elapsed() >= limits.max_time
@@ -555,6 +625,10 @@ impl Indexer {
         }
         if let Some((previous, first)) = pending {
             self.stage_batch_written(stage_writer::written(previous).await?, first, &mut last_written);
+        }
+        if let Some(journal) = journal {
+            let bytes = journal.finish().await?;
+            debug!(target: "ots::sync", bytes, "stage journal on disk");
         }
         Ok(())
     }

@@ -24,7 +24,7 @@ async fn index(url: &str, path: &std::path::Path, write_path: WritePath) -> (Db,
     let head = node.head().await.expect("head");
     let db = Db::open(path, AccessMode::ReadWrite).expect("db");
     // Small buffers: the stage's rows spill into run files and are merged back.
-    let stage = StageLimits { buffer_bytes: 16 << 10, ..Default::default() };
+    let stage = StageLimits { buffer_bytes: 16 << 10, journal: true, ..Default::default() };
     let config = SyncConfig { batch_blocks: 3, reorg_window: 2, write_path, stage, ..Default::default() };
     let classifiers =
         ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();

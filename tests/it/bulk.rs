@@ -21,7 +21,7 @@ use ots_indexer::{
         fixture::Fixture,
         synthetic::{Shape, SyntheticChain},
     },
-    sync::{Indexer, RunBudget, StageLimits, SyncConfig, WritePath},
+    sync::{stage_journal::STAGE_JOURNAL_FILE, Indexer, RunBudget, StageLimits, SyncConfig, WritePath},
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_ots-indexer");
@@ -161,8 +161,14 @@ async fn a_stage_in_short_batches_then_a_long_batch_from_a_recording() {
 /// Runs `sync --source` in bulk mode until `ready` holds of a line it logs, then kills it with
 /// SIGKILL; returns whether `ready` was seen before the run ended by itself.
 fn kill_when(recording: &Path, datadir: &Path, ready: impl Fn(&str) -> bool) -> bool {
+    kill_with(recording, datadir, &[], ready)
+}
+
+/// [`kill_when`] with more flags.
+fn kill_with(recording: &Path, datadir: &Path, flags: &[&str], ready: impl Fn(&str) -> bool) -> bool {
     let mut child = Command::new(BIN)
         .args(["sync", "--exit-at-head", "--write-path", "bulk", "--reorg-window", "16"])
+        .args(flags)
         .args([
             "--batch-blocks",
             "20",
@@ -194,6 +200,56 @@ fn kill_when(recording: &Path, datadir: &Path, ready: impl Fn(&str) -> bool) -> 
     }
     child.wait().expect("wait");
     seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_stage_gathers_its_journal_again_not_the_node() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recording = generate(dir.path(), 30_000).await;
+    let (clean, _, _) =
+        index(&recording, &dir.path().join("clean"), config(WritePath::Incremental, StageLimits::default()))
+            .await;
+    let datadir = dir.path().join("journalled");
+    let journal = datadir.join(STAGE_JOURNAL_FILE);
+    let on = ["--stage-journal", "on"];
+    let indexed_to = |line: &str| -> Option<u64> {
+        let event = serde_json::from_str::<serde_json::Value>(line).ok()?;
+        (event["fields"]["message"] == "indexed batch").then(|| event["fields"]["to"].as_u64()).flatten()
+    };
+
+    // Killed while the stage gathers, batches in: nothing committed, the batches journalled.
+    assert!(kill_with(&recording, &datadir, &on, |line| indexed_to(line).is_some_and(|to| to >= 60)));
+    assert_eq!(checkpoint(&datadir), None, "a stage killed while gathering committed nothing");
+    let journalled = std::fs::metadata(&journal).map_or(0, |m| m.len());
+    assert!(journalled > 1000, "the stage journalled its batches ({journalled} bytes)");
+
+    // The next start takes them from the journal, then goes on from the node; the journal goes
+    // once the stage commits, and the tables equal a clean index's.
+    let lines = std::sync::Mutex::new(Vec::new());
+    assert!(!kill_with(&recording, &datadir, &on, |line| {
+        lines.lock().expect("lines").push(line.to_owned());
+        false
+    }));
+    let lines = lines.into_inner().expect("lines");
+    let resumed = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| {
+            e["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("bulk stage resumed from its journal"))
+        })
+        .expect("the restart says it resumed from the journal");
+    assert!(resumed["fields"]["blocks"].as_u64().is_some_and(|b| b >= 61), "{resumed}");
+    assert!(!journal.exists(), "the committed stage removed its journal");
+    let db = Db::open(&datadir, AccessMode::ReadWrite).expect("db");
+    assert_eq!(hash(&db), hash(&clean));
+
+    // Without journalling (a recording's default), a journal left behind is removed.
+    drop(db);
+    std::fs::write(&journal, b"left by an earlier run").expect("write");
+    assert!(!kill_with(&recording, &datadir, &[], |_| false));
+    assert!(!journal.exists(), "a run without journalling removes a stale journal");
 }
 
 fn checkpoint(datadir: &Path) -> Option<u64> {
