@@ -77,8 +77,10 @@ pub struct StageProgress {
     pub until: Option<u64>,
     /// Bytes its run files hold now.
     pub run_bytes: u64,
-    /// Bytes they may hold before the stage merges.
+    /// Bytes they (with the journal) may hold before the stage merges.
     pub run_budget: u64,
+    /// Bytes the stage journal holds.
+    pub journal_bytes: u64,
 }
 
 impl SharedProgress {
@@ -200,12 +202,17 @@ pub fn read_status(
             Some(_) => None,
             // Run files with no sync loop here: another process's stage (or a dead one's, emptied
             // when the next begins).
-            None => match crate::etl::RunDir::bytes_in(&crate::index::stage::run_dir(db)) {
-                0 => None,
-                run_bytes => {
-                    Some(StageProgress { phase: StagePhase::Running, run_bytes, ..Default::default() })
-                }
-            },
+            None => {
+                let run_bytes = crate::etl::RunDir::bytes_in(&crate::index::stage::run_dir(db));
+                let journal_bytes = std::fs::metadata(crate::sync::stage_journal::journal_path(db.dir()))
+                    .map_or(0, |m| m.len());
+                (run_bytes > 0 || journal_bytes > 0).then_some(StageProgress {
+                    phase: StagePhase::Running,
+                    run_bytes,
+                    journal_bytes,
+                    ..Default::default()
+                })
+            }
         },
         file_bytes: db.file_size(),
         used_bytes: db.used_bytes(),

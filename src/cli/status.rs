@@ -102,7 +102,11 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(stage) = &s.stage {
-        println!("bulk stage    {} run files", human_bytes(stage.run_bytes));
+        println!(
+            "bulk stage    {} run files, {} journal",
+            human_bytes(stage.run_bytes),
+            human_bytes(stage.journal_bytes)
+        );
     }
     println!();
     println!("{:<28} {:>14} {:>12}", "table", "entries", "size");

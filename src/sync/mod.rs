@@ -598,6 +598,8 @@ impl Indexer {
                 let blocks = blocks?;
                 if let Some(journal) = journal.as_mut() {
                     journal.append(&blocks).await?;
+                    let bytes = journal.bytes();
+                    self.progress.update(|p| p.stage.journal_bytes = bytes);
                 }
                 blocks
             };

@@ -222,6 +222,14 @@ async fn a_killed_stage_gathers_its_journal_again_not_the_node() {
     assert_eq!(checkpoint(&datadir), None, "a stage killed while gathering committed nothing");
     let journalled = std::fs::metadata(&journal).map_or(0, |m| m.len());
     assert!(journalled > 1000, "the stage journalled its batches ({journalled} bytes)");
+    let status = Command::new(BIN)
+        .args(["status", "--json", "--rpc-url", "http://127.0.0.1:9", "--log", "error"])
+        .arg("--datadir")
+        .arg(&datadir)
+        .output()
+        .expect("status");
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+    assert_eq!(status["stage"]["journalBytes"].as_u64(), Some(journalled), "{status}");
 
     // The next start takes them from the journal, then goes on from the node; the journal goes
     // once the stage commits, and the tables equal a clean index's.
