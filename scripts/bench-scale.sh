@@ -29,16 +29,8 @@ SEED=${SEED:-1}
 DIR=${BENCH_DIR:-${TMPDIR:-/tmp}/ots-bench-scale}
 
 cargo build --release --locked --bin ots-indexer --example gen_chain --example bench_scale
-mkdir -p "$DIR"
-# The recording format is in the name: a recording of an older format is generated again.
-RECORDING="$DIR/chain-$SIZE-seed$SEED-f4.rec.zst"
-if [ ! -s "$RECORDING" ]; then
-  echo "generating $SIZE transactions (seed $SEED) to $RECORDING" >&2
-  ./target/release/examples/gen_chain "$SIZE" "$SEED" "$RECORDING.part" >&2
-  mv "$RECORDING.part" "$RECORDING"
-else
-  echo "reusing $RECORDING" >&2
-fi
+# shellcheck source=scripts/lib/recording.sh
+. scripts/lib/recording.sh
 cleanup() { rm -rf "$DIR/db" "$DIR/db-tenth" "$DIR/db-compacted" "$DIR/db-staged"; }
 trap cleanup EXIT
 # shellcheck disable=SC2086 # SYNC_FLAGS is a list of flags

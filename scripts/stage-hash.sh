@@ -17,13 +17,8 @@ DIR=${BENCH_DIR:-${TMPDIR:-/tmp}/ots-bench-scale}
 
 cargo build --release --locked --bin ots-indexer --example gen_chain
 BIN=./target/release/ots-indexer
-mkdir -p "$DIR"
-RECORDING="$DIR/chain-$SIZE-seed$SEED-f4.rec.zst"
-if [ ! -s "$RECORDING" ]; then
-  echo "generating $SIZE transactions (seed $SEED) to $RECORDING" >&2
-  ./target/release/examples/gen_chain "$SIZE" "$SEED" "$RECORDING.part" >&2
-  mv "$RECORDING.part" "$RECORDING"
-fi
+# shellcheck source=scripts/lib/recording.sh
+. scripts/lib/recording.sh
 WORK=$(mktemp -d "$DIR/stage-hash.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 

@@ -98,7 +98,8 @@ pub struct StageLimits {
     pub buffer_bytes: usize,
     /// The stage ends once its run files hold this many bytes (taken as each stage begins).
     pub max_run_bytes: RunBudget,
-    /// The stage ends once it has gathered for this long: what a crash can lose.
+    /// The stage ends once it has gathered for this long (`Duration::MAX`: no bound of its own;
+    /// without a journal, what a crash can lose).
     pub max_time: Duration,
     /// The stage ends once it holds this many blocks (`u64::MAX`: no bound of its own).
     pub max_blocks: u64,
@@ -564,7 +565,7 @@ impl Indexer {
         journalled: Journalled,
     ) -> Result<(), SyncError> {
         let limits = self.config.stage;
-        let last = until.min(from.saturating_add(limits.max_blocks.max(1) - 1));
+        let stage_last = until.min(from.saturating_add(limits.max_blocks.max(1) - 1));
         let mut tip = self.checkpoint()?;
         let mut next = from;
         let mut pending: Option<(stage_writer::PendingAdd, u64)> = None;
@@ -574,7 +575,7 @@ impl Indexer {
         let replay = journalled
             .batches
             .iter()
-            .take_while(|b| b.last().is_some_and(|b| b.block.number <= last))
+            .take_while(|b| b.last().is_some_and(|b| b.block.number <= stage_last))
             .count();
         if let Some(journal) = journal.as_mut() {
             let dropped = (journalled.batches.len() > replay).then(|| journalled.batches.len() - replay);
@@ -586,27 +587,26 @@ impl Indexer {
         let mut journal = journal.map(JournalWriter::new);
         let mut replayed = journalled.batches.into_iter().take(replay);
         while next <= until {
-            let to = until.min(next + batch - 1).min(last);
-            let blocks = if let Some(blocks) = replayed.next() {
-                blocks
+            let to = until.min(next + batch - 1).min(stage_last);
+            let (blocks, fetched) = if let Some(blocks) = replayed.next() {
+                (blocks, false)
             } else {
                 let Some(blocks) =
                     self.unless_stopped(self.fetch_batch(next, to, Lookups::Stage(writer))).await
                 else {
                     break;
                 };
-                let blocks = blocks?;
-                if let Some(journal) = journal.as_mut() {
-                    journal.append(&blocks).await?;
-                    let bytes = journal.bytes();
-                    self.progress.update(|p| p.stage.journal_bytes = bytes);
-                }
-                blocks
+                (blocks?, true)
             };
             let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else { break };
             if let Some(t) = tip.filter(|t| t.hash != first.block.parent_hash) {
                 // The tip was checked against the node as the stage began: the node's chain moved.
                 return Err(SyncError::Moved { number: first.block.number, parent_number: t.number });
+            }
+            if let Some(journal) = journal.as_mut().filter(|_| fetched) {
+                journal.append(&blocks).await?;
+                let bytes = journal.bytes();
+                self.progress.update(|p| p.stage.journal_bytes = bytes);
             }
             tip = Some(Checkpoint { number: last.block.number, hash: last.block.hash });
             next = last.block.number + 1;

@@ -205,10 +205,7 @@ fn kill_with(recording: &Path, datadir: &Path, flags: &[&str], ready: impl Fn(&s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_stage_gathers_its_journal_again_not_the_node() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let recording = generate(dir.path(), 30_000).await;
-    let (clean, _, _) =
-        index(&recording, &dir.path().join("clean"), config(WritePath::Incremental, StageLimits::default()))
-            .await;
+    let (recording, clean, _) = recording_and_clean_index(dir.path()).await;
     let datadir = dir.path().join("journalled");
     let journal = datadir.join(STAGE_JOURNAL_FILE);
     let on = ["--stage-journal", "on"];
@@ -222,13 +219,7 @@ async fn a_killed_stage_gathers_its_journal_again_not_the_node() {
     assert_eq!(checkpoint(&datadir), None, "a stage killed while gathering committed nothing");
     let journalled = std::fs::metadata(&journal).map_or(0, |m| m.len());
     assert!(journalled > 1000, "the stage journalled its batches ({journalled} bytes)");
-    let status = Command::new(BIN)
-        .args(["status", "--json", "--rpc-url", "http://127.0.0.1:9", "--log", "error"])
-        .arg("--datadir")
-        .arg(&datadir)
-        .output()
-        .expect("status");
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+    let status = status_json(&datadir);
     assert_eq!(status["stage"]["journalBytes"].as_u64(), Some(journalled), "{status}");
 
     // The next start takes them from the journal, then goes on from the node; the journal goes
@@ -260,6 +251,25 @@ async fn a_killed_stage_gathers_its_journal_again_not_the_node() {
     assert!(!journal.exists(), "a run without journalling removes a stale journal");
 }
 
+/// A 30,000-transaction recording in `dir`, its batch-by-batch index and its head.
+async fn recording_and_clean_index(dir: &Path) -> (PathBuf, Db, u64) {
+    let recording = generate(dir, 30_000).await;
+    let (clean, head, _) =
+        index(&recording, &dir.join("clean"), config(WritePath::Incremental, StageLimits::default())).await;
+    (recording, clean, head)
+}
+
+/// `status --json` of the database at `datadir`, read by another process.
+fn status_json(datadir: &Path) -> serde_json::Value {
+    let status = Command::new(BIN)
+        .args(["status", "--json", "--rpc-url", "http://127.0.0.1:9", "--log", "error"])
+        .arg("--datadir")
+        .arg(datadir)
+        .output()
+        .expect("status");
+    serde_json::from_slice(&status.stdout).expect("status JSON")
+}
+
 fn checkpoint(datadir: &Path) -> Option<u64> {
     let db = Db::open(datadir, AccessMode::ReadOnly).expect("db");
     let txn = db.begin_read().expect("read");
@@ -270,10 +280,7 @@ fn checkpoint(datadir: &Path) -> Option<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_stage_loses_only_itself() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let recording = generate(dir.path(), 30_000).await;
-    let (clean, head, _) =
-        index(&recording, &dir.path().join("clean"), config(WritePath::Incremental, StageLimits::default()))
-            .await;
+    let (recording, clean, head) = recording_and_clean_index(dir.path()).await;
     let datadir = dir.path().join("killed");
 
     // Killed while the first stage gathers, early in it and after runs spilled: nothing committed.
@@ -288,13 +295,7 @@ async fn a_killed_stage_loses_only_itself() {
     assert!(kill_when(&recording, &datadir, early_batch), "the stage spilled runs early");
     assert_eq!(checkpoint(&datadir), None, "a stage killed while gathering committed nothing");
     assert!(runs.exists(), "its run files are left for the next start to remove");
-    let status = Command::new(BIN)
-        .args(["status", "--json", "--rpc-url", "http://127.0.0.1:9", "--log", "error"])
-        .arg("--datadir")
-        .arg(&datadir)
-        .output()
-        .expect("status");
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+    let status = status_json(&datadir);
     assert_eq!(status["stage"]["phase"], "running", "{status}");
     assert!(status["stage"]["runBytes"].as_u64().is_some_and(|b| b > 0), "{status}");
 
