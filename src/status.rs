@@ -204,8 +204,8 @@ pub fn read_status(
             // when the next begins).
             None => {
                 let run_bytes = crate::etl::RunDir::bytes_in(&crate::index::stage::run_dir(db));
-                let journal_bytes = std::fs::metadata(crate::sync::stage_journal::journal_path(db.dir()))
-                    .map_or(0, |m| m.len());
+                let journal_bytes =
+                    std::fs::metadata(crate::index::stage::journal_path(db.dir())).map_or(0, |m| m.len());
                 (run_bytes > 0 || journal_bytes > 0).then_some(StageProgress {
                     phase: StagePhase::Running,
                     run_bytes,

@@ -71,6 +71,15 @@ pub fn run_dir(db: &Db) -> std::path::PathBuf {
     db.dir().join(RUN_DIR_NAME)
 }
 
+/// The stage journal's file name, in the database directory (written by the sync loop's
+/// `stage_journal`; named here, beside the run files, for whatever reports on a stage).
+pub const STAGE_JOURNAL_FILE: &str = "stage-journal.bin";
+
+/// The stage journal's path in the database directory `dir`.
+pub fn journal_path(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.join(STAGE_JOURNAL_FILE)
+}
+
 impl Stage {
     /// Begins a stage on the indexed tip: takes the writer lock and empties the run directory.
     pub fn begin(db: &Db, options: StageOptions) -> Result<Self, WriteError> {

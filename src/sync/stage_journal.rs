@@ -20,10 +20,8 @@ use std::{
 use alloy_primitives::B256;
 use tracing::{debug, warn};
 
+pub use crate::index::stage::{journal_path, STAGE_JOURNAL_FILE};
 use crate::{db::state::Checkpoint, index::ClassifiedBlock};
-
-/// The journal's file name, in the database directory.
-pub const STAGE_JOURNAL_FILE: &str = "stage-journal.bin";
 
 const MAGIC: &[u8; 8] = b"OTSSTGJ\0";
 const VERSION: u32 = 1;
@@ -68,11 +66,6 @@ impl Journalled {
     pub fn blocks(&self) -> u64 {
         self.batches.iter().map(|b| b.len() as u64).sum()
     }
-}
-
-/// The journal's path in the database directory `dir`.
-pub fn journal_path(dir: &Path) -> PathBuf {
-    dir.join(STAGE_JOURNAL_FILE)
 }
 
 /// Removes the journal in `dir`, if any (its stage committed, or journalling is off).
