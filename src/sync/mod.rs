@@ -509,8 +509,10 @@ impl Indexer {
         };
         self.progress.update(|p| p.stage = StageProgress::default());
         let summary = result?;
-        if limits.journal {
-            // Committed (or nothing to commit): the journal's blocks are the tables' now.
+        // Committed (or nothing gathered): the journal's blocks are the tables' now. A stage that
+        // failed in the writer keeps it, for the start after the failure is mended.
+        let settled = summary.is_some() || gathered.as_ref().map_or_else(SyncError::is_transient, |()| true);
+        if limits.journal && settled {
             let dir = self.db.dir().to_path_buf();
             blocking(move || stage_journal::remove_journal(&dir)).await??;
         }
