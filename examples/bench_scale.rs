@@ -18,7 +18,11 @@
 //!   stage count, each stage's merge seconds (first, median, last), bytes per transfer log as
 //!   written, its wall time over the one-stage run's, and a mainnet projection fitted to the two
 //!   staged runs. `OTS_BENCH_STAGE_REGIME=0` leaves it out; `OTS_BENCH_RESIDENT_SHARE=0.1` runs
-//!   it again with the page cache held to that share of the database file ([`MemoryBound`]).
+//!   it again with the page cache held to that share of the database file ([`MemoryBound`]);
+//! * the regime the defaults give mainnet now that a stage takes its bound from the free disk:
+//!   the stage count mainnet's catch-up would run in on a host with `OTS_BENCH_MAINNET_SPARE_GIB`
+//!   (default 1,024) GiB to spare ([`mainnet_stages`]), applied to this chain, with the same
+//!   figures (`stage_regime_defaults`).
 //!
 //! Its last line is one JSON object with every figure. `scripts/bench-scale.sh` builds the
 //! recording and runs it.
@@ -464,6 +468,21 @@ struct Chain<'a> {
     tenth_block: u64,
 }
 
+/// How many stages mainnet's catch-up takes at the defaults on a host with `spare_gib` GiB of
+/// disk to spare, from this chain's stage bytes (run files at their peak and the journal, which
+/// holds about what the recording does) scaled to mainnet's transactions: each stage takes two
+/// thirds of the spare disk beyond the share kept free (the larger of 4 GiB and 2 %), as
+/// `sync --stage-max-run-mib` left unset does. The tables' growth, which takes from the spare
+/// disk as stages commit, is left out: the count is a floor.
+fn mainnet_stages(spare_gib: f64, chain_stage_bytes: f64, chain_transactions: f64) -> u64 {
+    let gib = f64::from(1u32 << 30);
+    let spare = spare_gib * gib;
+    let keep = (4.0 * gib).max(0.02 * spare);
+    let budget = (2.0 / 3.0 * (spare - keep)).max(256.0 * f64::from(1u32 << 20));
+    let mainnet = chain_stage_bytes * MAINNET_MTX * 1e6 / chain_transactions.max(1.0);
+    (mainnet / budget).ceil().max(1.0) as u64
+}
+
 /// The stage regime: the chain and its first tenth caught up in bulk stages of `stage_blocks`
 /// blocks each, into `dir`; compared with the one-stage run of `one_stage_seconds`.
 fn stage_regime(
@@ -660,8 +679,10 @@ fn main() -> anyhow::Result<()> {
     let check = check.lines().last().unwrap_or_default().to_owned();
     eprintln!("check after the unwind ({check_secs:.1} s): {check}");
 
-    let (staged, staged_bounded) = if std::env::var("OTS_BENCH_STAGE_REGIME").is_ok_and(|v| v == "0") {
-        (Value::Null, Value::Null)
+    let (staged, staged_bounded, staged_defaults) = if std::env::var("OTS_BENCH_STAGE_REGIME")
+        .is_ok_and(|v| v == "0")
+    {
+        (Value::Null, Value::Null, Value::Null)
     } else {
         let stage_blocks = match std::env::var("OTS_BENCH_STAGE_BLOCKS") {
             Ok(blocks) => blocks.parse().context("OTS_BENCH_STAGE_BLOCKS: a number of blocks")?,
@@ -669,6 +690,17 @@ fn main() -> anyhow::Result<()> {
         };
         let chain = Chain { bin: &bin, recording: &recording, flags: &flags, tenth_block };
         let free = stage_regime(&chain, &staged_dir, stage_blocks, s.seconds, None)?;
+        // The regime the defaults give mainnet on a host with this much disk to spare.
+        let spare_gib: f64 = match std::env::var("OTS_BENCH_MAINNET_SPARE_GIB") {
+            Ok(gib) => gib.parse().context("OTS_BENCH_MAINNET_SPARE_GIB: a number of GiB")?,
+            Err(_) => 1024.0,
+        };
+        let recording_bytes = std::fs::metadata(&recording).map_or(0.0, |m| m.len() as f64);
+        let stages = mainnet_stages(spare_gib, run_files_peak + recording_bytes, transactions);
+        let defaults_blocks = last_block.div_ceil(stages).max(1);
+        let mut defaults = stage_regime(&chain, &staged_dir, defaults_blocks, s.seconds, None)?;
+        defaults["mainnet_spare_gib"] = json!(spare_gib);
+        defaults["mainnet_stages"] = json!(stages);
         // The same out of memory: page cache held to a share of the database file.
         let bounded = match std::env::var("OTS_BENCH_RESIDENT_SHARE") {
             Ok(share) => {
@@ -682,7 +714,7 @@ fn main() -> anyhow::Result<()> {
             }
             Err(_) => Value::Null,
         };
-        (free, bounded)
+        (free, bounded, defaults)
     };
 
     let rss = |i: usize| s.samples.get(i).map_or(f64::NAN, |(_, r)| round(r[0], 0));
@@ -740,6 +772,7 @@ fn main() -> anyhow::Result<()> {
         "check": check,
         "stage_regime": staged,
         "stage_regime_bounded": staged_bounded,
+        "stage_regime_defaults": staged_defaults,
         "tables": tables,
     });
     println!("{figures}");

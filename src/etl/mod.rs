@@ -18,6 +18,10 @@ pub use sorter::{spill_over, Buffer, Groups, Sorted, Sorter, ROWS_AHEAD};
 
 use std::path::PathBuf;
 
+/// The bytes of an address at the front of an encoded row: the key of a row that starts with
+/// one ([`Sorter::keyed`]).
+pub const ADDRESS_KEY: usize = 20;
+
 /// A run file could not be written or read back.
 #[derive(Debug, thiserror::Error)]
 pub enum EtlError {

@@ -90,13 +90,14 @@ impl RunDir {
         self: &Arc<Self>,
         mut rows: Vec<R>,
         absorb: Option<Collapse<R>>,
+        key_bytes: Option<usize>,
     ) -> PendingRun {
         let (done, run) = std::sync::mpsc::channel();
         let dir = self.clone();
         let job: SpillJob = Box::new(move || {
             rows.sort_unstable();
             collapse(&mut rows, absorb);
-            let _ = done.send(dir.write_run(&rows));
+            let _ = done.send(dir.write_run(&rows, key_bytes));
         });
         let job = match self.spill_thread.lock().ok().as_ref().and_then(|t| t.as_ref()) {
             Some(thread) => thread.send(job).err().map(|returned| returned.0),
@@ -143,16 +144,17 @@ impl RunDir {
     }
 
     /// Writes `rows` (sorted) as a new run file.
-    fn write_run<R: Record>(self: &Arc<Self>, rows: &[R]) -> Result<Run, EtlError> {
-        let mut run = self.writer()?;
+    fn write_run<R: Record>(self: &Arc<Self>, rows: &[R], key_bytes: Option<usize>) -> Result<Run, EtlError> {
+        let mut run = self.writer(key_bytes)?;
         for row in rows {
             run.push(row)?;
         }
         run.finish()
     }
 
-    /// A new run file, to write rows into in order.
-    pub(super) fn writer(self: &Arc<Self>) -> Result<RunWriter, EtlError> {
+    /// A new run file, to write rows into in order; with `key_bytes`, it counts the keys its
+    /// rows hold, a row's key being its first `key_bytes` bytes as encoded (at most 255).
+    pub(super) fn writer(self: &Arc<Self>, key_bytes: Option<usize>) -> Result<RunWriter, EtlError> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let path = self.path.join(format!("run-{n:06}.bin"));
         let file = File::create(&path).map_err(io_err(&path))?;
@@ -164,6 +166,8 @@ impl RunDir {
             row: Vec::new(),
             bytes: 0,
             rows: 0,
+            key_bytes,
+            keys: 0,
         })
     }
 }
@@ -201,6 +205,8 @@ pub(super) struct RunWriter {
     row: Vec<u8>,
     bytes: u64,
     rows: u64,
+    key_bytes: Option<usize>,
+    keys: u64,
 }
 
 impl RunWriter {
@@ -218,6 +224,11 @@ impl RunWriter {
         self.out.write_all(&[shared as u8, suffix_len]).map_err(io_err(&self.path))?;
         self.out.write_all(suffix).map_err(io_err(&self.path))?;
         self.bytes += 2 + suffix.len() as u64;
+        // A row that does not share its key's bytes with the one before starts a key (the
+        // first row shares nothing).
+        if self.key_bytes.is_none_or(|key| shared < key) {
+            self.keys += 1;
+        }
         self.rows += 1;
         std::mem::swap(&mut self.previous, &mut self.row);
         Ok(())
@@ -227,7 +238,7 @@ impl RunWriter {
     pub(super) fn finish(mut self) -> Result<Run, EtlError> {
         self.out.flush().map_err(io_err(&self.path))?;
         self.dir.grew(self.bytes);
-        Ok(Run { dir: self.dir, path: self.path, bytes: self.bytes, rows: self.rows })
+        Ok(Run { dir: self.dir, path: self.path, bytes: self.bytes, rows: self.rows, keys: self.keys })
     }
 }
 
@@ -245,12 +256,19 @@ pub(super) struct Run {
     path: PathBuf,
     bytes: u64,
     rows: u64,
+    /// Keys its rows hold (its rows, where the writer was given no key).
+    keys: u64,
 }
 
 impl Run {
     /// Rows in the run.
     pub(super) const fn rows(&self) -> u64 {
         self.rows
+    }
+
+    /// Keys in the run (see [`RunDir::writer`]).
+    pub(super) const fn keys(&self) -> u64 {
+        self.keys
     }
 
     /// Reads the run back, row by row.

@@ -33,6 +33,8 @@ pub struct Sorter<R: Record> {
     merge_width: usize,
     /// Folds rows of one group into the least of them, see [`Sorter::collapsing`].
     collapse: Option<Collapse<R>>,
+    /// How many leading bytes of an encoded row are its key, see [`Sorter::keyed`].
+    key_bytes: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -59,6 +61,7 @@ impl<R: Record> Sorter<R> {
             spill: None,
             merge_width: MERGE_WIDTH,
             collapse: None,
+            key_bytes: None,
         }
     }
 
@@ -72,6 +75,7 @@ impl<R: Record> Sorter<R> {
             spill: Some(Spill { dir, pending: Vec::new(), rows: 0 }),
             merge_width: MERGE_WIDTH,
             collapse: None,
+            key_bytes: None,
         }
     }
 
@@ -82,6 +86,14 @@ impl<R: Record> Sorter<R> {
     /// rows may still hold several of a group, least first.
     pub fn collapsing(mut self, absorb: Collapse<R>) -> Self {
         self.collapse = Some(absorb);
+        self
+    }
+
+    /// Says that a row's key — what the writer groups its rows by — is its first `bytes` bytes
+    /// as encoded (an address: 20; an address pair: 40): its runs then count their keys, and
+    /// [`Sorted::keys_at_most`] bounds a spilled sorter's keys by them rather than by its rows.
+    pub const fn keyed(mut self, bytes: usize) -> Self {
+        self.key_bytes = Some(bytes);
         self
     }
 
@@ -127,7 +139,7 @@ impl<R: Record> Sorter<R> {
         }
         let rows = std::mem::take(&mut self.buffer);
         spill.rows += rows.len() as u64;
-        spill.pending.push(spill.dir.spill(rows, self.collapse));
+        spill.pending.push(spill.dir.spill(rows, self.collapse, self.key_bytes));
         Ok(())
     }
 
@@ -146,22 +158,28 @@ impl<R: Record> Sorter<R> {
             let many = runs.len();
             while runs.len() >= width {
                 let oldest: Vec<Run> = runs.drain(..width).collect();
-                runs.push(merge_runs::<R>(&dir, oldest)?);
+                runs.push(merge_runs::<R>(&dir, oldest, self.key_bytes)?);
             }
             debug!(target: "ots::etl", runs = many, width, left = runs.len(), "runs merged in groups first");
         }
         let rows = self.buffer.len() as u64 + runs.iter().map(Run::rows).sum::<u64>();
+        // A key may be in several runs: counted once in each.
+        let keys = self.buffer.len() as u64 + runs.iter().map(Run::keys).sum::<u64>();
         if runs.is_empty() {
-            return Ok(Sorted { inner: Inner::Memory(self.buffer.into_iter()), rows });
+            return Ok(Sorted { inner: Inner::Memory(self.buffer.into_iter()), rows, keys });
         }
-        Ok(Sorted { inner: Inner::Merging(prefetch(Merge::start(runs, self.buffer)?)), rows })
+        Ok(Sorted { inner: Inner::Merging(prefetch(Merge::start(runs, self.buffer)?)), rows, keys })
     }
 }
 
 /// Merges `runs` into one new run under `dir` (their files go once read).
-fn merge_runs<R: Record>(dir: &Arc<RunDir>, runs: Vec<Run>) -> Result<Run, EtlError> {
+fn merge_runs<R: Record>(
+    dir: &Arc<RunDir>,
+    runs: Vec<Run>,
+    key_bytes: Option<usize>,
+) -> Result<Run, EtlError> {
     let mut merge = Merge::<R>::start(runs, Vec::new())?;
-    let mut out = dir.writer()?;
+    let mut out = dir.writer(key_bytes)?;
     while let Some(row) = merge.next_row()? {
         out.push(&row)?;
     }
@@ -337,6 +355,9 @@ pub struct Sorted<R: Record> {
     inner: Inner<R>,
     /// Rows in all.
     rows: u64,
+    /// At least the keys the rows hold: those of each run (its rows where the sorter was not
+    /// [`Sorter::keyed`]) and the rows never spilled.
+    keys: u64,
 }
 
 impl<R: Record> Iterator for Sorted<R> {
@@ -351,12 +372,14 @@ impl<R: Record> Iterator for Sorted<R> {
 }
 
 impl<R: Record> Sorted<R> {
-    /// How many distinct keys the rows hold: exact when they never left memory, else the number
-    /// of rows (an upper bound), for choosing how to write them before reading them.
+    /// How many distinct keys the rows hold, for choosing how to write them before reading
+    /// them: exact when they never left memory; else an upper bound, the sum of each run's
+    /// keys for a [`Sorter::keyed`] sorter whose `key` is the one it was keyed by, the rows
+    /// for any other.
     pub fn keys_at_most<K: PartialEq>(&self, key: impl Fn(&R) -> K) -> u64 {
         match &self.inner {
             Inner::Memory(rows) => rows.as_slice().chunk_by(|a, b| key(a) == key(b)).count() as u64,
-            Inner::Merging(_) => self.rows,
+            Inner::Merging(_) => self.keys.min(self.rows),
         }
     }
 
@@ -481,6 +504,30 @@ mod tests {
         want.sort_unstable();
         assert_eq!(got, want);
         assert_eq!(runs.bytes(), 0, "run files are removed once read");
+    }
+
+    /// Spilled, a keyed sorter bounds its keys by each run's (11 addresses in each of 25 runs),
+    /// not by its rows; in memory the count is exact.
+    #[test]
+    fn a_keyed_sorter_counts_the_keys_of_its_runs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let runs = RunDir::create(dir.path()).expect("run dir");
+        let budget = 100 * std::mem::size_of::<(Address, u64)>();
+        let spilled = |keyed: bool| {
+            let sorter = Sorter::spilling(runs.clone(), budget);
+            let mut sorter = if keyed { sorter.keyed(super::super::ADDRESS_KEY) } else { sorter };
+            for row in rows(2_500) {
+                sorter.push(row).expect("push");
+            }
+            sorter.into_sorted().expect("merge").keys_at_most(|row| row.0)
+        };
+        assert_eq!(spilled(true), 25 * 11);
+        assert_eq!(spilled(false), 2_500);
+        let mut in_memory = Sorter::in_memory().keyed(super::super::ADDRESS_KEY);
+        for row in rows(2_500) {
+            in_memory.push(row).expect("push");
+        }
+        assert_eq!(in_memory.into_sorted().expect("sort").keys_at_most(|row| row.0), 11);
     }
 
     #[test]

@@ -39,7 +39,7 @@ use crate::{
         DbResult, ReadTxn, Txn, WriteTxn,
     },
     decode::TokenKind,
-    etl::{Buffer, RunDir, Sorter},
+    etl::{Buffer, RunDir, Sorter, ADDRESS_KEY},
     txid::TxId,
 };
 
@@ -129,7 +129,7 @@ impl IdLists {
     /// Lists whose rows spill into sorted runs under `runs`, each buffering `budget` bytes.
     pub fn spilling(runs: &Arc<RunDir>, budget: usize) -> Self {
         Self {
-            lists: std::array::from_fn(|_| Sorter::spilling(runs.clone(), budget)),
+            lists: std::array::from_fn(|_| Sorter::spilling(runs.clone(), budget).keyed(ADDRESS_KEY)),
             in_tx: Default::default(),
         }
     }

@@ -13,6 +13,7 @@ use crate::{
         tables::Table,
         DbError, DbResult, TableCursor, Txn, WriteTxn,
     },
+    index::rewrite::Rewrite,
     txid::TxId,
 };
 
@@ -62,9 +63,54 @@ pub fn append<T: PackedList>(
     ids: &[u64],
     sent: &[bool],
 ) -> DbResult<ListCounts> {
-    let Some(&first_new) = ids.first() else { return count::<T, _>(txn, address) };
+    if ids.is_empty() {
+        return count::<T, _>(txn, address);
+    }
     let mut cursor = txn.cursor::<T>()?;
-    let (base, sent_base, mut all, mut marks) = match last_chunk(&mut cursor, address)? {
+    let last = last_chunk(&mut cursor, address)?;
+    let replaced = last.as_ref().map(|(key, _)| *key);
+    let (before, chunks) = extend_last::<T>(last, ids, sent)?;
+    if let Some(key) = replaced {
+        cursor.delete(&key)?;
+    }
+    for (last, packed) in chunks {
+        cursor.put(&ListKey { address: *address, last }, &packed)?;
+    }
+    Ok(before)
+}
+
+/// As [`append`], for lists appended to in address order while their table is rewritten whole
+/// (`index::rewrite`): the old chunks of lists before `address` are copied first, and
+/// `address`'s own, but for the last, which is re-packed with `ids`.
+pub(in crate::index) fn append_rewriting<T: PackedList, K: TransactionKind>(
+    rewrite: &mut Rewrite<'_, K, T>,
+    address: &Address,
+    ids: &[u64],
+    sent: &[bool],
+) -> DbResult<ListCounts> {
+    rewrite.copy_while(|key, _| key.address < *address)?;
+    let mut last = None;
+    while let Some(chunk) = rewrite.take_if(|key, _| key.address == *address)? {
+        if let Some((key, packed)) = last.replace(chunk) {
+            rewrite.append(&key, &packed)?;
+        }
+    }
+    let (before, chunks) = extend_last::<T>(last, ids, sent)?;
+    for (last, packed) in chunks {
+        rewrite.append(&ListKey { address: *address, last }, &packed)?;
+    }
+    Ok(before)
+}
+
+/// A list's last chunk (if it has one) with `ids` and their marks added, packed again; and what
+/// the list held before.
+fn extend_last<T: PackedList>(
+    last: Option<(ListKey, PackedIds)>,
+    ids: &[u64],
+    sent: &[bool],
+) -> DbResult<(ListCounts, Vec<(u64, PackedIds)>)> {
+    let first_new = ids.first().copied().unwrap_or(u64::MAX);
+    let (base, sent_base, mut all, mut marks) = match last {
         Some((key, packed)) => {
             if key.last >= first_new {
                 return Err(corrupt::<T>(
@@ -73,7 +119,6 @@ pub fn append<T: PackedList>(
                 ));
             }
             let Unpacked { base, sent_base, ids, sent } = unpack::<T>(&key, &packed)?;
-            cursor.delete(&key)?;
             (base, sent_base, ids, sent)
         }
         None => (0, 0, Vec::new(), Vec::new()),
@@ -84,10 +129,7 @@ pub fn append<T: PackedList>(
     };
     all.extend_from_slice(ids);
     marks.extend_from_slice(sent);
-    for (last, packed) in pack_chunks(base, sent_base, &all, &marks) {
-        cursor.put(&ListKey { address: *address, last }, &packed)?;
-    }
-    Ok(before)
+    Ok((before, pack_chunks(base, sent_base, &all, &marks)))
 }
 
 fn counts_of<T: PackedList>(key: &ListKey, packed: &PackedIds) -> DbResult<ChunkCounts> {
@@ -341,5 +383,65 @@ mod tests {
         append::<OtsAppearances>(&txn, &c, &ids[..keep], &sent[..keep]).expect("append a prefix");
         model_check(&c, keep);
         check::<OtsAppearances, _>(&txn, u64::MAX).expect("consistent");
+    }
+
+    /// Appends written while the table is rewritten whole leave exactly the entries the same
+    /// appends leave in place: untouched lists copied, touched ones re-packed from their last
+    /// chunk, new ones added, in any position among the old.
+    #[test]
+    fn a_rewrite_appends_what_an_append_in_place_does() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let ids: Vec<u64> = (0..2_500u64).map(|i| id(5 + i / 4 * 3, i % 4 * 9)).collect();
+        let sent: Vec<bool> = (0..2_500u64).map(|i| i % 5 == 0 || (i / 300) % 2 == 1).collect();
+        let who = |n: u8| Address::repeat_byte(n);
+        let first = [(who(0x20), 1_700), (who(0x40), 3), (who(0x60), 900), (who(0x80), 1)];
+        let txn = db.begin_write().expect("write");
+        for (address, n) in first {
+            append::<OtsAppearances>(&txn, &address, &ids[..n], &sent[..n]).expect("append");
+        }
+        txn.commit().expect("commit");
+        // Later appends: a new list first, between and last; old ones touched or not.
+        let later = [
+            (who(0x10), 0, 40),
+            (who(0x20), 1_700, 800),
+            (who(0x50), 0, 2_500),
+            (who(0x80), 1, 2),
+            (who(0x90), 7, 9),
+        ];
+        let entries = |txn: &WriteTxn| txn.raw_entries(OtsAppearances::ID).expect("entries");
+
+        let txn = db.begin_write().expect("write");
+        let in_place: Vec<ListCounts> = later
+            .iter()
+            .map(|&(a, from, n)| {
+                append::<OtsAppearances>(&txn, &a, &ids[from..from + n], &sent[from..from + n])
+            })
+            .collect::<DbResult<_>>()
+            .expect("append in place");
+        let expected = entries(&txn);
+        drop(txn);
+
+        let before = db.begin_read().expect("snapshot");
+        let txn = db.begin_write().expect("write");
+        let mut rewrite = Rewrite::<_, OtsAppearances>::begin_if_pays(&txn, Some(&before), u64::MAX, 1)
+            .expect("begin")
+            .expect("a rewrite");
+        let rewritten: Vec<ListCounts> = later
+            .iter()
+            .map(|&(a, from, n)| {
+                append_rewriting(&mut rewrite, &a, &ids[from..from + n], &sent[from..from + n])
+            })
+            .collect::<DbResult<_>>()
+            .expect("append rewriting");
+        rewrite.finish().expect("finish");
+        assert_eq!(rewritten, in_place, "the counts before each append");
+        assert_eq!(entries(&txn), expected, "the same entries");
+        check::<OtsAppearances, _>(&txn, u64::MAX).expect("consistent");
+        // An append at or below a list's last id is refused, as in place.
+        let mut rewrite = Rewrite::<_, OtsAppearances>::begin_if_pays(&txn, Some(&before), u64::MAX, 1)
+            .expect("begin")
+            .expect("a rewrite");
+        assert!(append_rewriting(&mut rewrite, &who(0x60), &ids[..1], &sent[..1]).is_err());
     }
 }
