@@ -188,9 +188,14 @@ impl Appearances {
             return Err(unseen_sender(&sender));
         }
         let seen = self.seen.into_sorted()?;
-        let before = before.filter(|_| untouched && start == WindowStart::Closed);
-        let lists = Rewrite::begin_if_pays(txn, before, seen.keys_at_most(|row| row.0), LIST_REWRITE_SHARE)?;
-        let mut lists = lists.map_or(in_place, Lists::Rewriting);
+        let mut lists = match before.filter(|_| untouched && start == WindowStart::Closed) {
+            Some(before) => {
+                let addresses = seen.keys_at_most(|row| row.0);
+                let rewrite = Rewrite::begin_if_pays(txn, Some(before), addresses, LIST_REWRITE_SHARE)?;
+                rewrite.map_or(in_place, Lists::Rewriting)
+            }
+            None => in_place,
+        };
         let mut seen = seen.groups(|row| row);
         let mut sent = self.sent.into_sorted()?.groups(|(sender, id, nonce)| (sender, (id, nonce)));
         let mut next_sent = sent.next();
@@ -557,8 +562,8 @@ impl Gatherer for Appearances {
 
     fn write(self: Box<Self>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
         // A snapshot holds the state the write started from (the writer lock is held), which
-        // a whole-table rewrite copies.
-        let before = writing.db.begin_read().ok();
+        // a whole-table rewrite copies; only a stage's write (the window closed) rewrites.
+        let before = (writing.window == WindowStart::Closed).then(|| writing.db.begin_read().ok()).flatten();
         let stats = Self::write(*self, writing.txn, before.as_ref(), writing.window, &mut writing.leaving)?;
         writing.appearances += stats.appearances;
         Ok(())
