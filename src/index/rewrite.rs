@@ -41,15 +41,14 @@ pub(super) struct Rewrite<'a, K: TransactionKind, T: Table> {
 
 impl<'a, K: TransactionKind, T: Table> Rewrite<'a, K, T> {
     /// A rewrite of `T` if a write that changes at most `changed` of its entries changes one in
-    /// `share` or more; none without a snapshot. `before` must hold `T` as `txn` found it
-    /// (nothing in `txn` may have written `T` yet).
+    /// `share` or more. `before` must hold `T` as `txn` found it (nothing in `txn` may have
+    /// written `T` yet).
     pub(super) fn begin_if_pays(
         txn: &'a WriteTxn,
-        before: Option<&'a Txn<K>>,
+        before: &'a Txn<K>,
         changed: u64,
         share: u64,
     ) -> DbResult<Option<Self>> {
-        let Some(before) = before else { return Ok(None) };
         let entries = txn.stats::<T>()?.entries;
         if !rewrite_pays_at(share, entries, changed) {
             return Ok(None);

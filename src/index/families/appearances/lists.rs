@@ -424,7 +424,7 @@ mod tests {
 
         let before = db.begin_read().expect("snapshot");
         let txn = db.begin_write().expect("write");
-        let mut rewrite = Rewrite::<_, OtsAppearances>::begin_if_pays(&txn, Some(&before), u64::MAX, 1)
+        let mut rewrite = Rewrite::<_, OtsAppearances>::begin_if_pays(&txn, &before, u64::MAX, 1)
             .expect("begin")
             .expect("a rewrite");
         let rewritten: Vec<ListCounts> = later
@@ -439,7 +439,7 @@ mod tests {
         assert_eq!(entries(&txn), expected, "the same entries");
         check::<OtsAppearances, _>(&txn, u64::MAX).expect("consistent");
         // An append at or below a list's last id is refused, as in place.
-        let mut rewrite = Rewrite::<_, OtsAppearances>::begin_if_pays(&txn, Some(&before), u64::MAX, 1)
+        let mut rewrite = Rewrite::<_, OtsAppearances>::begin_if_pays(&txn, &before, u64::MAX, 1)
             .expect("begin")
             .expect("a rewrite");
         assert!(append_rewriting(&mut rewrite, &who(0x60), &ids[..1], &sent[..1]).is_err());

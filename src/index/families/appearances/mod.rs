@@ -46,10 +46,11 @@ use crate::{
 };
 
 /// A stage rewrites the list table whole once the addresses it appends to (bounded from above
-/// by the keys its runs hold) number one in this many of the table's chunks or more. Measured on the benchmark chains
-/// (docs/benchmarks.md, "The stage regime"): in stages of a third of the 21 M chain the second
-/// and third merges' lists took 5.2 and 6.9 s rewritten against 6.5 and 8.6 s in place; in
-/// stages of 1 % of the 2 M chain only the first stages rewrite, and the run took as long.
+/// by the keys its runs hold) number one in this many of the table's chunks or more. Measured
+/// on the benchmark chains (docs/benchmarks.md, "The stage regime"): in stages of a third of the
+/// 21 M chain the second and third merges' lists took 5.2 and 6.9 s rewritten against 6.5 and
+/// 8.6 s in place; in stages of 1 % of the 2 M chain only the first stages rewrite, and the run
+/// took as long.
 const LIST_REWRITE_SHARE: u64 = 4;
 
 /// A batch's (or a bulk stage's) appearances, sent transactions and creations, gathered before
@@ -191,7 +192,7 @@ impl Appearances {
         let mut lists = match before.filter(|_| untouched && start == WindowStart::Closed) {
             Some(before) => {
                 let addresses = seen.keys_at_most(|row| row.0);
-                let rewrite = Rewrite::begin_if_pays(txn, Some(before), addresses, LIST_REWRITE_SHARE)?;
+                let rewrite = Rewrite::begin_if_pays(txn, before, addresses, LIST_REWRITE_SHARE)?;
                 rewrite.map_or(in_place, Lists::Rewriting)
             }
             None => in_place,
