@@ -29,6 +29,10 @@
 //!
 //! Usage: bench_scale RECORDING WORKDIR OTS_INDEXER_BINARY [SYNC_FLAG ...] (flags passed to
 //! `sync` as they are; none by default: the benchmark measures what a user gets)
+//!
+//! `bench_scale --queries DATADIR OTS_INDEXER_BINARY` measures the queries alone, over a database
+//! already built (its reorg window as the sync left it): a read path's change is measured without
+//! indexing the chain again.
 
 // The figures' one `json!` object is long.
 #![recursion_limit = "256"]
@@ -558,6 +562,15 @@ fn round(v: f64, places: i32) -> f64 {
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
+    if let (Some("--queries"), Some(datadir), Some(bin)) =
+        (args.get(1).map(String::as_str), args.get(2), args.get(3))
+    {
+        let datadir = PathBuf::from(datadir);
+        let db = Db::open(&datadir, AccessMode::ReadOnly)?;
+        let (rows, index_part) = queries(Path::new(bin), &datadir, &db, 2.0)?;
+        println!("{}", json!({"queries": rows, "index_part_of_pages": index_part}));
+        return Ok(());
+    }
     let (Some(recording), Some(work), Some(bin)) = (args.get(1), args.get(2), args.get(3)) else {
         eprintln!("usage: bench_scale RECORDING WORKDIR OTS_INDEXER_BINARY [BATCH_BLOCKS] [BATCH_MAX_LOGS]");
         std::process::exit(2);

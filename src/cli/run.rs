@@ -42,6 +42,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         events: Some(indexer.events()),
         pending: args.serve.pending(&node, &db).await,
         tx_cache: args.serve.tx_cache(),
+        window_holders: rpc::window_holders::WindowHoldersCache::default(),
         tx_frames: crate::rpc::TxFrames::Auto,
     };
     let (addr, server) = rpc::serve(args.serve.http_addr, ctx, &args.serve.options()).await?;

@@ -47,6 +47,7 @@ pub async fn serve(args: ServeCmdArgs) -> anyhow::Result<()> {
         events: None,
         pending: args.serve.pending(&node, &db).await,
         tx_cache: args.serve.tx_cache(),
+        window_holders: rpc::window_holders::WindowHoldersCache::default(),
         tx_frames: crate::rpc::TxFrames::Auto,
     };
     let (addr, server) =

@@ -50,7 +50,7 @@ pub enum DbError {
     /// A transaction could not begin or commit.
     #[error("MDBX transaction {op} failed: {source}{hint}")]
     Txn {
-        /// `begin` or `commit`.
+        /// `begin`, `commit` or `id`.
         op: &'static str,
         /// MDBX's error.
         source: MdbxError,

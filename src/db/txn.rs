@@ -58,6 +58,13 @@ impl<K: TransactionKind> Txn<K> {
         release_mapped(self.mapped.as_ref());
     }
 
+    /// The snapshot this transaction reads: the id of the write transaction it sees committed
+    /// last. Two read transactions with one id see the same data, so what is derived from one
+    /// serves the other.
+    pub fn snapshot_id(&self) -> DbResult<u64> {
+        self.tx.id().map_err(|source| DbError::Txn { op: "id", source, hint: hint_for(&source) })
+    }
+
     fn db<T: Table>(&self) -> Database {
         self.tables[T::ID.index()]
     }

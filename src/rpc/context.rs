@@ -1,7 +1,7 @@
 //! What every handler shares: the index, the node, the page caps, the sync loop's progress and
 //! events, and the transaction cache. The page modules of each namespace import it from here.
 
-use super::tx_cache;
+use super::{tx_cache, window_holders::WindowHoldersCache};
 use crate::{db::Db, source::NodeClient};
 
 /// Default cap on `count` for address lists.
@@ -29,6 +29,8 @@ pub struct RpcContext {
     pub pending: Option<crate::pending::PendingPool>,
     /// Transactions and receipts already fetched for pages, shared by the handlers.
     pub tx_cache: tx_cache::TxCache,
+    /// The holders each token's reorg window changed, for holder pages.
+    pub window_holders: WindowHoldersCache,
     /// Where a transaction's call frames come from for its pages.
     pub tx_frames: TxFrames,
 }
@@ -55,6 +57,7 @@ impl RpcContext {
             events: None,
             pending: None,
             tx_cache: tx_cache::TxCache::default(),
+            window_holders: WindowHoldersCache::default(),
             tx_frames: TxFrames::Auto,
         }
     }

@@ -2,7 +2,7 @@
 //! and the `trace_`/`erigon_` ones it sends), `ots2` (Erigon's `ots2_` namespace and our own
 //! additions to it), and `gateway` (binding, limits, forwarding to the node, subscriptions).
 //! Below them, what the pages share: the context, error objects, the node fetches of a page and
-//! their cache.
+//! their caches.
 
 mod context;
 pub mod errors;
@@ -13,6 +13,7 @@ pub mod ots2;
 mod page_timing;
 pub mod transfer_detail;
 pub mod tx_cache;
+pub mod window_holders;
 
 use std::net::SocketAddr;
 

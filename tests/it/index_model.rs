@@ -17,7 +17,7 @@ use ots_indexer::{
     db::{compact::compact_into, tables::*, AccessMode, Db},
     index::{
         address_index::{page, IdList},
-        balances::{holder_count, holders_page, multi_balances, owner},
+        balances::{holder_count, holders_page, holders_page_knowing, multi_balances, owner, WindowHolders},
         check::check,
         journal::{journal_start, unwind_to},
         write_batch, BatchOptions, ClassifiedBlock,
@@ -328,8 +328,13 @@ fn compare(db: &Db, model: &Model, world: &World, what: &str) {
             "{what}: holders of {token}"
         );
         assert_eq!(holders_page(&txn, token, 0, 10_000).expect("holders"), want, "{what}: ranks of {token}");
+        let changed = WindowHolders::of(&txn, token).expect("window holders");
+        let knowing = holders_page_knowing(&txn, token, 0, 10_000, &changed).expect("holders");
+        assert_eq!(knowing, want, "{what}: ranks of {token}, the window's holders known");
         if want.len() > 2 {
             assert_eq!(holders_page(&txn, token, 1, 1).expect("page"), want[1..2].to_vec());
+            let page = holders_page_knowing(&txn, token, 1, 1, &changed).expect("page");
+            assert_eq!(page, want[1..2].to_vec());
         }
     }
     for ((token, id), want) in &model.owners {

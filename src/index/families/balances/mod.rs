@@ -24,7 +24,10 @@ pub use book::BalanceMove;
 use book::{BalanceBook, Resolved};
 pub use bulk::BulkBalances;
 pub use holders::rebuild as rebuild_window_holders;
-pub use read::{balance, holder_count, holders_page, multi_balance, multi_balances, owner};
+pub use read::{
+    balance, holder_count, holders_page, holders_page_knowing, multi_balance, multi_balances, owner,
+    WindowHolders,
+};
 pub use window::{fold, prune, unwind};
 
 use crate::index::family::{Checking, Family, Unwinding};

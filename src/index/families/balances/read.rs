@@ -35,24 +35,84 @@ pub fn holder_count<K: TransactionKind>(txn: &Txn<K>, token: &Address) -> DbResu
     Ok(count)
 }
 
+/// The holders of one token whose balance a window block changed: the entries of the large
+/// table's ranking that a holders page passes over. Built from one snapshot, it serves every page
+/// read from that snapshot; a server keeps it per token (rpc's `window_holders`), so a page of a
+/// busy token checks each stored holder in memory instead of seeking the window for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WindowHolders(foldhash::HashSet<Address>);
+
+impl WindowHolders {
+    /// The holders of `token` the window changed, as `txn` sees them.
+    pub fn of<K: TransactionKind>(txn: &Txn<K>, token: &Address) -> DbResult<Self> {
+        let mut holders = foldhash::HashSet::default();
+        let mut cursor = txn.cursor::<OtsRecentBalances>()?;
+        let mut entry = cursor.seek(&PairKey { token: *token, holder: Address::ZERO })?;
+        while let Some((key, _)) = entry {
+            if key.token != *token {
+                break;
+            }
+            holders.insert(key.holder);
+            entry = cursor.next_key()?;
+        }
+        Ok(Self(holders))
+    }
+
+    /// Whether the window changed `holder`'s balance.
+    pub fn contains(&self, holder: &Address) -> bool {
+        self.0.contains(holder)
+    }
+
+    /// How many holders the window changed.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the window changed no holder.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Holders `idx..idx + count` of `token`, largest balance first (ties by address): the large
 /// table's ranking, less the holders the window changed, merged with the window's ranking of
 /// those holders' balances now. Reads the page and what comes before it, never every holder the
-/// window changed.
+/// window changed; each stored holder passed costs a seek into the window.
 pub fn holders_page<K: TransactionKind>(
     txn: &Txn<K>,
     token: &Address,
     idx: u64,
     count: u64,
 ) -> DbResult<Vec<(Address, U256)>> {
+    let mut window_balances = txn.cursor::<OtsRecentBalances>()?;
+    ranked_page(txn, token, idx, count, |holder| {
+        Ok(window_balances.seek_exact(&PairKey { token: *token, holder })?.is_some())
+    })
+}
+
+/// [`holders_page`] with the holders the window changed already known (`changed`, read from the
+/// same snapshot as `txn`): no seek per stored holder.
+pub fn holders_page_knowing<K: TransactionKind>(
+    txn: &Txn<K>,
+    token: &Address,
+    idx: u64,
+    count: u64,
+    changed: &WindowHolders,
+) -> DbResult<Vec<(Address, U256)>> {
+    ranked_page(txn, token, idx, count, |holder| Ok(changed.contains(&holder)))
+}
+
+fn ranked_page<K: TransactionKind>(
+    txn: &Txn<K>,
+    token: &Address,
+    idx: u64,
+    count: u64,
+    mut changed_in_window: impl FnMut(Address) -> DbResult<bool>,
+) -> DbResult<Vec<(Address, U256)>> {
     let mut out = Vec::new();
     if count == 0 {
         return Ok(out);
     }
-    let mut window_balances = txn.cursor::<OtsRecentBalances>()?;
-    let mut changed_in_window = |holder: Address| -> DbResult<bool> {
-        Ok(window_balances.seek_exact(&PairKey { token: *token, holder })?.is_some())
-    };
     let mut fresh_cursor = txn.cursor::<OtsRecentHolderRanks>()?;
     let mut fresh = fresh_cursor.seek_exact(token)?;
     let mut cursor = txn.cursor::<OtsTokenHolderRanks>()?;
