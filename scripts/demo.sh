@@ -45,6 +45,11 @@ ots-indexer is starting at ${API} (node ${NODE}, data in ${DATADIR}). Try, in an
   curl -s -H 'content-type: application/json' --data '{"jsonrpc":"2.0","id":1,"method":"ots2_getERC20TransferCount","params":["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"]}' ${API}
   curl -s -H 'content-type: application/json' --data '{"jsonrpc":"2.0","id":1,"method":"ots2_getERC20TransferList","params":["0x70997970C51812dc3A010C7d01b50e0d17dc79C8",0,2]}' ${API}
 
+The same port serves Etherscan's HTTP API (docs/etherscan.md):
+
+  curl -s '${API}/api?module=token&action=tokenholderlist&contractaddress=0x5FbDB2315678afecb367f032d93F642f64180aa3&page=1&offset=5'
+  curl -s '${API}/v2/api?chainid=31337&module=account&action=balance&address=0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266'
+
 Open the Otterscan explorer on this chain (Docker; then browse http://localhost:5100):
 
   docker run --rm -p 5100:80 --name otterscan -d --env OTTERSCAN_CONFIG='{"erigonURL":"${API}","experimental":true}' otterscan/otterscan:latest

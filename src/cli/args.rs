@@ -269,6 +269,11 @@ pub struct ServeArgs {
     #[arg(long, env = "OTS_MAX_PAGE_SIZE", default_value_t = rpc::DEFAULT_MAX_PAGE_SIZE)]
     pub max_page_size: u64,
 
+    /// Most rows one page of an Etherscan API list (`offset`) may ask for, on `/api` and
+    /// `/v2/api`. There is no cap on `page × offset`: every page of a list can be read.
+    #[arg(long, env = "OTS_ETHERSCAN_MAX_OFFSET", default_value_t = rpc::etherscan::DEFAULT_MAX_OFFSET)]
+    pub etherscan_max_offset: u64,
+
     /// Largest page ots_searchTransactionsBefore/After accept (Erigon's default is 25, what the
     /// Otterscan UI asks for); each transaction of a page costs the node two lookups.
     #[arg(long, env = "OTS_MAX_SEARCH_PAGE_SIZE", default_value_t = rpc::DEFAULT_MAX_SEARCH_PAGE)]
@@ -365,6 +370,7 @@ impl ServeArgs {
             request_timeout: std::time::Duration::from_secs(self.request_timeout.max(1)),
             cors: self.http_cors.clone(),
             proxy: rpc::ProxyPolicy::new(&self.proxy_allow, &self.proxy_deny),
+            etherscan_max_offset: self.etherscan_max_offset.max(1),
         }
     }
 }

@@ -1,11 +1,13 @@
 //! The JSON-RPC server, in three rooms: `ots` (the pages of the Otterscan UI: the `ots_` methods
 //! and the `trace_`/`erigon_` ones it sends), `ots2` (Erigon's `ots2_` namespace and our own
-//! additions to it), and `gateway` (binding, limits, forwarding to the node, subscriptions).
+//! additions to it), and `gateway` (binding, limits, forwarding to the node, subscriptions);
+//! beside them on the same port, `etherscan` (Etherscan's HTTP API on `/api`).
 //! Below them, what the pages share: the context, error objects, the node fetches of a page and
 //! their caches.
 
 mod context;
 pub mod errors;
+pub mod etherscan;
 pub mod gateway;
 mod materialize;
 pub mod ots;

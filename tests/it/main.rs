@@ -20,6 +20,7 @@ mod cli_run;
 mod compact;
 mod crash;
 mod db_state;
+mod etherscan;
 mod geth;
 mod golden_api;
 mod hardhat;

@@ -10,6 +10,7 @@ use jsonrpsee::{
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 
 use crate::rpc::{
+    etherscan::{Etherscan, EtherscanLayer},
     gateway::oversized::OversizedBodyLayer,
     gateway::proxy::ProxyPolicy,
     gateway::{Gateway, GatewayConfig},
@@ -92,6 +93,8 @@ pub struct ServerOptions {
     pub cors: Cors,
     /// What is forwarded to the node.
     pub proxy: ProxyPolicy,
+    /// Most rows one page of an Etherscan list (`offset`) may ask for.
+    pub etherscan_max_offset: u64,
 }
 
 /// Defaults of [`ServerOptions`], for the flags' help.
@@ -124,6 +127,7 @@ impl Default for ServerOptions {
             request_timeout: Duration::from_secs(server_defaults::REQUEST_TIMEOUT_SECS),
             cors: Cors::AnyOrigin,
             proxy: ProxyPolicy::default(),
+            etherscan_max_offset: crate::rpc::etherscan::DEFAULT_MAX_OFFSET,
         }
     }
 }
@@ -136,6 +140,7 @@ pub async fn serve(
     options: &ServerOptions,
 ) -> Result<(SocketAddr, ServerHandle), ServeError> {
     let node = ctx.node.clone();
+    let etherscan = EtherscanLayer::new(Etherscan::new(ctx.clone(), options.etherscan_max_offset));
     let methods = module(ctx)?;
     let ours: HashMap<String, bool> = methods
         .method_names()
@@ -161,7 +166,8 @@ pub async fn serve(
         .set_http_middleware(
             tower::ServiceBuilder::new()
                 .layer(options.cors.layer()?)
-                .layer(OversizedBodyLayer::new(options.max_request_bytes)),
+                .layer(OversizedBodyLayer::new(options.max_request_bytes))
+                .layer(etherscan),
         )
         .set_rpc_middleware(
             RpcServiceBuilder::new().layer_fn(move |inner| Gateway::new(inner, gateway.clone())),

@@ -1,0 +1,192 @@
+//! Etherscan's HTTP API (`/api?module=…&action=…`, and `/v2/api` with `chainid`) on the
+//! JSON-RPC port, for the wallets, scripts and client libraries that speak it: a tower layer in
+//! front of the JSON-RPC server takes those two paths and passes every other request on.
+//! docs/etherscan.md lists the actions served and where they differ from Etherscan's.
+
+mod account;
+mod contract;
+pub mod envelope;
+pub mod params;
+mod token;
+
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use http::{header, HeaderValue, Method};
+use http_body_util::BodyExt;
+use jsonrpsee::server::{HttpBody, HttpRequest, HttpResponse};
+use tower::{Layer, Service};
+
+use self::{
+    envelope::{reasons, Answer},
+    params::Params,
+};
+use super::RpcContext;
+use crate::db::{state, DbError, ReadTxn};
+
+/// Default of `--etherscan-max-offset`: the most rows one page of a list may ask for.
+pub const DEFAULT_MAX_OFFSET: u64 = 10_000;
+
+/// What the actions share: the index, the node, the page cap.
+#[derive(Debug, Clone)]
+pub struct Etherscan {
+    ctx: RpcContext,
+    max_offset: u64,
+}
+
+/// Which of the two paths a call came by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// `/api`: the chain is the node's.
+    V1,
+    /// `/v2/api`: `chainid` must name the node's chain.
+    V2,
+}
+
+fn version_of(path: &str) -> Option<Version> {
+    match path.trim_end_matches('/') {
+        "/api" => Some(Version::V1),
+        "/v2/api" => Some(Version::V2),
+        _ => None,
+    }
+}
+
+impl Etherscan {
+    /// Serves `ctx`, pages of at most `max_offset` rows.
+    pub const fn new(ctx: RpcContext, max_offset: u64) -> Self {
+        Self { ctx, max_offset }
+    }
+
+    /// `f` over a snapshot of the index; a failure becomes a refusal that says so.
+    fn read<T>(&self, f: impl FnOnce(&ReadTxn) -> Result<T, DbError>) -> Result<T, Answer> {
+        let txn = self.ctx.db.begin_read().map_err(|e| unreadable(&e))?;
+        f(&txn).map_err(|e| unreadable(&e))
+    }
+
+    /// The chain this server indexes: the database's, else the node's.
+    async fn chain_id(&self) -> Option<u64> {
+        let stored = self.ctx.db.begin_read().ok().and_then(|txn| state::read_state(&txn).ok());
+        if let Some(chain) = stored.and_then(|s| s.chain) {
+            return Some(chain.chain_id);
+        }
+        self.ctx.node.chain_identity().await.ok().map(|c| c.chain_id)
+    }
+
+    /// The answer to one call.
+    pub async fn answer(&self, version: Version, params: &Params) -> Answer {
+        if version == Version::V2 {
+            let asked = params.get("chainid").and_then(|c| c.parse::<u64>().ok());
+            if asked.is_none() || asked != self.chain_id().await {
+                return Answer::refuse(reasons::CHAIN_ID);
+            }
+        }
+        let Some(module) = params.get("module") else { return Answer::refuse(reasons::MODULE) };
+        let action = params.get("action").unwrap_or_default();
+        match (module, action) {
+            ("account", "balance") => account::balance(self, params).await,
+            ("account", "balancemulti") => account::balance_multi(self, params).await,
+            ("token", "tokenholderlist") => token::holder_list(self, params),
+            ("token", "tokenholdercount") => token::holder_count_of(self, params),
+            ("contract", "getabi") => contract::abi(params),
+            ("contract", "getsourcecode") => contract::source_code(params),
+            ("account" | "token" | "contract", _) => Answer::refuse(reasons::ACTION),
+            _ => Answer::refuse(reasons::MODULE),
+        }
+    }
+}
+
+fn unreadable(e: &DbError) -> Answer {
+    tracing::warn!(target: "ots::rpc::etherscan", error = %e, "the index could not be read");
+    Answer::refuse(format!("Error! The index could not be read: {e}"))
+}
+
+/// The layer: put it inside the body-size and CORS layers, so that `/api` gets both.
+#[derive(Debug, Clone)]
+pub struct EtherscanLayer {
+    api: Arc<Etherscan>,
+}
+
+impl EtherscanLayer {
+    /// Serves `api` on `/api` and `/v2/api`.
+    pub fn new(api: Etherscan) -> Self {
+        Self { api: Arc::new(api) }
+    }
+}
+
+impl<S> Layer<S> for EtherscanLayer {
+    type Service = EtherscanService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        EtherscanService { inner, api: Arc::clone(&self.api) }
+    }
+}
+
+/// The service of [`EtherscanLayer`].
+#[derive(Debug, Clone)]
+pub struct EtherscanService<S> {
+    inner: S,
+    api: Arc<Etherscan>,
+}
+
+fn json_response(answer: &Answer) -> HttpResponse {
+    let mut response = HttpResponse::new(HttpBody::from(answer.to_json().to_string()));
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+impl<S> Service<HttpRequest> for EtherscanService<S>
+where
+    S: Service<HttpRequest, Response = HttpResponse> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = HttpResponse;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: HttpRequest) -> Self::Future {
+        let Some(version) = version_of(request.uri().path()) else {
+            return Box::pin(self.inner.call(request));
+        };
+        let api = Arc::clone(&self.api);
+        Box::pin(async move {
+            let query = request.uri().query().unwrap_or_default().as_bytes().to_vec();
+            let body = if request.method() == Method::POST {
+                match request.into_body().collect().await {
+                    Ok(body) => body.to_bytes().to_vec(),
+                    Err(_) => {
+                        return Ok(json_response(&Answer::refuse(
+                            "Error! The request body could not be read",
+                        )))
+                    }
+                }
+            } else {
+                Vec::new()
+            };
+            let params = Params::parse([query.as_slice(), body.as_slice()]);
+            let answer = api.answer(version, &params).await;
+            Ok(json_response(&answer))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_paths_are_taken_and_nothing_else() {
+        assert_eq!(version_of("/api"), Some(Version::V1));
+        assert_eq!(version_of("/api/"), Some(Version::V1));
+        assert_eq!(version_of("/v2/api"), Some(Version::V2));
+        assert_eq!(version_of("/"), None);
+        assert_eq!(version_of("/apis"), None);
+    }
+}

@@ -1,0 +1,151 @@
+//! An Etherscan call's parameters: the query string of a GET, the query string and form body of
+//! a POST, by name (the last value of a name wins, as a form's does), and their checks.
+
+use std::collections::HashMap;
+
+use alloy_primitives::Address;
+
+use super::envelope::{reasons, Answer};
+
+/// The parameters of one call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Params(HashMap<String, String>);
+
+/// The rows a list call asked for: `page` (from 1) of `offset` rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// Rows before the page.
+    pub skip: u64,
+    /// Rows in the page.
+    pub rows: u64,
+}
+
+impl Params {
+    /// The parameters in `encoded` pieces (`a=1&b=2`), later ones overriding earlier.
+    pub fn parse<'a>(encoded: impl IntoIterator<Item = &'a [u8]>) -> Self {
+        let mut map = HashMap::new();
+        for piece in encoded {
+            for (name, value) in form_urlencoded::parse(piece) {
+                map.insert(name.into_owned(), value.into_owned());
+            }
+        }
+        Self(map)
+    }
+
+    /// The value of `name`, if given and not empty.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
+    }
+
+    /// The address in `name`.
+    pub fn address(&self, name: &str) -> Result<Address, Answer> {
+        self.get(name).and_then(parse_address).ok_or_else(|| Answer::refuse(reasons::ADDRESS))
+    }
+
+    /// The comma-separated addresses in `name`, at most `most` of them.
+    pub fn addresses(&self, name: &str, most: usize) -> Result<Vec<Address>, Answer> {
+        let list = self.get(name).ok_or_else(|| Answer::refuse(reasons::ADDRESS))?;
+        let addresses: Option<Vec<Address>> = list.split(',').map(|a| parse_address(a.trim())).collect();
+        let addresses = addresses.ok_or_else(|| Answer::refuse(reasons::ADDRESS))?;
+        if addresses.len() > most {
+            return Err(Answer::refuse(format!("Error! Maximum of {most} addresses per call")));
+        }
+        Ok(addresses)
+    }
+
+    /// The page asked for: `page` from 1 (default 1), `offset` rows (default `default_rows`, at
+    /// most `max_rows`). There is no cap on `page × offset`: every page of a list can be read.
+    pub fn window(&self, default_rows: u64, max_rows: u64) -> Result<Window, Answer> {
+        let number =
+            |name: &str, default: u64| -> Result<u64, Answer> {
+                match self.get(name) {
+                    None => Ok(default),
+                    Some(text) => text.parse::<u64>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                        Answer::refuse(format!("Error! Invalid {name}: a whole number from 1"))
+                    }),
+                }
+            };
+        let page = number("page", 1)?;
+        let rows = number("offset", default_rows.min(max_rows))?;
+        if rows > max_rows {
+            return Err(Answer::refuse(format!(
+                "Error! offset {rows} is over this server's maximum of {max_rows} rows per page (see --etherscan-max-offset)"
+            )));
+        }
+        let skip = (page - 1)
+            .checked_mul(rows)
+            .ok_or_else(|| Answer::refuse("Error! Invalid page: page × offset is out of range"))?;
+        Ok(Window { skip, rows })
+    }
+}
+
+/// `0x` and 40 hex digits, in any case (Etherscan does not check the checksum either).
+fn parse_address(text: &str) -> Option<Address> {
+    let hex = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X"))?;
+    if hex.len() != 40 {
+        return None;
+    }
+    let mut bytes = [0u8; 20];
+    alloy_primitives::hex::decode_to_slice(hex, &mut bytes).ok()?;
+    Some(Address::from(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(query: &str) -> Params {
+        Params::parse([query.as_bytes()])
+    }
+
+    #[test]
+    fn a_later_piece_overrides_and_values_are_decoded() {
+        let p = Params::parse([
+            b"module=token&action=x".as_slice(),
+            b"action=tokenholderlist&a=%20b+c".as_slice(),
+        ]);
+        assert_eq!(p.get("module"), Some("token"));
+        assert_eq!(p.get("action"), Some("tokenholderlist"));
+        assert_eq!(p.get("a"), Some("b c"));
+        assert_eq!(p.get("missing"), None);
+    }
+
+    #[test]
+    fn addresses_are_forty_hex_digits_in_any_case() {
+        let lower = "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed";
+        let want: Address = lower.parse().expect("address");
+        assert_eq!(params(&format!("address={lower}")).address("address"), Ok(want));
+        assert_eq!(
+            params(&format!("address={}", lower.to_uppercase().replace("0X", "0x"))).address("address"),
+            Ok(want)
+        );
+        for bad in [
+            "",
+            "0x12",
+            "5aaeb6053f3e94c9b9a09f33669435e7ef1beaed",
+            "0xzzaeb6053f3e94c9b9a09f33669435e7ef1beaed",
+        ] {
+            assert_eq!(
+                params(&format!("address={bad}")).address("address"),
+                Err(Answer::refuse(reasons::ADDRESS)),
+                "{bad:?}"
+            );
+        }
+        let many = [lower; 3].join(",");
+        assert_eq!(params(&format!("address={many}")).addresses("address", 3).map(|a| a.len()), Ok(3));
+        assert!(params(&format!("address={many}")).addresses("address", 2).is_err());
+    }
+
+    #[test]
+    fn a_window_is_a_page_of_offset_rows_without_a_cap_on_their_product() {
+        assert_eq!(params("").window(100, 1000), Ok(Window { skip: 0, rows: 100 }));
+        assert_eq!(params("page=3&offset=25").window(100, 1000), Ok(Window { skip: 50, rows: 25 }));
+        assert_eq!(
+            params("page=1001&offset=1000").window(100, 1000),
+            Ok(Window { skip: 1_000_000, rows: 1000 })
+        );
+        for bad in ["page=0", "offset=0", "page=-1", "page=x", "offset=1001"] {
+            assert!(params(bad).window(100, 1000).is_err(), "{bad}");
+        }
+    }
+}
