@@ -156,11 +156,74 @@ async fn holders_balances_and_refusals_match_etherscan_and_the_node() {
         ok(&json!(rows))
     );
 
+    // A holder's token balance from the index, the supply and a receipt's status from the node.
+    for &(balance, holder) in &holders[..3] {
+        let query =
+            format!("module=account&action=tokenbalance&contractaddress={token}&address={holder}&tag=latest");
+        assert_eq!(get(&http, &base, "/api", &query).await, ok(&json!(balance.to_string())), "{query}");
+    }
+    let supply: U256 = holders.iter().map(|(b, _)| *b).sum();
+    for module in ["stats", "token"] {
+        let query = format!("module={module}&action=tokensupply&contractaddress={token}");
+        assert_eq!(get(&http, &base, "/api", &query).await, ok(&json!(supply.to_string())), "{query}");
+    }
+    let status = format!("module=transaction&action=gettxreceiptstatus&txhash={deployed}");
+    assert_eq!(get(&http, &base, "/api", &status).await, ok(&json!({"status": "1"})));
+
+    // The proxy module: the node's own answers, in its JSON-RPC response object.
+    let head = rpc_node.call("eth_blockNumber", json!([])).await;
+    let proxied = [
+        ("eth_blockNumber".to_owned(), "eth_blockNumber", json!([])),
+        (
+            format!("eth_getBlockByNumber&tag={}&boolean=true", head.as_str().expect("hex")),
+            "eth_getBlockByNumber",
+            json!([head, true]),
+        ),
+        (
+            format!("eth_getTransactionByHash&txhash={deployed}"),
+            "eth_getTransactionByHash",
+            json!([deployed]),
+        ),
+        (
+            format!("eth_getTransactionReceipt&txhash={deployed}"),
+            "eth_getTransactionReceipt",
+            json!([deployed]),
+        ),
+        (
+            format!("eth_getTransactionCount&address={a0}&tag=latest"),
+            "eth_getTransactionCount",
+            json!([a0, "latest"]),
+        ),
+        (format!("eth_getCode&address={token}&tag=latest"), "eth_getCode", json!([token, "latest"])),
+        (
+            format!("eth_getStorageAt&address={token}&position=0x2&tag=latest"),
+            "eth_getStorageAt",
+            json!([token, "0x2", "latest"]),
+        ),
+        (
+            format!("eth_call&to={token}&data=0x18160ddd&tag=latest"),
+            "eth_call",
+            json!([{"to": token, "data": "0x18160ddd"}, "latest"]),
+        ),
+    ];
+    for (action, method, params) in proxied {
+        let want = rpc_node.call(method, params).await;
+        let got = get(&http, &base, "/api", &format!("module=proxy&action={action}")).await;
+        assert_eq!(got, json!({"jsonrpc": "2.0", "id": 1, "result": want}), "{action}");
+    }
+    let missing = get(&http, &base, "/api", "module=proxy&action=eth_getTransactionByHash&id=7").await;
+    assert_eq!(missing["id"], 7);
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    let node_error = get(&http, &base, "/api", "module=proxy&action=eth_getBlockByNumber&tag=notatag").await;
+    assert!(node_error["error"]["message"].is_string() && node_error.get("result").is_none(), "{node_error}");
+
     // Refusals, each in the envelope, and nothing else changes.
     let cases = [
         ("/api", "action=tokenholdercount".to_owned(), "Error! Missing Or invalid Module name"),
         ("/api", "module=blocks&action=x".to_owned(), "Error! Missing Or invalid Module name"),
         ("/api", "module=token&action=nope".to_owned(), "Error! Missing Or invalid Action name"),
+        ("/api", "module=proxy&action=eth_sign".to_owned(), "Error! Missing Or invalid Action name"),
+        ("/api", "module=transaction&action=gettxreceiptstatus&txhash=0x12".to_owned(), "Error! Invalid transaction hash"),
         ("/api", "module=token&action=tokenholdercount&contractaddress=0x1234".to_owned(), "Error! Invalid address format"),
         ("/api", "module=account&action=balance&address=nothex".to_owned(), "Error! Invalid address format"),
         ("/api", format!("module=contract&action=getabi&address={token}"), "Contract source code not verified"),

@@ -13,6 +13,8 @@ pub enum Answer {
     NoRows(&'static str),
     /// A refusal: status "0", message "NOTOK", the reason as the result.
     NotOk(String),
+    /// An answer outside the envelope: the `proxy` module's JSON-RPC response objects.
+    Bare(Value),
 }
 
 impl Answer {
@@ -27,6 +29,7 @@ impl Answer {
             Self::Ok(result) => json!({"status": "1", "message": "OK", "result": result}),
             Self::NoRows(message) => json!({"status": "0", "message": message, "result": []}),
             Self::NotOk(reason) => json!({"status": "0", "message": "NOTOK", "result": reason}),
+            Self::Bare(answer) => answer.clone(),
         }
     }
 }
@@ -39,6 +42,8 @@ pub mod reasons {
     pub const ACTION: &str = "Error! Missing Or invalid Action name";
     /// An address parameter that is not 20 bytes of hex.
     pub const ADDRESS: &str = "Error! Invalid address format";
+    /// A transaction hash parameter that is not 32 bytes of hex.
+    pub const TX_HASH: &str = "Error! Invalid transaction hash";
     /// `getabi` of a contract whose source nobody verified (no source is kept here).
     pub const NOT_VERIFIED: &str = "Contract source code not verified";
     /// A `/v2/api` call whose `chainid` is missing or not the node's.

@@ -7,7 +7,9 @@ mod account;
 mod contract;
 pub mod envelope;
 pub mod params;
+mod proxy;
 mod token;
+mod transaction;
 
 use std::{
     future::Future,
@@ -25,17 +27,18 @@ use self::{
     envelope::{reasons, Answer},
     params::Params,
 };
-use super::RpcContext;
+use super::{ProxyPolicy, RpcContext};
 use crate::db::{state, DbError, ReadTxn};
 
 /// Default of `--etherscan-max-offset`: the most rows one page of a list may ask for.
 pub const DEFAULT_MAX_OFFSET: u64 = 10_000;
 
-/// What the actions share: the index, the node, the page cap.
+/// What the actions share: the index, the node, the page cap, what may go to the node.
 #[derive(Debug, Clone)]
 pub struct Etherscan {
     ctx: RpcContext,
     max_offset: u64,
+    policy: ProxyPolicy,
 }
 
 /// Which of the two paths a call came by.
@@ -56,9 +59,10 @@ fn version_of(path: &str) -> Option<Version> {
 }
 
 impl Etherscan {
-    /// Serves `ctx`, pages of at most `max_offset` rows.
-    pub const fn new(ctx: RpcContext, max_offset: u64) -> Self {
-        Self { ctx, max_offset }
+    /// Serves `ctx`, pages of at most `max_offset` rows; the proxy actions go to the node as
+    /// `policy` lets JSON-RPC calls go.
+    pub const fn new(ctx: RpcContext, max_offset: u64, policy: ProxyPolicy) -> Self {
+        Self { ctx, max_offset, policy }
     }
 
     /// `f` over a snapshot of the index; a failure becomes a refusal that says so.
@@ -89,11 +93,19 @@ impl Etherscan {
         match (module, action) {
             ("account", "balance") => account::balance(self, params).await,
             ("account", "balancemulti") => account::balance_multi(self, params).await,
+            ("account", "tokenbalance") => token::token_balance(self, params),
             ("token", "tokenholderlist") => token::holder_list(self, params),
             ("token", "tokenholdercount") => token::holder_count_of(self, params),
+            ("token" | "stats", "tokensupply") => token::supply(self, params).await,
             ("contract", "getabi") => contract::abi(params),
             ("contract", "getsourcecode") => contract::source_code(params),
-            ("account" | "token" | "contract", _) => Answer::refuse(reasons::ACTION),
+            ("transaction", "gettxreceiptstatus") => transaction::receipt_status(self, params).await,
+            ("proxy", action) if proxy::serves(action) => {
+                Answer::Bare(proxy::answer(self, action, params).await)
+            }
+            ("account" | "token" | "stats" | "contract" | "transaction" | "proxy", _) => {
+                Answer::refuse(reasons::ACTION)
+            }
             _ => Answer::refuse(reasons::MODULE),
         }
     }

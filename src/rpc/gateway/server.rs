@@ -140,7 +140,8 @@ pub async fn serve(
     options: &ServerOptions,
 ) -> Result<(SocketAddr, ServerHandle), ServeError> {
     let node = ctx.node.clone();
-    let etherscan = EtherscanLayer::new(Etherscan::new(ctx.clone(), options.etherscan_max_offset));
+    let etherscan =
+        EtherscanLayer::new(Etherscan::new(ctx.clone(), options.etherscan_max_offset, options.proxy.clone()));
     let methods = module(ctx)?;
     let ours: HashMap<String, bool> = methods
         .method_names()
