@@ -9,7 +9,43 @@
 #[path = "../tests/common/workload.rs"]
 mod workload;
 
-use alloy::providers::{DynProvider, Provider, ProviderBuilder};
+use alloy::{
+    primitives::{Address, Bytes},
+    providers::{DynProvider, Provider, ProviderBuilder},
+    sol,
+    sol_types::SolCall,
+};
+
+sol! {
+    function all(address to) external payable;
+    function make() external returns (address made);
+}
+
+/// Ether moved and contracts made inside calls, for the internal-transaction pages: a factory's
+/// CREATE, and a call that pays out by CALL, CREATE, CREATE2 and SELFDESTRUCT.
+async fn internal_operations(url: &str, accounts: &[Address]) {
+    let mut chain = workload::Chain::connect(url);
+    let (from, to) = (accounts[0], accounts[1]);
+    let factory = chain.deploy_artifact(from, "Factory").await;
+    let ops = chain.deploy_artifact(from, "InternalOps").await;
+    chain.mine().await;
+    let address_of = |receipt: serde_json::Value| -> Address {
+        serde_json::from_value(receipt["contractAddress"].clone()).expect("a deployed contract")
+    };
+    let factory = address_of(chain.receipt_of(factory).await);
+    let ops = address_of(chain.receipt_of(ops).await);
+    chain.send_call(from, factory, makeCall {}.abi_encode()).await;
+    chain.mine().await;
+    let pay = Bytes::from(allCall { to }.abi_encode());
+    let _: serde_json::Value = chain
+        .call(
+            "eth_sendTransaction",
+            serde_json::json!([{"from": from, "to": ops, "value": "0x4000", "data": pay}]),
+        )
+        .await;
+    chain.mine().await;
+    println!("  factory {factory}, internal operations {ops}");
+}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -30,6 +66,7 @@ async fn main() -> anyhow::Result<()> {
         work.accounts[0],
         work.expected_transfer_txs()[&work.accounts[0]].len()
     );
+    internal_operations(&url, &work.accounts).await;
     let provider: DynProvider = ProviderBuilder::default().connect_http(url.parse()?).erased();
     let _: serde_json::Value = provider.raw_request("evm_setAutomine".into(), [true]).await?;
     Ok(())

@@ -5,6 +5,7 @@
 //! Below them, what the pages share: the context, error objects, the node fetches of a page and
 //! their caches.
 
+pub mod call_tree;
 mod context;
 pub mod errors;
 pub mod etherscan;

@@ -4,8 +4,12 @@
 //! docs/etherscan.md lists the actions served and where they differ from Etherscan's.
 
 mod account;
+mod block;
 mod contract;
 pub mod envelope;
+mod internal;
+mod lists;
+mod logs;
 pub mod params;
 mod proxy;
 mod token;
@@ -27,8 +31,13 @@ use self::{
     envelope::{reasons, Answer},
     params::Params,
 };
-use super::{ProxyPolicy, RpcContext};
-use crate::db::{state, DbError, ReadTxn};
+use super::{
+    tx_cache::standings, BlockSummary, Materializer, ProxyPolicy, RpcContext, TransactionWithReceipt,
+};
+use crate::{
+    db::{state, DbError, ReadTxn},
+    txid::TxId,
+};
 
 /// Default of `--etherscan-max-offset`: the most rows one page of a list may ask for.
 pub const DEFAULT_MAX_OFFSET: u64 = 10_000;
@@ -39,6 +48,7 @@ pub struct Etherscan {
     ctx: RpcContext,
     max_offset: u64,
     policy: ProxyPolicy,
+    pages: Materializer,
 }
 
 /// Which of the two paths a call came by.
@@ -61,8 +71,22 @@ fn version_of(path: &str) -> Option<Version> {
 impl Etherscan {
     /// Serves `ctx`, pages of at most `max_offset` rows; the proxy actions go to the node as
     /// `policy` lets JSON-RPC calls go.
-    pub const fn new(ctx: RpcContext, max_offset: u64, policy: ProxyPolicy) -> Self {
-        Self { ctx, max_offset, policy }
+    pub fn new(ctx: RpcContext, max_offset: u64, policy: ProxyPolicy) -> Self {
+        let pages = Materializer::new(ctx.node.clone(), ctx.tx_cache.clone());
+        Self { ctx, max_offset, policy, pages }
+    }
+
+    /// The transactions `ids` with their receipts and their blocks' summaries, through the
+    /// server's transaction cache: one batch for what it lacks.
+    async fn transactions(
+        &self,
+        ids: &[TxId],
+    ) -> Result<(std::collections::BTreeMap<String, BlockSummary>, Vec<TransactionWithReceipt>), Answer> {
+        let (standings, tip) = self.read(|t| Ok((standings(t, ids)?, state::read_tip(t)?)))?;
+        self.pages
+            .transactions(ids, &standings, tip)
+            .await
+            .map_err(|e| Answer::refuse(format!("Error! {}", e.message())))
     }
 
     /// `f` over a snapshot of the index; a failure becomes a refusal that says so.
@@ -94,6 +118,16 @@ impl Etherscan {
             ("account", "balance") => account::balance(self, params).await,
             ("account", "balancemulti") => account::balance_multi(self, params).await,
             ("account", "tokenbalance") => token::token_balance(self, params),
+            ("account", "addresstokenbalance") => token::address_token_balances(self, params),
+            ("account", "getminedblocks") => lists::mined_blocks(self, params).await,
+            ("account", "txsBeaconWithdrawal") => lists::beacon_withdrawals(self, params).await,
+            ("account", "txlistinternal") => internal::internal_list(self, params).await,
+            ("token", "tokeninfo") => token::info(self, params).await,
+            ("contract", "getcontractcreation") => contract::creations(self, params).await,
+            ("transaction", "getstatus") => transaction::status(self, params).await,
+            ("block", "getblockreward") => block::reward(self, params).await,
+            ("block", "getblockcountdown") => block::countdown(self, params).await,
+            ("logs", "getLogs") => logs::get_logs(self, params).await,
             ("token", "tokenholderlist") => token::holder_list(self, params),
             ("token", "tokenholdercount") => token::holder_count_of(self, params),
             ("token" | "stats", "tokensupply") => token::supply(self, params).await,
@@ -103,7 +137,7 @@ impl Etherscan {
             ("proxy", action) if proxy::serves(action) => {
                 Answer::Bare(proxy::answer(self, action, params).await)
             }
-            ("account" | "token" | "stats" | "contract" | "transaction" | "proxy", _) => {
+            ("account" | "token" | "stats" | "contract" | "transaction" | "block" | "logs" | "proxy", _) => {
                 Answer::refuse(reasons::ACTION)
             }
             _ => Answer::refuse(reasons::MODULE),

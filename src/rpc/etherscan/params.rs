@@ -20,6 +20,31 @@ pub struct Window {
     pub rows: u64,
 }
 
+/// The order a list is read in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sort {
+    /// Oldest first.
+    Asc,
+    /// Newest first.
+    Desc,
+}
+
+impl Window {
+    /// The positions `(first, count)` of the page among the list's positions `from..to`, read in
+    /// `sort`'s order (a descending page is taken from the end; its rows are to be reversed).
+    pub fn positions(self, sort: Sort, from: u64, to: u64) -> (u64, u64) {
+        let len = to.saturating_sub(from);
+        if self.skip >= len {
+            return (from, 0);
+        }
+        let count = self.rows.min(len - self.skip);
+        match sort {
+            Sort::Asc => (from + self.skip, count),
+            Sort::Desc => (to - self.skip - count, count),
+        }
+    }
+}
+
 impl Params {
     /// The parameters in `encoded` pieces (`a=1&b=2`), later ones overriding earlier.
     pub fn parse<'a>(encoded: impl IntoIterator<Item = &'a [u8]>) -> Self {
@@ -76,6 +101,37 @@ impl Params {
             .checked_mul(rows)
             .ok_or_else(|| Answer::refuse("Error! Invalid page: page × offset is out of range"))?;
         Ok(Window { skip, rows })
+    }
+}
+
+impl Params {
+    /// `sort`: `asc` or `desc`, `default` when not given.
+    pub fn sort(&self, default: Sort) -> Result<Sort, Answer> {
+        match self.get("sort") {
+            None => Ok(default),
+            Some(s) if s.eq_ignore_ascii_case("asc") => Ok(Sort::Asc),
+            Some(s) if s.eq_ignore_ascii_case("desc") => Ok(Sort::Desc),
+            Some(_) => Err(Answer::refuse("Error! Invalid sort: asc or desc")),
+        }
+    }
+
+    /// The block range `startblock..=endblock` (decimal; `endblock` may be `latest`), all
+    /// blocks when not given; a start after the end is refused.
+    pub fn block_range(&self) -> Result<(u64, u64), Answer> {
+        let bound = |name: &str, default: u64| -> Result<u64, Answer> {
+            match self.get(name) {
+                None => Ok(default),
+                Some("latest") if name == "endblock" => Ok(u64::MAX),
+                Some(text) => text
+                    .parse::<u64>()
+                    .map_err(|_| Answer::refuse(format!("Error! Invalid {name}: a block number in decimal"))),
+            }
+        };
+        let (start, end) = (bound("startblock", 0)?, bound("endblock", u64::MAX)?);
+        if start > end {
+            return Err(Answer::refuse("Error! startblock is after endblock"));
+        }
+        Ok((start, end))
     }
 }
 
@@ -147,5 +203,31 @@ mod tests {
         for bad in ["page=0", "offset=0", "page=-1", "page=x", "offset=1001"] {
             assert!(params(bad).window(100, 1000).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_page_takes_its_positions_from_either_end() {
+        let page = |skip, rows| Window { skip, rows };
+        assert_eq!(page(0, 3).positions(Sort::Asc, 10, 20), (10, 3));
+        assert_eq!(page(0, 3).positions(Sort::Desc, 10, 20), (17, 3));
+        assert_eq!(page(9, 3).positions(Sort::Asc, 10, 20), (19, 1));
+        assert_eq!(page(9, 3).positions(Sort::Desc, 10, 20), (10, 1));
+        assert_eq!(page(10, 3).positions(Sort::Desc, 10, 20).1, 0);
+        assert_eq!(page(0, 3).positions(Sort::Asc, 5, 5).1, 0);
+    }
+
+    #[test]
+    fn sorts_and_block_ranges_are_checked() {
+        assert_eq!(params("").sort(Sort::Desc), Ok(Sort::Desc));
+        assert_eq!(params("sort=ASC").sort(Sort::Desc), Ok(Sort::Asc));
+        assert!(params("sort=up").sort(Sort::Asc).is_err());
+        assert_eq!(params("").block_range(), Ok((0, u64::MAX)));
+        assert_eq!(params("startblock=5&endblock=latest").block_range(), Ok((5, u64::MAX)));
+        assert_eq!(params("startblock=5&endblock=5").block_range(), Ok((5, 5)));
+        assert_eq!(
+            params("startblock=6&endblock=5").block_range(),
+            Err(Answer::refuse("Error! startblock is after endblock"))
+        );
+        assert!(params("startblock=x").block_range().is_err());
     }
 }

@@ -1,11 +1,21 @@
-//! The `token` module: a token's holders, ranked by balance, and their count — from the index
-//! alone.
+//! The `token` module: a token's holders, ranked by balance, their count and what the index
+//! knows of the token — from the index (the supply from the node); and `account`'s token
+//! balances of one holder.
 
 use alloy_primitives::{Address, U256};
 use serde_json::{json, Value};
 
 use super::{envelope::Answer, params::Params, Etherscan};
-use crate::index::families::balances::{balance, holder_count, holders_page_knowing};
+use crate::{
+    db::{codec::AttributeBit, DbError},
+    decode::TokenKind,
+    index::families::{
+        attributes::attributes,
+        balances::{balance, holder_count, holders_page_knowing},
+        contract_info::contract_info,
+        holdings,
+    },
+};
 
 /// Rows of a holder list when `offset` is not given: Etherscan's default for this action.
 const HOLDERS_PER_PAGE: u64 = 100;
@@ -59,18 +69,130 @@ pub(super) fn token_balance(api: &Etherscan, params: &Params) -> Answer {
     api.read(|txn| balance(txn, token, holder)).map_or_else(|e| e, |b| Answer::Ok(json!(b.to_string())))
 }
 
+/// The token's `totalSupply()` from the node.
+async fn total_supply(api: &Etherscan, token: Address) -> Result<U256, Answer> {
+    // totalSupply()
+    let call = json!([{"to": token, "data": "0x18160ddd"}, "latest"]);
+    match api.ctx.node.raw::<_, alloy_primitives::Bytes>("eth_call", call).await {
+        Ok(word) if word.len() == 32 => Ok(U256::from_be_slice(&word)),
+        Ok(_) => Err(Answer::refuse("Error! The contract answered totalSupply() with no number")),
+        Err(e) => Err(Answer::refuse(format!("Error! The node did not answer totalSupply(): {e}"))),
+    }
+}
+
 /// `tokensupply`: the token's `totalSupply()` from the node, as a decimal string.
 pub(super) async fn supply(api: &Etherscan, params: &Params) -> Answer {
     let token: Address = match params.address("contractaddress") {
         Ok(token) => token,
         Err(refusal) => return refusal,
     };
-    // totalSupply()
-    let call = json!([{"to": token, "data": "0x18160ddd"}, "latest"]);
-    match api.ctx.node.raw::<_, alloy_primitives::Bytes>("eth_call", call).await {
-        Ok(word) if word.len() == 32 => Answer::Ok(json!(U256::from_be_slice(&word).to_string())),
-        Ok(_) => Answer::refuse("Error! The contract answered totalSupply() with no number"),
-        Err(e) => Answer::refuse(format!("Error! The node did not answer totalSupply(): {e}")),
+    total_supply(api, token).await.map_or_else(|r| r, |s| Answer::Ok(json!(s.to_string())))
+}
+
+/// `tokeninfo`: what the index knows of a token — its kind, name, symbol, decimals and holder
+/// count — and its supply from the node. Etherscan's project fields (website, social links,
+/// price) are empty: nothing here knows them.
+pub(super) async fn info(api: &Etherscan, params: &Params) -> Answer {
+    let token: Address = match params.address("contractaddress") {
+        Ok(token) => token,
+        Err(refusal) => return refusal,
+    };
+    let known = api.read(|t| {
+        let kinds = attributes(t, &token)?;
+        let kind = if kinds.has(AttributeBit::Erc1155) {
+            "ERC1155"
+        } else if kinds.has(AttributeBit::Erc721) {
+            "ERC721"
+        } else if kinds.has(AttributeBit::Erc20) {
+            "ERC20"
+        } else {
+            return Ok(None);
+        };
+        Ok(Some((kind, contract_info(t, &token)?.unwrap_or_default(), holder_count(t, &token)?)))
+    });
+    let (kind, described, holders) = match known {
+        Ok(Some(known)) => known,
+        Ok(None) => return Answer::NoRows("No data found"),
+        Err(refusal) => return refusal,
+    };
+    let supply = total_supply(api, token).await.map(|s| s.to_string()).unwrap_or_default();
+    let mut row = json!({
+        "contractAddress": lower_hex(&token),
+        "tokenName": described.name.unwrap_or_default(),
+        "symbol": described.symbol.unwrap_or_default(),
+        "divisor": described.decimals.map(|d| d.to_string()).unwrap_or_default(),
+        "tokenType": kind,
+        "totalSupply": supply,
+        "holdersCount": holders.to_string(),
+        "blueCheckmark": "false",
+        "tokenPriceUSD": "",
+    });
+    if let Value::Object(map) = &mut row {
+        for field in [
+            "description",
+            "website",
+            "email",
+            "blog",
+            "reddit",
+            "slack",
+            "facebook",
+            "twitter",
+            "bitcointalk",
+            "github",
+            "telegram",
+            "wechat",
+            "linkedin",
+            "discord",
+            "whitepaper",
+        ] {
+            map.insert(field.to_owned(), json!(""));
+        }
+    }
+    Answer::Ok(json!([row]))
+}
+
+/// `addresstokenbalance`: a page of the ERC20 tokens the address holds a balance of, in token
+/// order, with each token's stored name, symbol and decimals — from the index.
+pub(super) fn address_token_balances(api: &Etherscan, params: &Params) -> Answer {
+    let holder = match params.address("address") {
+        Ok(holder) => holder,
+        Err(refusal) => return refusal,
+    };
+    let window = match params.window(HOLDERS_PER_PAGE, api.max_offset) {
+        Ok(window) => window,
+        Err(refusal) => return refusal,
+    };
+    let rows = api.read(|t| {
+        // Holdings list every token ever held; a page counts those held now.
+        let mut rows = Vec::new();
+        let mut skipped = 0;
+        for held in holdings::of(t, TokenKind::Erc20, &holder)? {
+            let amount = balance(t, held.token, holder)?;
+            if amount.is_zero() {
+                continue;
+            }
+            if skipped < window.skip {
+                skipped += 1;
+                continue;
+            }
+            let described = contract_info(t, &held.token)?.unwrap_or_default();
+            rows.push(json!({
+                "TokenAddress": lower_hex(&held.token),
+                "TokenName": described.name.unwrap_or_default(),
+                "TokenSymbol": described.symbol.unwrap_or_default(),
+                "TokenQuantity": amount.to_string(),
+                "TokenDivisor": described.decimals.map(|d| d.to_string()).unwrap_or_default(),
+            }));
+            if rows.len() as u64 >= window.rows {
+                break;
+            }
+        }
+        Ok::<_, DbError>(rows)
+    });
+    match rows {
+        Ok(rows) if rows.is_empty() => Answer::NoRows("No tokens found"),
+        Ok(rows) => Answer::Ok(Value::Array(rows)),
+        Err(refusal) => refusal,
     }
 }
 

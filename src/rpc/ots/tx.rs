@@ -4,50 +4,15 @@
 //! so that they work on a node without `ots_` (docs/api.md).
 
 use alloy::rpc::types::trace::otterscan::{InternalOperation, OperationType, TraceEntry};
-use alloy_primitives::{Address, Bytes, B256, U256};
+use alloy_primitives::{Bytes, B256};
 use jsonrpsee::{core::RpcResult, proc_macros::rpc};
-use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::{
-    rpc::{
-        context::TxFrames,
-        errors::{lacks_tracer, node_error, node_lacks, server_error},
-        RpcContext,
-    },
-    source::structlog,
+use crate::rpc::{
+    call_tree::{self, Frame},
+    errors::{node_error, server_error},
+    RpcContext,
 };
-
-/// One frame of `callTracer`'s tree.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Frame {
-    #[serde(rename = "type")]
-    kind: String,
-    from: Address,
-    #[serde(default)]
-    to: Option<Address>,
-    #[serde(default)]
-    value: Option<U256>,
-    #[serde(default)]
-    input: Bytes,
-    #[serde(default)]
-    output: Option<Bytes>,
-    #[serde(default)]
-    error: Option<String>,
-    #[serde(default)]
-    calls: Vec<Frame>,
-}
-
-impl Frame {
-    /// Every frame with its depth (the top call 0), in execution order.
-    fn walk(&self, depth: u32, out: &mut Vec<(u32, Frame)>) {
-        out.push((depth, Self { calls: Vec::new(), ..self.clone() }));
-        for call in &self.calls {
-            call.walk(depth + 1, out);
-        }
-    }
-}
 
 /// `ots_` transaction methods.
 #[rpc(server, namespace = "ots")]
@@ -77,31 +42,8 @@ impl OtsTx {
         Self { ctx }
     }
 
-    /// The transaction's call tree: from the node's call tracer, else rebuilt from its default
-    /// (struct-log) tracer; `with_memory` when frames' inputs and outputs are shown.
     async fn frames(&self, hash: B256, with_memory: bool) -> RpcResult<Frame> {
-        let unknown = || server_error(format!("the node knows no transaction {hash}"));
-        if self.ctx.tx_frames == TxFrames::Auto {
-            let params = json!([hash, {"tracer": "callTracer"}]);
-            match self.ctx.node.raw::<_, Option<Frame>>("debug_traceTransaction", params).await {
-                Ok(Some(frame)) => return Ok(frame),
-                Ok(None) => return Err(unknown()),
-                Err(e) if lacks_tracer(&e) => {}
-                Err(e) => return Err(node_error(&e)),
-            }
-        }
-        match structlog::call_tree(&self.ctx.node, hash, with_memory).await {
-            Ok(Some(tree)) => serde_json::from_value(tree).map_err(|e| {
-                server_error(format!("the call tree rebuilt from struct logs is malformed: {e}"))
-            }),
-            Ok(None) => Err(unknown()),
-            Err(e) if lacks_tracer(&e) => Err(node_lacks(
-                "debug_traceTransaction",
-                "tracer (debug_traceTransaction: neither callTracer nor the default struct logs)",
-                &e,
-            )),
-            Err(e) => Err(node_error(&e)),
-        }
+        call_tree::of(&self.ctx, hash, with_memory).await
     }
 }
 

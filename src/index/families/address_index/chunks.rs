@@ -335,6 +335,52 @@ pub fn id_page<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
     Ok(out)
 }
 
+/// How many stored ids of `address` are below `id`: the position `id` has, or would have, in
+/// the list. One seek into the index and, in a chunk other than the last, a binary search of the
+/// counter's dups for the chunk's place (every chunk but the last holds [`CHUNK_IDS`] ids).
+pub fn id_rank<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
+    txn: &Txn<K>,
+    address: &Address,
+    id: u64,
+) -> DbResult<u64> {
+    let mut counter = txn.cursor::<C>()?;
+    let Some(first) = counter.seek_exact(address)? else { return Ok(0) };
+    let total = match first {
+        CounterDup::Unique { total } => total,
+        CounterDup::Regular { .. } => counter.last_dup()?.map_or(0, |d| d.cumulative()),
+    };
+    let mut index = txn.cursor::<I>()?;
+    let Some((key, IdChunk(ids))) = index.seek(&ChunkKey { address: *address, chunk: id })? else {
+        return Ok(total);
+    };
+    if key.address != *address {
+        return Ok(total);
+    }
+    let within = ids.partition_point(|&x| x < id) as u64;
+    if key.chunk == LAST_CHUNK {
+        return Ok(total - ids.len() as u64 + within);
+    }
+    // The chunk's ordinal m: the counter's m-th dup (cumulative 244·(m+1)) names it.
+    let step = CHUNK_IDS as u64;
+    let (mut low, mut high) = (0u64, total / step);
+    while low < high {
+        let middle = low + (high - low) / 2;
+        let Some(dup) = counter.seek_sub_key(address, &(middle * step + 1))? else {
+            return Err(corrupt::<C>(
+                address,
+                key.chunk,
+                "the counter ends before a chunk of the index".into(),
+            ));
+        };
+        if dup.chunk() < key.chunk {
+            low = middle + 1;
+        } else {
+            high = middle;
+        }
+    }
+    Ok(low * step + within)
+}
+
 /// Checks every invariant of one address's list (docs/format.md, "Address indexes" and their counters) and returns its ids.
 pub fn verify_address<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
     txn: &Txn<K>,

@@ -16,8 +16,8 @@ use ots_classifiers::BlockData;
 use signet_libmdbx::tx::TransactionKind;
 
 pub use chunks::{
-    append_ids, id_count, id_page, rewrite_with_appends, verify_address, AddressCounter, AddressIndex,
-    IdAppender, CHUNK_IDS,
+    append_ids, id_count, id_page, id_rank, rewrite_with_appends, verify_address, AddressCounter,
+    AddressIndex, IdAppender, CHUNK_IDS,
 };
 
 use super::{seen_in_tx::SeenInTx, transfers::Touch};
@@ -225,17 +225,20 @@ fn block_of(txn: &WriteTxn, list: IdList, id: u64) -> DbResult<u64> {
     })
 }
 
-/// The first withdrawal index of the blocks from `block` on (every one at or above it is theirs).
-fn first_withdrawal_from(txn: &WriteTxn, block: u64) -> DbResult<u64> {
+/// The first withdrawal index of the blocks from `block` on (every one at or above it is
+/// theirs): a binary search of `OtsWithdrawalIdx2Block`'s keys, whose blocks grow with them.
+pub fn first_withdrawal_from<K: TransactionKind>(txn: &Txn<K>, block: u64) -> DbResult<u64> {
     let mut cursor = txn.cursor::<OtsWithdrawalIdx2Block>()?;
-    let mut entry = cursor.last()?;
-    while let Some((Count(last_withdrawal), BlockNumber(b))) = entry {
-        if b < block {
-            return Ok(last_withdrawal + 1);
+    let Some((Count(last), _)) = cursor.last()? else { return Ok(0) };
+    let (mut low, mut high) = (0u64, last.saturating_add(1));
+    while low < high {
+        let middle = low + (high - low) / 2;
+        match cursor.seek(&Count(middle))? {
+            Some((_, BlockNumber(b))) if b >= block => high = middle,
+            _ => low = middle + 1,
         }
-        entry = cursor.prev_entry()?;
     }
-    Ok(0)
+    Ok(low)
 }
 
 /// An index's rows for its table, addresses ascending: the leaving ids of each address, then the
@@ -520,6 +523,30 @@ pub fn page<K: TransactionKind>(
     Ok(out)
 }
 
+struct Ranked<'a, K: TransactionKind> {
+    txn: &'a Txn<K>,
+    address: &'a Address,
+    id: u64,
+}
+
+impl<K: TransactionKind> IdListViewer for Ranked<'_, K> {
+    type Output = DbResult<u64>;
+    fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
+        id_rank::<I, C, K>(self.txn, self.address, self.id)
+    }
+}
+
+/// How many ids of `address` in `list` are below `id` (the table's and the window's): where a
+/// page that starts at `id` starts.
+pub fn rank<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address, id: u64) -> DbResult<u64> {
+    let stored = view_id_list(list, &mut Ranked { txn, address, id })?;
+    if stored < view_id_list(list, &mut Counted(txn, address))? {
+        return Ok(stored);
+    }
+    let recent = recent::ids(txn, list.journal_kind(), address)?;
+    Ok(stored + recent.partition_point(|&x| x < id) as u64)
+}
+
 /// Per-address id lists in chunks: transfer indexes, blocks rewarded, withdrawals.
 #[derive(Debug)]
 pub struct AddressIndexFamily;
@@ -609,5 +636,41 @@ mod tests {
         let len = |list: IdList| lists.lists[list as usize].len();
         assert_eq!(len(IdList::Erc20Transfers), 3, "user and router in 7, router in 8");
         assert_eq!(len(IdList::Erc721Transfers), 1);
+    }
+
+    /// A rank is the position an id has or would have, in the single-byte form, in the last
+    /// chunk and in every full chunk, appended in several batches.
+    #[test]
+    fn an_id_ranks_where_a_page_would_find_it() {
+        use crate::db::{tables::OtsERC20TransferCounter, tables::OtsERC20TransferIndex, AccessMode, Db};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let [few, many] = [1, 2].map(Address::repeat_byte);
+        let ids = |n: u64| (0..n).map(|i| 10 + 3 * i).collect::<Vec<u64>>();
+        let txn = db.begin_write().expect("write");
+        append_ids::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn, &few, &ids(100)).expect("few");
+        for batch in ids(1_000).chunks(300) {
+            append_ids::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn, &many, batch).expect("many");
+        }
+        txn.commit().expect("commit");
+        let txn = db.begin_read().expect("read");
+        for (address, n) in [(few, 100), (many, 1_000)] {
+            let all = page(&txn, IdList::Erc20Transfers, &address, 0, n).expect("page");
+            assert_eq!(all, ids(n));
+            for (position, &id) in all.iter().enumerate() {
+                for probe in [id - 1, id] {
+                    assert_eq!(
+                        rank(&txn, IdList::Erc20Transfers, &address, probe).expect("rank"),
+                        position as u64
+                    );
+                }
+                assert_eq!(
+                    rank(&txn, IdList::Erc20Transfers, &address, id + 1).expect("rank"),
+                    position as u64 + 1
+                );
+            }
+            assert_eq!(rank(&txn, IdList::Erc20Transfers, &address, u64::MAX).expect("rank"), n);
+            assert_eq!(rank(&txn, IdList::Erc20Transfers, &Address::ZERO, 5).expect("rank"), 0);
+        }
     }
 }

@@ -1,0 +1,194 @@
+//! `account`'s `txlistinternal`: the frames below a transaction's top call that move ether or
+//! create or destroy a contract, from the node's call tracer — of one transaction (`txhash`), or
+//! of the transactions of a block range (`startblock`..`endblock`), walked from the end `sort`
+//! starts at until the page is full.
+
+use alloy_primitives::B256;
+use futures::future::try_join_all;
+use serde_json::{json, Value};
+
+use super::{
+    envelope::{reasons, Answer},
+    lists::LIST_ROWS,
+    params::{Params, Sort},
+    token::lower_hex,
+    Etherscan,
+};
+use crate::rpc::{
+    call_tree::{self, Placed},
+    materialize::hex_field,
+};
+
+/// Blocks whose headers one step of a range walk asks for.
+const BLOCKS_PER_STEP: u64 = 64;
+
+/// Etherscan's name for a frame's kind, for the frames it lists.
+fn kind_of(p: &Placed) -> Option<&'static str> {
+    let moves_value = p.frame.value.is_some_and(|v| !v.is_zero());
+    match p.frame.kind.as_str() {
+        "CALL" if moves_value => Some("call"),
+        "CREATE" => Some("create"),
+        "CREATE2" => Some("create2"),
+        "SELFDESTRUCT" => Some("suicide"),
+        _ => None,
+    }
+}
+
+/// One row; `hash` and `traceId` only in the lists by block range.
+fn row(p: &Placed, kind: &str, block: u64, timestamp: u64, hash: Option<&B256>) -> Value {
+    let f = &p.frame;
+    let creates = kind.starts_with("create");
+    let to = f.to.filter(|_| !creates).map(|a| lower_hex(&a)).unwrap_or_default();
+    let created = f.to.filter(|_| creates).map(|a| lower_hex(&a)).unwrap_or_default();
+    let number = |n: Option<alloy_primitives::U64>| n.map(|n| n.to::<u64>()).unwrap_or_default().to_string();
+    let mut row = json!({
+        "blockNumber": block.to_string(),
+        "timeStamp": timestamp.to_string(),
+        "from": lower_hex(&f.from),
+        "to": to,
+        "value": f.value.unwrap_or_default().to_string(),
+        "contractAddress": created,
+        "input": "",
+        "type": kind,
+        "gas": number(f.gas),
+        "gasUsed": number(f.gas_used),
+        "isError": if p.undone { "1" } else { "0" },
+        "errCode": p.error.clone().unwrap_or_default(),
+    });
+    if let (Some(hash), Value::Object(map)) = (hash, &mut row) {
+        map.insert("hash".into(), json!(hash));
+        let trace_id = p.path.iter().map(ToString::to_string).collect::<Vec<_>>().join("_");
+        map.insert("traceId".into(), json!(trace_id));
+    }
+    row
+}
+
+/// The listed frames of one transaction, in execution order.
+async fn rows_of(
+    api: &Etherscan,
+    hash: B256,
+    block: u64,
+    timestamp: u64,
+    with_hash: bool,
+) -> Result<Vec<Value>, Answer> {
+    let tree = call_tree::of(&api.ctx, hash, false)
+        .await
+        .map_err(|e| Answer::refuse(format!("Error! {}", e.message())))?;
+    Ok(tree
+        .placed()
+        .iter()
+        .filter(|p| !p.path.is_empty())
+        .filter_map(|p| kind_of(p).map(|kind| row(p, kind, block, timestamp, with_hash.then_some(&hash))))
+        .collect())
+}
+
+/// `txlistinternal`.
+pub(super) async fn internal_list(api: &Etherscan, params: &Params) -> Answer {
+    if let Some(hash) = params.get("txhash") {
+        let Ok(hash) = hash.parse::<B256>() else { return Answer::refuse(reasons::TX_HASH) };
+        return by_hash(api, hash).await;
+    }
+    if params.get("address").is_some() {
+        return Answer::refuse(
+            "Error! txlistinternal by address is not served yet: give txhash, or startblock and endblock without an address",
+        );
+    }
+    if params.get("startblock").is_none() || params.get("endblock").is_none() {
+        return Answer::refuse("Error! Missing txhash, or startblock and endblock");
+    }
+    let asked = (params.block_range(), params.window(LIST_ROWS, api.max_offset), params.sort(Sort::Asc));
+    match asked {
+        (Ok(range), Ok(window), Ok(sort)) => by_range(api, range, window, sort).await,
+        (Err(refusal), _, _) | (_, Err(refusal), _) | (_, _, Err(refusal)) => refusal,
+    }
+}
+
+async fn by_hash(api: &Etherscan, hash: B256) -> Answer {
+    let tx = match api.ctx.node.raw::<_, Value>("eth_getTransactionByHash", json!([hash])).await {
+        Ok(tx) => tx,
+        Err(e) => {
+            return Answer::refuse(format!("Error! The node did not answer eth_getTransactionByHash: {e}"))
+        }
+    };
+    let Some(block) = hex_field(&tx, "blockNumber") else { return Answer::NoRows("No transactions found") };
+    let header = match api
+        .ctx
+        .node
+        .raw::<_, Value>("eth_getBlockByNumber", json!([format!("{block:#x}"), false]))
+        .await
+    {
+        Ok(header) => header,
+        Err(e) => return Answer::refuse(format!("Error! The node did not answer eth_getBlockByNumber: {e}")),
+    };
+    let timestamp = hex_field(&header, "timestamp").unwrap_or_default();
+    match rows_of(api, hash, block, timestamp, false).await {
+        Ok(rows) if rows.is_empty() => Answer::NoRows("No transactions found"),
+        Ok(rows) => Answer::Ok(Value::Array(rows)),
+        Err(refusal) => refusal,
+    }
+}
+
+/// The rows of the blocks `from..=to`, read from the end `sort` names, until `skip + rows` are
+/// found or the range (cut at the node's head) ends.
+async fn by_range(
+    api: &Etherscan,
+    (from, to): (u64, u64),
+    window: super::params::Window,
+    sort: Sort,
+) -> Answer {
+    let head = match api.ctx.node.head().await {
+        Ok(head) => head,
+        Err(e) => return Answer::refuse(format!("Error! The node did not answer eth_blockNumber: {e}")),
+    };
+    let to = to.min(head);
+    let wanted = usize::try_from(window.skip.saturating_add(window.rows)).unwrap_or(usize::MAX);
+    let mut found: Vec<Value> = Vec::new();
+    let mut next = match sort {
+        Sort::Asc => Some(from),
+        Sort::Desc => Some(to),
+    };
+    while let Some(at) = next.filter(|&at| from <= at && at <= to && found.len() < wanted) {
+        let blocks: Vec<u64> = match sort {
+            Sort::Asc => (at..=to.min(at.saturating_add(BLOCKS_PER_STEP - 1))).collect(),
+            Sort::Desc => (at.saturating_sub(BLOCKS_PER_STEP - 1).max(from)..=at).rev().collect(),
+        };
+        next = match sort {
+            Sort::Asc => blocks.last().and_then(|b| b.checked_add(1)),
+            Sort::Desc => blocks.last().and_then(|b| b.checked_sub(1)),
+        };
+        let calls: Vec<_> =
+            blocks.iter().map(|n| ("eth_getBlockByNumber", json!([format!("{n:#x}"), false]))).collect();
+        let headers = match api.ctx.node.batch(&calls).await {
+            Ok(headers) => headers,
+            Err(e) => {
+                return Answer::refuse(format!("Error! The node did not answer eth_getBlockByNumber: {e}"))
+            }
+        };
+        for (&block, header) in blocks.iter().zip(&headers) {
+            let timestamp = hex_field(header, "timestamp").unwrap_or_default();
+            let hashes: Vec<B256> = header
+                .get("transactions")
+                .and_then(|t| serde_json::from_value(t.clone()).ok())
+                .unwrap_or_default();
+            let per_tx = try_join_all(hashes.iter().map(|&h| rows_of(api, h, block, timestamp, true))).await;
+            let mut rows: Vec<Value> = match per_tx {
+                Ok(per_tx) => per_tx.into_iter().flatten().collect(),
+                Err(refusal) => return refusal,
+            };
+            if sort == Sort::Desc {
+                rows.reverse();
+            }
+            found.extend(rows);
+            if found.len() >= wanted {
+                break;
+            }
+        }
+    }
+    let skip = usize::try_from(window.skip).unwrap_or(usize::MAX);
+    let page: Vec<Value> = found.into_iter().skip(skip).take(wanted.saturating_sub(skip)).collect();
+    if page.is_empty() {
+        Answer::NoRows("No transactions found")
+    } else {
+        Answer::Ok(Value::Array(page))
+    }
+}

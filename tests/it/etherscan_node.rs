@@ -1,0 +1,477 @@
+//! Etherscan's actions that read the node beside the index, end to end on Anvil: internal
+//! transactions (by hash and by block range, both sorts, every page size), a failed
+//! transaction's status, contract creations (by a sender and by a factory), block rewards and
+//! the countdown, the blocks a fee recipient was paid in, logs with topic operators, a token's
+//! info and a holder's token balances. Every expected row is computed here from other node
+//! answers than the server uses: Parity-style `trace_transaction` for the frames (the server
+//! reads `callTracer` trees), receipts and headers for fees and times, `eth_getLogs` unfiltered
+//! for the topic operators.
+
+use crate::common;
+
+use std::time::Duration;
+
+use alloy::{
+    primitives::{Address, Bytes, B256, U256},
+    sol,
+    sol_types::SolCall,
+};
+use common::{anvil::Anvil, workload::Chain, Client};
+use ots_indexer::{
+    db::{AccessMode, Db},
+    source::{NodeClient, TraceChoice},
+    sync::{Indexer, SyncConfig},
+};
+use serde_json::{json, Value};
+
+sol! {
+    interface Ops {
+        function all(address to) external payable;
+        function fail() external;
+        function make() external returns (address made);
+        function makeInFailingCall() external;
+    }
+}
+
+async fn get(http: &reqwest::Client, base: &str, query: &str) -> Value {
+    let answer = http.get(format!("{base}/api?{query}")).send().await.expect("GET");
+    assert_eq!(answer.status(), 200, "{query}");
+    let text = answer.text().await.expect("body");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{query}: {e}: {text}"))
+}
+
+fn ok(result: &Value) -> Value {
+    json!({"status": "1", "message": "OK", "result": result})
+}
+
+fn no_rows(message: &str) -> Value {
+    json!({"status": "0", "message": message, "result": []})
+}
+
+fn refused(reason: &str) -> Value {
+    json!({"status": "0", "message": "NOTOK", "result": reason})
+}
+
+fn number(v: &Value) -> u64 {
+    let s = v.as_str().unwrap_or_else(|| panic!("not a hex string: {v}"));
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).expect("hex")
+}
+
+fn wei(v: &Value) -> U256 {
+    serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{v}: {e}"))
+}
+
+fn lower(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_ascii_lowercase()
+}
+
+/// The internal rows of one transaction from Parity-style traces, with the fields compared.
+async fn expected_internal(node: &Client, hash: &Value, block: u64, timestamp: u64) -> Vec<Value> {
+    let traces = node.call("trace_transaction", json!([hash])).await;
+    let traces = traces.as_array().expect("traces").clone();
+    let failed: Vec<Vec<u64>> = traces
+        .iter()
+        .filter(|t| t.get("error").is_some_and(|e| !e.is_null()))
+        .map(|t| serde_json::from_value(t["traceAddress"].clone()).expect("path"))
+        .collect();
+    let mut rows = Vec::new();
+    for t in &traces {
+        let path: Vec<u64> = serde_json::from_value(t["traceAddress"].clone()).expect("path");
+        if path.is_empty() {
+            continue;
+        }
+        let action = &t["action"];
+        let (kind, from, to, value, created) = match t["type"].as_str() {
+            Some("call") if action["callType"] == "call" && !wei(&action["value"]).is_zero() => {
+                ("call", lower(&action["from"]), lower(&action["to"]), wei(&action["value"]), String::new())
+            }
+            Some("create") => {
+                let kind = if action["creationMethod"] == "create2" { "create2" } else { "create" };
+                let made = t["result"].get("address").map(lower).unwrap_or_default();
+                (kind, lower(&action["from"]), String::new(), wei(&action["value"]), made)
+            }
+            Some("suicide") => (
+                "suicide",
+                lower(&action["address"]),
+                lower(&action["refundAddress"]),
+                wei(&action["balance"]),
+                String::new(),
+            ),
+            _ => continue,
+        };
+        let undone = failed.iter().any(|f| path.starts_with(f));
+        rows.push(json!({
+            "blockNumber": block.to_string(),
+            "timeStamp": timestamp.to_string(),
+            "hash": hash,
+            "from": from,
+            "to": to,
+            "value": value.to_string(),
+            "contractAddress": created,
+            "type": kind,
+            "traceId": path.iter().map(ToString::to_string).collect::<Vec<_>>().join("_"),
+            "isError": if undone { "1" } else { "0" },
+        }));
+    }
+    rows
+}
+
+/// `rows` without the fields the expected rows leave out (gas, input, errCode; `hash` and
+/// `traceId` unless `keep_ids`).
+fn compared(rows: &Value, keep_ids: bool) -> Vec<Value> {
+    rows.as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|r| {
+                    let mut r = r.clone();
+                    let map = r.as_object_mut().expect("row");
+                    for field in ["gas", "gasUsed", "input", "errCode"] {
+                        assert!(map.remove(field).is_some_and(|v| v.is_string()), "{field} of {rows:?}");
+                    }
+                    if !keep_ids {
+                        map.remove("hash");
+                        map.remove("traceId");
+                    }
+                    r
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_backed_actions_match_independent_node_answers() {
+    let anvil = Anvil::start(&[]);
+    let mut chain = Chain::connect(&anvil.url);
+    let a = chain.accounts().await;
+    let factory_deploy = chain.deploy_artifact(a[0], "Factory").await;
+    let ops_deploy = chain.deploy_artifact(a[0], "InternalOps").await;
+    let token_deploy = chain.deploy_token(a[0], "Logs Token", "LOG").await;
+    chain.mine().await;
+    let address_of = |receipt: Value| -> Address {
+        serde_json::from_value(receipt["contractAddress"].clone()).expect("contract address")
+    };
+    let factory = address_of(chain.receipt_of(factory_deploy).await);
+    let ops = address_of(chain.receipt_of(ops_deploy).await);
+    let token = address_of(chain.receipt_of(token_deploy).await);
+    let make = chain.send_call(a[0], factory, Ops::makeCall {}.abi_encode()).await;
+    let undone = chain.send_call(a[0], factory, Ops::makeInFailingCallCall {}.abi_encode()).await;
+    for (to, amount) in [(a[1], 700), (a[3], 300), (a[1], 5)] {
+        chain.transfer(token, a[0], to, amount).await;
+    }
+    chain.mine().await;
+    let made: Address = {
+        let receipt = chain.receipt_of(make).await;
+        let log = &receipt["logs"][0]["data"];
+        let data: Bytes = serde_json::from_value(log.clone()).expect("data");
+        Address::from_slice(&data[12..32])
+    };
+    let send = |data: Vec<u8>, value: &str| json!([{"from": a[0], "to": ops, "value": value, "gas": "0x2dc6c0", "data": Bytes::from(data)}]);
+    let all = chain.call("eth_sendTransaction", send(Ops::allCall { to: a[1] }.abi_encode(), "0x400")).await;
+    let fail = chain.call("eth_sendTransaction", send(Ops::failCall {}.abi_encode(), "0x0")).await;
+    chain.mine().await;
+    chain.mine().await;
+
+    let node = NodeClient::connect(&anvil.url, Duration::from_secs(30))
+        .expect("node")
+        .with_traces(TraceChoice::Auto)
+        .await
+        .expect("tracer");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
+    let classifiers =
+        ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();
+    let config =
+        SyncConfig { batch_blocks: 2, poll_interval: Duration::from_millis(50), ..Default::default() };
+    let indexer = Indexer::open(db.clone(), node.clone(), classifiers, config).await.expect("indexer");
+    let head = node.head().await.expect("head");
+    indexer.sync_to(head).await.expect("sync");
+    let (client, server) = common::serve(&db, node).await;
+    let base = client.url.clone();
+    let http = reqwest::Client::new();
+    let theirs = Client::new(&anvil.url);
+
+    // Headers and receipts of every block, for the expectations.
+    let mut headers = Vec::new();
+    for n in 0..=head {
+        headers.push(theirs.call("eth_getBlockByNumber", json!([format!("{n:#x}"), false])).await);
+    }
+    let timestamp = |n: u64| number(&headers[n as usize]["timestamp"]);
+    let block_of = |receipt: &Value| number(&receipt["blockNumber"]);
+
+    // txlistinternal by hash, and over the whole chain by block range.
+    let mut every_row = Vec::new();
+    for n in 0..=head {
+        for hash in headers[n as usize]["transactions"].as_array().expect("hashes") {
+            every_row.extend(expected_internal(&theirs, hash, n, timestamp(n)).await);
+        }
+    }
+    assert!(every_row.iter().any(|r| r["type"] == "create2"), "{every_row:?}");
+    assert!(every_row.iter().any(|r| r["type"] == "suicide"), "{every_row:?}");
+    assert!(every_row.iter().any(|r| r["isError"] == "1"), "{every_row:?}");
+    for hash in [json!(make), json!(undone), all.clone(), fail.clone()] {
+        let receipt = theirs.call("eth_getTransactionReceipt", json!([hash])).await;
+        let block = block_of(&receipt);
+        let want = expected_internal(&theirs, &hash, block, timestamp(block)).await;
+        let got = get(
+            &http,
+            &base,
+            &format!("module=account&action=txlistinternal&txhash={}", hash.as_str().expect("hash")),
+        )
+        .await;
+        if want.is_empty() {
+            assert_eq!(got, no_rows("No transactions found"), "{hash}");
+            continue;
+        }
+        assert_eq!((&got["status"], &got["message"]), (&json!("1"), &json!("OK")), "{got}");
+        let want: Vec<Value> = want
+            .into_iter()
+            .map(|mut r| {
+                let map = r.as_object_mut().expect("row");
+                map.remove("hash");
+                map.remove("traceId");
+                r
+            })
+            .collect();
+        assert_eq!(compared(&got["result"], false), want, "txlistinternal of {hash}");
+    }
+    let total = every_row.len();
+    for sort in ["asc", "desc"] {
+        let mut ordered = every_row.clone();
+        if sort == "desc" {
+            ordered.reverse();
+        }
+        for offset in [1, 2, 3, total] {
+            for page in 1..=total.div_ceil(offset) + 1 {
+                let query = format!(
+                    "module=account&action=txlistinternal&startblock=0&endblock={head}&page={page}&offset={offset}&sort={sort}"
+                );
+                let got = get(&http, &base, &query).await;
+                let start = (page - 1) * offset;
+                if start >= total {
+                    assert_eq!(got, no_rows("No transactions found"), "{query}");
+                } else {
+                    let want = ordered[start..(start + offset).min(total)].to_vec();
+                    assert_eq!(compared(&got["result"], true), want, "{query}");
+                }
+            }
+        }
+    }
+
+    // getstatus: the revert reason of the failed call; a success and an unknown hash are fine.
+    let status = |hash: &str| format!("module=transaction&action=getstatus&txhash={hash}");
+    assert_eq!(
+        get(&http, &base, &status(fail.as_str().expect("hash"))).await,
+        ok(&json!({"isError": "1", "errDescription": "nope"}))
+    );
+    for hash in [all.as_str().expect("hash").to_owned(), B256::repeat_byte(9).to_string()] {
+        assert_eq!(
+            get(&http, &base, &status(&hash)).await,
+            ok(&json!({"isError": "0", "errDescription": ""}))
+        );
+    }
+
+    // getcontractcreation: a contract its sender deployed, one a factory made, and an account.
+    let creation_of = |receipt: &Value, contract: Address, factory: &str, code: Value| {
+        let block = block_of(receipt);
+        json!({
+            "contractAddress": format!("{contract:#x}"),
+            "contractCreator": format!("{:#x}", a[0]),
+            "txHash": receipt["transactionHash"],
+            "blockNumber": block.to_string(),
+            "timestamp": timestamp(block).to_string(),
+            "contractFactory": factory,
+            "creationBytecode": code,
+        })
+    };
+    let factory_tx = theirs.call("eth_getTransactionByHash", json!([factory_deploy])).await;
+    let make_traces = theirs.call("trace_transaction", json!([make])).await;
+    let init = make_traces
+        .as_array()
+        .expect("traces")
+        .iter()
+        .find(|t| t["type"] == "create")
+        .map(|t| t["action"]["init"].clone())
+        .expect("the factory's create");
+    let want = json!([
+        creation_of(&chain.receipt_of(factory_deploy).await, factory, "", factory_tx["input"].clone()),
+        creation_of(&chain.receipt_of(make).await, made, &format!("{factory:#x}"), init),
+    ]);
+    let query =
+        format!("module=contract&action=getcontractcreation&contractaddresses={factory},{},{made}", a[5]);
+    assert_eq!(get(&http, &base, &query).await, ok(&want));
+    assert_eq!(
+        get(&http, &base, &format!("module=contract&action=getcontractcreation&contractaddresses={}", a[5]))
+            .await,
+        no_rows("No data found")
+    );
+
+    // getblockreward: what the block's transactions paid above the base fee.
+    let all_receipt = theirs.call("eth_getTransactionReceipt", json!([all])).await;
+    let reward_block = block_of(&all_receipt);
+    let header = &headers[reward_block as usize];
+    let base_fee = header.get("baseFeePerGas").map(wei).unwrap_or_default();
+    let mut earned = U256::ZERO;
+    for hash in header["transactions"].as_array().expect("hashes") {
+        let r = theirs.call("eth_getTransactionReceipt", json!([hash])).await;
+        earned += wei(&r["gasUsed"]) * (wei(&r["effectiveGasPrice"]) - base_fee);
+    }
+    assert!(!earned.is_zero());
+    assert_eq!(
+        get(&http, &base, &format!("module=block&action=getblockreward&blockno={reward_block}")).await,
+        ok(&json!({
+            "blockNumber": reward_block.to_string(),
+            "timeStamp": timestamp(reward_block).to_string(),
+            "blockMiner": lower(&header["miner"]),
+            "blockReward": earned.to_string(),
+            "uncles": [],
+            "uncleInclusionReward": "0",
+        }))
+    );
+    let countdown =
+        get(&http, &base, &format!("module=block&action=getblockcountdown&blockno={}", head + 5)).await;
+    assert_eq!(countdown["result"]["CurrentBlock"], head.to_string(), "{countdown}");
+    assert_eq!(countdown["result"]["RemainingBlock"], "5", "{countdown}");
+    assert_eq!(
+        get(&http, &base, &format!("module=block&action=getblockcountdown&blockno={head}")).await,
+        refused("Error! Block number already pass")
+    );
+
+    // getminedblocks: every block the fee recipient was paid in, newest first by default.
+    let miner = lower(&headers[1]["miner"]);
+    let mined: Vec<u64> = (0..=head).filter(|&n| lower(&headers[n as usize]["miner"]) == miner).collect();
+    assert!(mined.len() > 3);
+    let mut mined_rows = Vec::new();
+    for &n in &mined {
+        let h = &headers[n as usize];
+        let base_fee = h.get("baseFeePerGas").map(wei).unwrap_or_default();
+        let mut paid = U256::ZERO;
+        for hash in h["transactions"].as_array().expect("hashes") {
+            let r = theirs.call("eth_getTransactionReceipt", json!([hash])).await;
+            paid += wei(&r["gasUsed"]) * (wei(&r["effectiveGasPrice"]) - base_fee);
+        }
+        mined_rows.push(json!({"blockNumber": n.to_string(), "timeStamp": timestamp(n).to_string(), "blockReward": paid.to_string()}));
+    }
+    for (sort, ordered) in
+        [("", mined_rows.iter().rev().cloned().collect::<Vec<_>>()), ("&sort=asc", mined_rows.clone())]
+    {
+        for page in 1..=mined.len().div_ceil(2) {
+            let query =
+                format!("module=account&action=getminedblocks&address={miner}&page={page}&offset=2{sort}");
+            let start = (page - 1) * 2;
+            let want = json!(ordered[start..(start + 2).min(ordered.len())]);
+            assert_eq!(get(&http, &base, &query).await, ok(&want), "{query}");
+        }
+    }
+    assert_eq!(
+        get(&http, &base, &format!("module=account&action=getminedblocks&address={}&blocktype=uncles", a[0]))
+            .await,
+        no_rows("No transactions found")
+    );
+    assert_eq!(
+        get(&http, &base, &format!("module=account&action=txsBeaconWithdrawal&address={}", a[0])).await,
+        no_rows("No transactions found"),
+        "Anvil pays no withdrawals"
+    );
+
+    // getLogs: the token's Transfer logs, paged, and two topics joined by `or`.
+    let transfer = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
+    let logs = theirs
+        .call("eth_getLogs", json!([{"fromBlock": "0x0", "toBlock": "latest", "address": token}]))
+        .await;
+    let logs = logs.as_array().expect("logs").clone();
+    let as_row = |log: &Value| -> Value {
+        let receipt_block = number(&log["blockNumber"]);
+        json!({
+            "address": log["address"], "topics": log["topics"], "data": log["data"],
+            "blockNumber": log["blockNumber"], "blockHash": log["blockHash"],
+            "timeStamp": headers[receipt_block as usize]["timestamp"],
+            "logIndex": log["logIndex"], "transactionHash": log["transactionHash"],
+            "transactionIndex": log["transactionIndex"],
+        })
+    };
+    let with_gas = |rows: &Value| -> Vec<Value> {
+        rows.as_array()
+            .expect("rows")
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                let map = r.as_object_mut().expect("row");
+                assert!(map.remove("gasPrice").is_some_and(|v| v.is_string()), "{map:?}");
+                assert!(map.remove("gasUsed").is_some_and(|v| v.is_string()), "{map:?}");
+                r
+            })
+            .collect()
+    };
+    let transfers: Vec<Value> = logs.iter().filter(|l| l["topics"][0] == transfer).map(as_row).collect();
+    assert_eq!(transfers.len(), 4, "the mint and three transfers");
+    for page in 1..=4 {
+        let query = format!(
+            "module=logs&action=getLogs&fromBlock=0&toBlock=latest&address={token}&topic0={transfer}&page={page}&offset=1"
+        );
+        let got = get(&http, &base, &query).await;
+        assert_eq!(with_gas(&got["result"]), vec![transfers[page - 1].clone()], "{query}");
+        let receipt =
+            theirs.call("eth_getTransactionReceipt", json!([got["result"][0]["transactionHash"]])).await;
+        assert_eq!(got["result"][0]["gasPrice"], receipt["effectiveGasPrice"]);
+        assert_eq!(got["result"][0]["gasUsed"], receipt["gasUsed"]);
+    }
+    let word = |who: Address| format!("0x{:0>64}", alloy::primitives::hex::encode(who));
+    let (from_a0, to_a3) = (word(a[0]), word(a[3]));
+    let either: Vec<Value> = logs
+        .iter()
+        .filter(|l| l["topics"][1] == json!(from_a0) || l["topics"][2] == json!(to_a3))
+        .map(as_row)
+        .collect();
+    let both: Vec<Value> = logs
+        .iter()
+        .filter(|l| l["topics"][1] == json!(from_a0) && l["topics"][2] == json!(to_a3))
+        .map(as_row)
+        .collect();
+    assert!(either.len() > both.len() && !both.is_empty());
+    for (opr, want) in [("or", either), ("and", both)] {
+        let query = format!(
+            "module=logs&action=getLogs&address={token}&topic1={from_a0}&topic2={to_a3}&topic1_2_opr={opr}"
+        );
+        assert_eq!(with_gas(&get(&http, &base, &query).await["result"]), want, "{query}");
+    }
+    assert_eq!(
+        get(&http, &base, &format!("module=logs&action=getLogs&address={}", a[9])).await,
+        no_rows("No records found")
+    );
+
+    // tokeninfo and addresstokenbalance: the index's metadata, holders and balances.
+    let info = get(&http, &base, &format!("module=token&action=tokeninfo&contractaddress={token}")).await;
+    let row = &info["result"][0];
+    assert_eq!(
+        [&row["tokenName"], &row["symbol"], &row["divisor"], &row["tokenType"], &row["holdersCount"]],
+        [&json!("Logs Token"), &json!("LOG"), &json!("18"), &json!("ERC20"), &json!("3")],
+        "{info}"
+    );
+    assert_eq!(row["totalSupply"], "1000000000000000000000000", "{info}");
+    assert_eq!(
+        get(&http, &base, &format!("module=account&action=addresstokenbalance&address={}", a[1])).await,
+        ok(&json!([{
+            "TokenAddress": format!("{token:#x}"), "TokenName": "Logs Token", "TokenSymbol": "LOG",
+            "TokenQuantity": "705", "TokenDivisor": "18",
+        }]))
+    );
+
+    // Refusals.
+    let cases = [
+        ("module=account&action=txlistinternal&startblock=5&endblock=4".to_owned(), "Error! startblock is after endblock"),
+        (format!("module=account&action=txlistinternal&address={}", a[0]), "Error! txlistinternal by address is not served yet: give txhash, or startblock and endblock without an address"),
+        ("module=account&action=txlistinternal&txhash=0x12".to_owned(), "Error! Invalid transaction hash"),
+        ("module=block&action=getblockreward&blockno=x".to_owned(), "Error! Invalid block number"),
+        ("module=block&action=nope".to_owned(), "Error! Missing Or invalid Action name"),
+        ("module=logs&action=getLogs&topic0=0x12".to_owned(), "Error! Invalid topic0: 32 bytes of hex"),
+        ("module=logs&action=getLogs&offset=1001".to_owned(), "Error! offset: getLogs answers at most 1000 rows per page"),
+        (format!("module=account&action=getminedblocks&address={}&sort=up", a[0]), "Error! Invalid sort: asc or desc"),
+        (format!("module=contract&action=getcontractcreation&contractaddresses={}", [factory; 6].map(|f| f.to_string()).join(",")), "Error! Maximum of 5 addresses per call"),
+    ];
+    for (query, reason) in cases {
+        assert_eq!(get(&http, &base, &query).await, refused(reason), "{query}");
+    }
+    server.stop().expect("stop");
+    server.stopped().await;
+}
