@@ -274,6 +274,17 @@ pub struct ServeArgs {
     #[arg(long, env = "OTS_ETHERSCAN_MAX_OFFSET", default_value_t = rpc::etherscan::DEFAULT_MAX_OFFSET)]
     pub etherscan_max_offset: u64,
 
+    /// API keys the Etherscan paths admit, comma-separated; a call must then carry one in
+    /// `apikey`. Without keys `apikey` is ignored and every call is served. Prefer the
+    /// environment variable (or the config file) to keep keys out of the process list.
+    #[arg(long, env = "OTS_ETHERSCAN_API_KEYS", value_delimiter = ',', hide_env_values = true)]
+    pub etherscan_api_keys: Vec<String>,
+
+    /// Calls a second each Etherscan API key may make (0: no limit); a call over it is refused
+    /// with Etherscan's rate-limit answer.
+    #[arg(long, env = "OTS_ETHERSCAN_KEY_RATE", default_value_t = rpc::etherscan::DEFAULT_KEY_RATE)]
+    pub etherscan_key_rate: u32,
+
     /// Largest page ots_searchTransactionsBefore/After accept (Erigon's default is 25, what the
     /// Otterscan UI asks for); each transaction of a page costs the node two lookups.
     #[arg(long, env = "OTS_MAX_SEARCH_PAGE_SIZE", default_value_t = rpc::DEFAULT_MAX_SEARCH_PAGE)]
@@ -371,6 +382,8 @@ impl ServeArgs {
             cors: self.http_cors.clone(),
             proxy: rpc::ProxyPolicy::new(&self.proxy_allow, &self.proxy_deny),
             etherscan_max_offset: self.etherscan_max_offset.max(1),
+            etherscan_keys: self.etherscan_api_keys.clone(),
+            etherscan_key_rate: self.etherscan_key_rate,
         }
     }
 }

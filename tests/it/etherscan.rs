@@ -250,3 +250,50 @@ async fn holders_balances_and_refusals_match_etherscan_and_the_node() {
     server.stop().expect("stop");
     server.stopped().await;
 }
+
+/// With keys set, a call needs one of them and each key its own rate; the JSON-RPC paths do
+/// not. No node is needed: the holder count is the index's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_keys_admit_their_holders_at_their_rate() {
+    use ots_indexer::rpc::{self, RpcContext, ServerOptions};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
+    let node = NodeClient::connect("http://127.0.0.1:9", Duration::from_secs(1)).expect("node");
+    let options = ServerOptions {
+        etherscan_keys: vec!["alpha".to_owned(), "beta".to_owned()],
+        etherscan_key_rate: 2,
+        ..ServerOptions::default()
+    };
+    let (addr, server) =
+        rpc::serve("127.0.0.1:0".parse().expect("addr"), RpcContext::new(db, node), &options)
+            .await
+            .expect("serve");
+    let base = format!("http://{addr}");
+    let http = reqwest::Client::new();
+    let count = format!("module=token&action=tokenholdercount&contractaddress={}", Address::repeat_byte(7));
+    for query in [count.clone(), format!("{count}&apikey=gamma")] {
+        assert_eq!(get(&http, &base, "/api", &query).await, refused("Missing/Invalid API Key"), "{query}");
+    }
+    let mut answers = Vec::new();
+    for _ in 0..8 {
+        answers.push(get(&http, &base, "/api", &format!("{count}&apikey=alpha")).await);
+    }
+    assert_eq!(answers[..2], [ok(&json!("0")), ok(&json!("0"))], "a key's first calls of a second");
+    assert!(
+        answers[2..].contains(&refused("Max calls per sec rate limit reached (2/sec)")),
+        "eight calls at once go over two a second: {answers:?}"
+    );
+    assert_eq!(get(&http, &base, "/api", &format!("{count}&apikey=beta")).await, ok(&json!("0")));
+    let form = format!("{count}&apikey=beta");
+    assert_eq!(post(&http, &base, &form).await, ok(&json!("0")), "a key in a form body");
+    // JSON-RPC needs no key.
+    let rpc = http
+        .post(&base)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ots2_getTokenHolderCount", "params": [Address::repeat_byte(7)]}))
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(rpc.json::<Value>().await.expect("JSON")["result"], 0);
+    server.stop().expect("stop");
+    server.stopped().await;
+}

@@ -8,6 +8,7 @@ mod block;
 mod contract;
 pub mod envelope;
 mod internal;
+pub mod keys;
 mod lists;
 mod logs;
 pub mod params;
@@ -42,6 +43,9 @@ use crate::{
 /// Default of `--etherscan-max-offset`: the most rows one page of a list may ask for.
 pub const DEFAULT_MAX_OFFSET: u64 = 10_000;
 
+/// Default of `--etherscan-key-rate`: calls a second per key, Etherscan's free plan's.
+pub const DEFAULT_KEY_RATE: u32 = 5;
+
 /// What the actions share: the index, the node, the page cap, what may go to the node.
 #[derive(Debug, Clone)]
 pub struct Etherscan {
@@ -49,6 +53,7 @@ pub struct Etherscan {
     max_offset: u64,
     policy: ProxyPolicy,
     pages: Materializer,
+    keys: Option<Arc<keys::ApiKeys>>,
 }
 
 /// Which of the two paths a call came by.
@@ -73,7 +78,15 @@ impl Etherscan {
     /// `policy` lets JSON-RPC calls go.
     pub fn new(ctx: RpcContext, max_offset: u64, policy: ProxyPolicy) -> Self {
         let pages = Materializer::new(ctx.node.clone(), ctx.tx_cache.clone());
-        Self { ctx, max_offset, policy, pages }
+        Self { ctx, max_offset, policy, pages, keys: None }
+    }
+
+    /// Admits only calls with one of `keys` in `apikey`, `rate` a second each (0: no limit);
+    /// no keys admits every call.
+    #[must_use]
+    pub fn with_keys(mut self, keys: &[String], rate: u32) -> Self {
+        self.keys = keys::ApiKeys::new(keys, rate).map(Arc::new);
+        self
     }
 
     /// The transactions `ids` with their receipts and their blocks' summaries, through the
@@ -106,6 +119,11 @@ impl Etherscan {
 
     /// The answer to one call.
     pub async fn answer(&self, version: Version, params: &Params) -> Answer {
+        if let Some(keys) = &self.keys {
+            if let Err(refusal) = keys.admit(params.get("apikey"), std::time::Instant::now()) {
+                return refusal;
+            }
+        }
         if version == Version::V2 {
             let asked = params.get("chainid").and_then(|c| c.parse::<u64>().ok());
             if asked.is_none() || asked != self.chain_id().await {

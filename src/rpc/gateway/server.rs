@@ -95,6 +95,10 @@ pub struct ServerOptions {
     pub proxy: ProxyPolicy,
     /// Most rows one page of an Etherscan list (`offset`) may ask for.
     pub etherscan_max_offset: u64,
+    /// The Etherscan paths' API keys; none admits every call.
+    pub etherscan_keys: Vec<String>,
+    /// Calls a second each key may make (0: no limit).
+    pub etherscan_key_rate: u32,
 }
 
 /// Defaults of [`ServerOptions`], for the flags' help.
@@ -128,6 +132,8 @@ impl Default for ServerOptions {
             cors: Cors::AnyOrigin,
             proxy: ProxyPolicy::default(),
             etherscan_max_offset: crate::rpc::etherscan::DEFAULT_MAX_OFFSET,
+            etherscan_keys: Vec::new(),
+            etherscan_key_rate: crate::rpc::etherscan::DEFAULT_KEY_RATE,
         }
     }
 }
@@ -140,8 +146,10 @@ pub async fn serve(
     options: &ServerOptions,
 ) -> Result<(SocketAddr, ServerHandle), ServeError> {
     let node = ctx.node.clone();
-    let etherscan =
-        EtherscanLayer::new(Etherscan::new(ctx.clone(), options.etherscan_max_offset, options.proxy.clone()));
+    let etherscan = EtherscanLayer::new(
+        Etherscan::new(ctx.clone(), options.etherscan_max_offset, options.proxy.clone())
+            .with_keys(&options.etherscan_keys, options.etherscan_key_rate),
+    );
     let methods = module(ctx)?;
     let ours: HashMap<String, bool> = methods
         .method_names()
