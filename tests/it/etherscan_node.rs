@@ -475,3 +475,145 @@ async fn node_backed_actions_match_independent_node_answers() {
     server.stop().expect("stop");
     server.stopped().await;
 }
+
+/// Waits until the index's tip is the node's head block.
+async fn wait_for_head(db: &Db, node: &NodeClient) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let head = node.head().await.expect("head");
+        let hash = node.block_hash(head).await.expect("hash").expect("head block");
+        let tip =
+            ots_indexer::db::state::read_state(&db.begin_read().expect("read")).expect("state").checkpoint;
+        if tip.map(|t| (t.number, t.hash)) == Some((head, hash)) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "the index did not reach head {head} (at {tip:?})");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The holder ranking and the fee recipient's blocks, from the node alone.
+async fn lists_from_the_node(
+    theirs: &Client,
+    token: Address,
+    accounts: &[Address],
+) -> (Vec<Value>, Vec<Value>) {
+    let mut holders: Vec<(U256, Address)> = Vec::new();
+    for &account in accounts {
+        let data = Bytes::from([&[0x70, 0xa0, 0x82, 0x31][..], &[0u8; 12], account.as_slice()].concat());
+        let answer = theirs.call("eth_call", json!([{"to": token, "data": data}, "latest"])).await;
+        let balance = U256::from_be_slice(&serde_json::from_value::<Bytes>(answer).expect("bytes"));
+        if !balance.is_zero() {
+            holders.push((balance, account));
+        }
+    }
+    holders.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let holders = holders
+        .iter()
+        .map(|(b, h)| json!({"TokenHolderAddress": format!("{h:#x}"), "TokenHolderQuantity": b.to_string()}))
+        .collect();
+    let head = number(&theirs.call("eth_blockNumber", json!([])).await);
+    let mut blocks = Vec::new();
+    for n in (0..=head).rev() {
+        let h = theirs.call("eth_getBlockByNumber", json!([format!("{n:#x}"), false])).await;
+        let base_fee = h.get("baseFeePerGas").map(wei).unwrap_or_default();
+        let mut paid = U256::ZERO;
+        for hash in h["transactions"].as_array().expect("hashes") {
+            let r = theirs.call("eth_getTransactionReceipt", json!([hash])).await;
+            paid += wei(&r["gasUsed"]) * (wei(&r["effectiveGasPrice"]) - base_fee);
+        }
+        let time = number(&h["timestamp"]).to_string();
+        blocks
+            .push(json!({"blockNumber": n.to_string(), "timeStamp": time, "blockReward": paid.to_string()}));
+    }
+    (holders, blocks)
+}
+
+/// Every page of the holder list and of the fee recipient's blocks, read from the server.
+async fn lists_from_the_server(
+    http: &reqwest::Client,
+    base: &str,
+    token: Address,
+    miner: &str,
+) -> (Vec<Value>, Vec<Value>) {
+    let mut lists = [Vec::new(), Vec::new()];
+    let queries = [
+        format!("module=token&action=tokenholderlist&contractaddress={token}&offset=2"),
+        format!("module=account&action=getminedblocks&address={miner}&offset=2"),
+    ];
+    for (list, query) in lists.iter_mut().zip(queries) {
+        for page in 1.. {
+            let got = get(http, base, &format!("{query}&page={page}")).await;
+            let rows = got["result"].as_array().expect("rows");
+            if rows.is_empty() {
+                break;
+            }
+            list.extend(rows.iter().cloned());
+        }
+    }
+    let [holders, blocks] = lists;
+    (holders, blocks)
+}
+
+/// A reorg while the server answers: every page of the holder list and of the fee recipient's
+/// blocks, read after the index follows, is the chain after — balances moved by the replaced
+/// blocks and the blocks' fees included — and again after a rollback shortens the chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_read_after_a_reorg_are_the_chain_after() {
+    let anvil = Anvil::start(&[]);
+    let mut chain = Chain::connect(&anvil.url);
+    let a = chain.accounts().await;
+    let deployed = chain.deploy_token(a[0], "Reorg Token", "RRG").await;
+    chain.mine().await;
+    let token: Address =
+        serde_json::from_value(chain.receipt_of(deployed).await["contractAddress"].clone()).expect("token");
+    for round in 1..=6u64 {
+        chain.transfer(token, a[0], a[(round % 4 + 1) as usize], 100 * round).await;
+        chain.mine().await;
+    }
+    let node = NodeClient::connect(&anvil.url, Duration::from_secs(30)).expect("node");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
+    let classifiers =
+        ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();
+    let config = SyncConfig {
+        batch_blocks: 2,
+        poll_interval: Duration::from_millis(20),
+        reorg_window: 64,
+        ..Default::default()
+    };
+    let indexer = Indexer::open(db.clone(), node.clone(), classifiers, config).await.expect("indexer");
+    let follower = common::follower::Follower::start(indexer);
+    wait_for_head(&db, &node).await;
+    let (client, server) = common::serve(&db, node.clone()).await;
+    let base = client.url.clone();
+    let http = reqwest::Client::new();
+    let theirs = Client::new(&anvil.url);
+    let miner = lower(&theirs.call("eth_getBlockByNumber", json!(["0x1", false])).await["miner"]);
+    let watched = &a[..10];
+
+    let before = lists_from_the_server(&http, &base, token, &miner).await;
+    assert_eq!(before, lists_from_the_node(&theirs, token, watched).await, "before the reorg");
+
+    // Replaces the last three blocks: other holders, other amounts, other fees.
+    let replacement = json!([
+        [Chain::transfer_request(token, a[0], a[7], 5_000), 0],
+        [Chain::transfer_request(token, a[0], a[8], 3), 1],
+        [Chain::transfer_request(token, a[0], a[9], 7), 2]
+    ]);
+    chain.reset_nonces();
+    chain.call("anvil_reorg", json!([3, replacement])).await;
+    wait_for_head(&db, &node).await;
+    let after = lists_from_the_server(&http, &base, token, &miner).await;
+    assert_ne!(after.0, before.0, "the reorg moved balances");
+    assert_eq!(after, lists_from_the_node(&theirs, token, watched).await, "after the reorg");
+
+    chain.call("anvil_rollback", json!([2])).await;
+    wait_for_head(&db, &node).await;
+    let rolled = lists_from_the_server(&http, &base, token, &miner).await;
+    assert_eq!(rolled.1.len(), after.1.len() - 2, "two blocks fewer");
+    assert_eq!(rolled, lists_from_the_node(&theirs, token, watched).await, "after the rollback");
+    server.stop().expect("stop");
+    server.stopped().await;
+    follower.stop().await;
+}
