@@ -51,6 +51,18 @@ pub fn transfers_in(
     receipt: &Value,
     kind: TokenKind,
     address: Address,
+    kinds_of: impl FnMut(&Address) -> TokenKinds,
+) -> Vec<TransferDetail> {
+    movements(receipt, kind, Some(address), None, kinds_of)
+}
+
+/// Every movement in `receipt` of `kind`, in log order: those `party` sent or received when
+/// given, of `token` when given.
+pub fn movements(
+    receipt: &Value,
+    kind: TokenKind,
+    party: Option<Address>,
+    token: Option<Address>,
     mut kinds_of: impl FnMut(&Address) -> TokenKinds,
 ) -> Vec<TransferDetail> {
     let mut out = Vec::new();
@@ -59,7 +71,8 @@ pub fn transfers_in(
             Ok::<_, std::convert::Infallible>(kinds_of(token))
         });
         let Ok(Some(decoded)) = decoded else { continue };
-        if decoded.kind != kind || (decoded.from != address && decoded.to != address) {
+        let involved = party.is_none_or(|p| decoded.from == p || decoded.to == p);
+        if decoded.kind != kind || !involved || token.is_some_and(|t| t != decoded.token) {
             continue;
         }
         let detail = |token_id, value| TransferDetail {

@@ -440,6 +440,155 @@ async fn node_backed_actions_match_independent_node_answers() {
         no_rows("No records found")
     );
 
+    // txlist: the transactions an address sent, received at top level or created, from every
+    // block's transactions and receipts; an account paid only inside calls has none.
+    let mut chain_txs = Vec::new();
+    for n in 0..=head {
+        for hash in headers[n as usize]["transactions"].as_array().expect("hashes") {
+            let tx = theirs.call("eth_getTransactionByHash", json!([hash])).await;
+            let receipt = theirs.call("eth_getTransactionReceipt", json!([hash])).await;
+            chain_txs.push((tx, receipt));
+        }
+    }
+    let tx_rows = |who: Address| -> Vec<Value> {
+        let who = format!("{who:#x}");
+        chain_txs
+            .iter()
+            .filter(|(t, r)| {
+                [lower(&t["from"]), lower(&t["to"]), lower(&r["contractAddress"])].contains(&who)
+            })
+            .map(|(t, r)| {
+                let input = t["input"].as_str().expect("input");
+                json!({
+                    "blockNumber": number(&t["blockNumber"]).to_string(), "hash": t["hash"],
+                    "from": lower(&t["from"]), "to": lower(&t["to"]), "value": wei(&t["value"]).to_string(),
+                    "contractAddress": lower(&r["contractAddress"]), "nonce": number(&t["nonce"]).to_string(),
+                    "isError": if r["status"] == "0x1" { "0" } else { "1" },
+                    "txreceipt_status": if r["status"] == "0x1" { "1" } else { "0" },
+                    "gasUsed": number(&r["gasUsed"]).to_string(), "input": input,
+                    "methodId": if input.len() >= 10 { &input[..10] } else { "0x" },
+                    "timeStamp": timestamp(number(&t["blockNumber"])).to_string(),
+                })
+            })
+            .collect()
+    };
+    let shown = |rows: &Value, fields: &[&str]| -> Vec<Value> {
+        rows.as_array()
+            .map(|rows| {
+                rows.iter()
+                    .map(|r| Value::Object(fields.iter().map(|&f| (f.to_owned(), r[f].clone())).collect()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let tx_fields = [
+        "blockNumber",
+        "hash",
+        "from",
+        "to",
+        "value",
+        "contractAddress",
+        "nonce",
+        "isError",
+        "txreceipt_status",
+        "gasUsed",
+        "input",
+        "methodId",
+        "timeStamp",
+    ];
+    for who in [a[0], ops, factory] {
+        let want = tx_rows(who);
+        assert!(!want.is_empty());
+        for sort in ["asc", "desc"] {
+            let ordered: Vec<Value> =
+                if sort == "asc" { want.clone() } else { want.iter().rev().cloned().collect() };
+            for offset in [1, 2, 5, want.len()] {
+                for page in 1..=want.len().div_ceil(offset) {
+                    let query = format!(
+                        "module=account&action=txlist&address={who}&page={page}&offset={offset}&sort={sort}"
+                    );
+                    let got = get(&http, &base, &query).await;
+                    let start = (page - 1) * offset;
+                    let rows = &ordered[start..(start + offset).min(ordered.len())];
+                    assert_eq!(shown(&got["result"], &tx_fields), rows, "{query}");
+                }
+            }
+        }
+    }
+    let later: Vec<Value> =
+        tx_rows(a[0]).into_iter().filter(|r| r["blockNumber"] == json!(reward_block.to_string())).collect();
+    let query = format!(
+        "module=account&action=txlist&address={}&startblock={reward_block}&endblock={reward_block}",
+        a[0]
+    );
+    assert_eq!(shown(&get(&http, &base, &query).await["result"], &tx_fields), later, "{query}");
+    assert_eq!(
+        get(&http, &base, &format!("module=account&action=txlist&address={}", a[1])).await,
+        no_rows("No transactions found"),
+        "a[1] is paid only inside calls"
+    );
+
+    // tokentx: one row per Transfer log, by holder, by token, by both.
+    let token_rows = |holder: Option<Address>| -> Vec<Value> {
+        logs.iter()
+            .filter(|l| l["topics"][0] == transfer)
+            .filter(|l| {
+                holder.is_none_or(|h| l["topics"][1] == json!(word(h)) || l["topics"][2] == json!(word(h)))
+            })
+            .map(|l| {
+                let topic = |i: usize| format!("0x{}", &l["topics"][i].as_str().expect("topic")[26..]);
+                json!({
+                    "hash": l["transactionHash"], "blockNumber": number(&l["blockNumber"]).to_string(),
+                    "from": topic(1), "to": topic(2), "value": wei(&l["data"]).to_string(),
+                    "contractAddress": format!("{token:#x}"), "tokenName": "Logs Token", "tokenSymbol": "LOG",
+                    "tokenDecimal": "18",
+                })
+            })
+            .collect()
+    };
+    let token_fields = [
+        "hash",
+        "blockNumber",
+        "from",
+        "to",
+        "value",
+        "contractAddress",
+        "tokenName",
+        "tokenSymbol",
+        "tokenDecimal",
+    ];
+    for (filter, want) in [
+        (format!("address={}", a[0]), token_rows(Some(a[0]))),
+        (format!("address={}", a[1]), token_rows(Some(a[1]))),
+        (format!("contractaddress={token}"), token_rows(None)),
+        (format!("address={}&contractaddress={token}", a[3]), token_rows(Some(a[3]))),
+    ] {
+        assert!(!want.is_empty(), "{filter}");
+        for sort in ["asc", "desc"] {
+            let ordered: Vec<Value> =
+                if sort == "asc" { want.clone() } else { want.iter().rev().cloned().collect() };
+            for page in 1..=want.len() {
+                let query =
+                    format!("module=account&action=tokentx&{filter}&page={page}&offset=1&sort={sort}");
+                let got = get(&http, &base, &query).await;
+                assert_eq!(shown(&got["result"], &token_fields), vec![ordered[page - 1].clone()], "{query}");
+            }
+        }
+    }
+    assert_eq!(
+        get(
+            &http,
+            &base,
+            &format!("module=account&action=tokentx&address={}&contractaddress={factory}", a[0])
+        )
+        .await,
+        no_rows("No transactions found")
+    );
+    assert_eq!(
+        get(&http, &base, &format!("module=account&action=tokennfttx&address={}", a[0])).await,
+        no_rows("No transactions found")
+    );
+
     // tokeninfo and addresstokenbalance: the index's metadata, holders and balances.
     let info = get(&http, &base, &format!("module=token&action=tokeninfo&contractaddress={token}")).await;
     let row = &info["result"][0];
@@ -464,6 +613,8 @@ async fn node_backed_actions_match_independent_node_answers() {
         ("module=account&action=txlistinternal&txhash=0x12".to_owned(), "Error! Invalid transaction hash"),
         ("module=block&action=getblockreward&blockno=x".to_owned(), "Error! Invalid block number"),
         ("module=block&action=nope".to_owned(), "Error! Missing Or invalid Action name"),
+        ("module=account&action=tokentx".to_owned(), "Error! Missing address or contractaddress"),
+        (format!("module=account&action=txlist&address={}&startblock=9&endblock=2", a[0]), "Error! startblock is after endblock"),
         ("module=logs&action=getLogs&topic0=0x12".to_owned(), "Error! Invalid topic0: 32 bytes of hex"),
         ("module=logs&action=getLogs&offset=1001".to_owned(), "Error! offset: getLogs answers at most 1000 rows per page"),
         (format!("module=account&action=getminedblocks&address={}&sort=up", a[0]), "Error! Invalid sort: asc or desc"),

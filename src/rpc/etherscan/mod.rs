@@ -15,6 +15,8 @@ pub mod params;
 mod proxy;
 mod token;
 mod transaction;
+mod txlist;
+mod walk;
 
 use std::{
     future::Future,
@@ -37,6 +39,7 @@ use super::{
 };
 use crate::{
     db::{state, DbError, ReadTxn},
+    decode::TokenKind,
     txid::TxId,
 };
 
@@ -140,6 +143,10 @@ impl Etherscan {
             ("account", "getminedblocks") => lists::mined_blocks(self, params).await,
             ("account", "txsBeaconWithdrawal") => lists::beacon_withdrawals(self, params).await,
             ("account", "txlistinternal") => internal::internal_list(self, params).await,
+            ("account", "txlist") => txlist::tx_list(self, params).await,
+            ("account", "tokentx") => txlist::token_list(self, params, TokenKind::Erc20).await,
+            ("account", "tokennfttx") => txlist::token_list(self, params, TokenKind::Erc721).await,
+            ("account", "token1155tx") => txlist::token_list(self, params, TokenKind::Erc1155).await,
             ("token", "tokeninfo") => token::info(self, params).await,
             ("contract", "getcontractcreation") => contract::creations(self, params).await,
             ("transaction", "getstatus") => transaction::status(self, params).await,
