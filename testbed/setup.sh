@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the test bed (Anvil, Hardhat's node, solc-js, OpenZeppelin from the npm registry; a
+# Installs the test bed (Anvil, Hardhat's node, solc-js, OpenZeppelin and an Etherscan client from the
+# npm registry and one from PyPI; a
 # pinned geth built with Go from its module proxy) and compiles the test contracts. Safe to run
 # again: it does nothing when everything is already in place.
 set -euo pipefail
@@ -12,6 +13,14 @@ if [ ! -x node_modules/.bin/anvil ] || [ ! -x node_modules/.bin/hardhat ] || [ p
   else
     npm install --no-audit --no-fund --loglevel=error
   fi
+fi
+
+# The Python Etherscan client of the client-library tests, in a virtual environment of its own.
+if [ ! -x .venv/bin/python ] || [ requirements.txt -nt .venv/installed ]; then
+  echo "testbed: installing the Python packages" >&2
+  python3 -m venv .venv
+  .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+  touch .venv/installed
 fi
 
 newest_source=$(ls -t contracts/*.sol compile.js | head -n 1)

@@ -284,8 +284,8 @@ async fn api_keys_admit_their_holders_at_their_rate() {
         "eight calls at once go over two a second: {answers:?}"
     );
     assert_eq!(get(&http, &base, "/api", &format!("{count}&apikey=beta")).await, ok(&json!("0")));
-    let form = format!("{count}&apikey=beta");
-    assert_eq!(post(&http, &base, &form).await, ok(&json!("0")), "a key in a form body");
+    let form = format!("{count}&apiKey=beta");
+    assert_eq!(post(&http, &base, &form).await, ok(&json!("0")), "a key in a form body, as apiKey");
     // JSON-RPC needs no key.
     let rpc = http
         .post(&base)

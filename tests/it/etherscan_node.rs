@@ -258,6 +258,33 @@ async fn node_backed_actions_match_independent_node_answers() {
         }
     }
 
+    // txlistinternal by address: the frames it is a party of, across its appearances.
+    for who in [a[1], ops, factory, made] {
+        let party = json!(format!("{who:#x}"));
+        let want: Vec<Value> = every_row
+            .iter()
+            .filter(|r| r["from"] == party || r["to"] == party || r["contractAddress"] == party)
+            .cloned()
+            .collect();
+        assert!(!want.is_empty(), "{who}");
+        for sort in ["asc", "desc"] {
+            let ordered: Vec<Value> =
+                if sort == "asc" { want.clone() } else { want.iter().rev().cloned().collect() };
+            for offset in [1, 2, want.len()] {
+                for page in 1..=want.len().div_ceil(offset) {
+                    let query = format!(
+                        "module=account&action=txlistinternal&address={who}&page={page}&offset={offset}&sort={sort}"
+                    );
+                    let start = (page - 1) * offset;
+                    let rows = ordered[start..(start + offset).min(want.len())].to_vec();
+                    assert_eq!(compared(&get(&http, &base, &query).await["result"], true), rows, "{query}");
+                }
+            }
+        }
+    }
+    let none = format!("module=account&action=txlistinternal&address={}&startblock=0&endblock=1", a[1]);
+    assert_eq!(get(&http, &base, &none).await, no_rows("No transactions found"));
+
     // getstatus: the revert reason of the failed call; a success and an unknown hash are fine.
     let status = |hash: &str| format!("module=transaction&action=getstatus&txhash={hash}");
     assert_eq!(
@@ -608,17 +635,38 @@ async fn node_backed_actions_match_independent_node_answers() {
 
     // Refusals.
     let cases = [
-        ("module=account&action=txlistinternal&startblock=5&endblock=4".to_owned(), "Error! startblock is after endblock"),
-        (format!("module=account&action=txlistinternal&address={}", a[0]), "Error! txlistinternal by address is not served yet: give txhash, or startblock and endblock without an address"),
+        (
+            "module=account&action=txlistinternal&startblock=5&endblock=4".to_owned(),
+            "Error! startblock is after endblock",
+        ),
+        (
+            "module=account&action=txlistinternal".to_owned(),
+            "Error! Missing address, txhash, or startblock and endblock",
+        ),
         ("module=account&action=txlistinternal&txhash=0x12".to_owned(), "Error! Invalid transaction hash"),
         ("module=block&action=getblockreward&blockno=x".to_owned(), "Error! Invalid block number"),
         ("module=block&action=nope".to_owned(), "Error! Missing Or invalid Action name"),
         ("module=account&action=tokentx".to_owned(), "Error! Missing address or contractaddress"),
-        (format!("module=account&action=txlist&address={}&startblock=9&endblock=2", a[0]), "Error! startblock is after endblock"),
+        (
+            format!("module=account&action=txlist&address={}&startblock=9&endblock=2", a[0]),
+            "Error! startblock is after endblock",
+        ),
         ("module=logs&action=getLogs&topic0=0x12".to_owned(), "Error! Invalid topic0: 32 bytes of hex"),
-        ("module=logs&action=getLogs&offset=1001".to_owned(), "Error! offset: getLogs answers at most 1000 rows per page"),
-        (format!("module=account&action=getminedblocks&address={}&sort=up", a[0]), "Error! Invalid sort: asc or desc"),
-        (format!("module=contract&action=getcontractcreation&contractaddresses={}", [factory; 6].map(|f| f.to_string()).join(",")), "Error! Maximum of 5 addresses per call"),
+        (
+            "module=logs&action=getLogs&offset=1001".to_owned(),
+            "Error! offset: getLogs answers at most 1000 rows per page",
+        ),
+        (
+            format!("module=account&action=getminedblocks&address={}&sort=up", a[0]),
+            "Error! Invalid sort: asc or desc",
+        ),
+        (
+            format!(
+                "module=contract&action=getcontractcreation&contractaddresses={}",
+                [factory; 6].map(|f| f.to_string()).join(",")
+            ),
+            "Error! Maximum of 5 addresses per call",
+        ),
     ];
     for (query, reason) in cases {
         assert_eq!(get(&http, &base, &query).await, refused(reason), "{query}");

@@ -21,6 +21,7 @@ mod compact;
 mod crash;
 mod db_state;
 mod etherscan;
+mod etherscan_clients;
 mod etherscan_node;
 mod geth;
 mod golden_api;

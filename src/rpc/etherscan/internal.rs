@@ -1,9 +1,10 @@
 //! `account`'s `txlistinternal`: the frames below a transaction's top call that move ether or
-//! create or destroy a contract, from the node's call tracer — of one transaction (`txhash`), or
-//! of the transactions of a block range (`startblock`..`endblock`), walked from the end `sort`
-//! starts at until the page is full.
+//! create or destroy a contract, from the node's call tracer — of one transaction (`txhash`), of
+//! an address (the transactions it appears in, from the index), or of the transactions of a
+//! block range (`startblock`..`endblock`); a list is walked from the end `sort` starts at until
+//! the page is full.
 
-use alloy_primitives::B256;
+use alloy_primitives::{Address, B256};
 use futures::future::try_join_all;
 use serde_json::{json, Value};
 
@@ -12,6 +13,7 @@ use super::{
     lists::LIST_ROWS,
     params::{Params, Sort},
     token::lower_hex,
+    walk::{page_of, Source, Walk},
     Etherscan,
 };
 use crate::rpc::{
@@ -88,18 +90,26 @@ pub(super) async fn internal_list(api: &Etherscan, params: &Params) -> Answer {
         let Ok(hash) = hash.parse::<B256>() else { return Answer::refuse(reasons::TX_HASH) };
         return by_hash(api, hash).await;
     }
-    if params.get("address").is_some() {
-        return Answer::refuse(
-            "Error! txlistinternal by address is not served yet: give txhash, or startblock and endblock without an address",
-        );
-    }
-    if params.get("startblock").is_none() || params.get("endblock").is_none() {
-        return Answer::refuse("Error! Missing txhash, or startblock and endblock");
+    let address = match params.get("address").map(|_| params.address("address")).transpose() {
+        Ok(address) => address,
+        Err(refusal) => return refusal,
+    };
+    if address.is_none() && (params.get("startblock").is_none() || params.get("endblock").is_none()) {
+        return Answer::refuse("Error! Missing address, txhash, or startblock and endblock");
     }
     let asked = (params.block_range(), params.window(LIST_ROWS, api.max_offset), params.sort(Sort::Asc));
-    match asked {
-        (Ok(range), Ok(window), Ok(sort)) => by_range(api, range, window, sort).await,
-        (Err(refusal), _, _) | (_, Err(refusal), _) | (_, _, Err(refusal)) => refusal,
+    let (range, window, sort) = match asked {
+        (Ok(range), Ok(window), Ok(sort)) => (range, window, sort),
+        (Err(refusal), _, _) | (_, Err(refusal), _) | (_, _, Err(refusal)) => return refusal,
+    };
+    let rows = match address {
+        Some(address) => by_address(api, address, range, window, sort).await,
+        None => by_range(api, range, window, sort).await,
+    };
+    match rows {
+        Ok(rows) if rows.is_empty() => Answer::NoRows("No transactions found"),
+        Ok(rows) => Answer::Ok(Value::Array(rows)),
+        Err(refusal) => refusal,
     }
 }
 
@@ -135,11 +145,13 @@ async fn by_range(
     (from, to): (u64, u64),
     window: super::params::Window,
     sort: Sort,
-) -> Answer {
-    let head = match api.ctx.node.head().await {
-        Ok(head) => head,
-        Err(e) => return Answer::refuse(format!("Error! The node did not answer eth_blockNumber: {e}")),
-    };
+) -> Result<Vec<Value>, Answer> {
+    let head = api
+        .ctx
+        .node
+        .head()
+        .await
+        .map_err(|e| Answer::refuse(format!("Error! The node did not answer eth_blockNumber: {e}")))?;
     let to = to.min(head);
     let wanted = usize::try_from(window.skip.saturating_add(window.rows)).unwrap_or(usize::MAX);
     let mut found: Vec<Value> = Vec::new();
@@ -158,12 +170,9 @@ async fn by_range(
         };
         let calls: Vec<_> =
             blocks.iter().map(|n| ("eth_getBlockByNumber", json!([format!("{n:#x}"), false]))).collect();
-        let headers = match api.ctx.node.batch(&calls).await {
-            Ok(headers) => headers,
-            Err(e) => {
-                return Answer::refuse(format!("Error! The node did not answer eth_getBlockByNumber: {e}"))
-            }
-        };
+        let headers = api.ctx.node.batch(&calls).await.map_err(|e| {
+            Answer::refuse(format!("Error! The node did not answer eth_getBlockByNumber: {e}"))
+        })?;
         for (&block, header) in blocks.iter().zip(&headers) {
             let timestamp = hex_field(header, "timestamp").unwrap_or_default();
             let hashes: Vec<B256> = header
@@ -171,10 +180,7 @@ async fn by_range(
                 .and_then(|t| serde_json::from_value(t.clone()).ok())
                 .unwrap_or_default();
             let per_tx = try_join_all(hashes.iter().map(|&h| rows_of(api, h, block, timestamp, true))).await;
-            let mut rows: Vec<Value> = match per_tx {
-                Ok(per_tx) => per_tx.into_iter().flatten().collect(),
-                Err(refusal) => return refusal,
-            };
+            let mut rows: Vec<Value> = per_tx?.into_iter().flatten().collect();
             if sort == Sort::Desc {
                 rows.reverse();
             }
@@ -184,11 +190,44 @@ async fn by_range(
             }
         }
     }
-    let skip = usize::try_from(window.skip).unwrap_or(usize::MAX);
-    let page: Vec<Value> = found.into_iter().skip(skip).take(wanted.saturating_sub(skip)).collect();
-    if page.is_empty() {
-        Answer::NoRows("No transactions found")
-    } else {
-        Answer::Ok(Value::Array(page))
+    Ok(page_of(found, window))
+}
+
+/// The rows of the transactions `address` appears in, in blocks `range`, whose frames it is a
+/// party of (`from`, `to`, the created contract or the beneficiary): a walk of its appearances,
+/// each step's transactions traced in parallel, until `skip + rows` are found.
+async fn by_address(
+    api: &Etherscan,
+    address: Address,
+    range: (u64, u64),
+    window: super::params::Window,
+    sort: Sort,
+) -> Result<Vec<Value>, Answer> {
+    let wanted = usize::try_from(window.skip.saturating_add(window.rows)).unwrap_or(usize::MAX);
+    let mut walk = Walk::new(Source::Appearances(address), range, sort);
+    let mut found: Vec<Value> = Vec::new();
+    let party = json!(lower_hex(&address));
+    while found.len() < wanted {
+        let Some((ids, _)) = walk.advance(api)? else { break };
+        let (summaries, txs) = api.transactions(&ids).await?;
+        let mut hashes = Vec::with_capacity(ids.len());
+        for tx in &txs {
+            let hash = tx.hash.as_str().and_then(|h| h.parse::<B256>().ok());
+            hashes.push(hash.ok_or_else(|| Answer::refuse("Error! The node's transaction has no hash"))?);
+        }
+        let traced = try_join_all(ids.iter().zip(&hashes).map(|(id, &hash)| {
+            let timestamp =
+                summaries.get(&format!("{:#x}", id.block())).map(|s| s.timestamp).unwrap_or_default();
+            rows_of(api, hash, id.block(), timestamp, true)
+        }))
+        .await?;
+        for mut rows in traced {
+            rows.retain(|r| r["from"] == party || r["to"] == party || r["contractAddress"] == party);
+            if sort == Sort::Desc {
+                rows.reverse();
+            }
+            found.extend(rows);
+        }
     }
+    Ok(page_of(found, window))
 }

@@ -123,7 +123,9 @@ impl Etherscan {
     /// The answer to one call.
     pub async fn answer(&self, version: Version, params: &Params) -> Answer {
         if let Some(keys) = &self.keys {
-            if let Err(refusal) = keys.admit(params.get("apikey"), std::time::Instant::now()) {
+            // Some clients (the npm etherscan-api) spell it `apiKey`.
+            let key = params.get("apikey").or_else(|| params.get("apiKey"));
+            if let Err(refusal) = keys.admit(key, std::time::Instant::now()) {
                 return refusal;
             }
         }

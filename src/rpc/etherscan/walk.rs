@@ -86,34 +86,72 @@ fn first_id(block: u64) -> u64 {
     }
 }
 
+/// A walk over a source's ids within a block range, a step at a time.
+#[derive(Debug, Clone)]
+pub(super) struct Walk {
+    source: Source,
+    sort: Sort,
+    low: u64,
+    high: u64,
+    bound: u64,
+    done: bool,
+}
+
+impl Walk {
+    /// A walk of `source`'s ids in blocks `start..=end`, in `sort`'s order.
+    pub(super) fn new(source: Source, (start, end): (u64, u64), sort: Sort) -> Self {
+        let (low, high) = (first_id(start), end.checked_add(1).map_or(u64::MAX, first_id));
+        let bound = match sort {
+            Sort::Asc => low,
+            Sort::Desc => high,
+        };
+        Self { source, sort, low, high, bound, done: false }
+    }
+
+    /// The next step's ids (in the walk's order) and the indexed tip; `None` once the walk is
+    /// over.
+    pub(super) fn advance(&mut self, api: &Etherscan) -> Result<Option<(Vec<TxId>, u64)>, Answer> {
+        if self.done {
+            return Ok(None);
+        }
+        let ((ids, more), tip) =
+            api.read(|t| Ok((self.source.step(t, self.sort, self.bound, STEP)?, state::read_tip(t)?)))?;
+        let inside: Vec<TxId> =
+            ids.iter().copied().filter(|&id| self.low <= id && id < self.high).map(TxId).collect();
+        let Some(&last) = ids.last() else {
+            self.done = true;
+            return Ok(None);
+        };
+        // An id past the range's far end ends the walk, as does the list's end.
+        self.done = !more || inside.len() < ids.len();
+        self.bound = match self.sort {
+            Sort::Asc => last + 1,
+            Sort::Desc => last,
+        };
+        Ok(Some((inside, tip.unwrap_or_default())))
+    }
+}
+
 /// The rows of `window` among those `rows_of` makes of the transactions of `source` in blocks
 /// `start..=end`, read in `sort`'s order (a transaction's rows in log or frame order, reversed
 /// when descending).
 pub(super) async fn walk(
     api: &Etherscan,
     source: Source,
-    (start, end): (u64, u64),
+    range: (u64, u64),
     window: Window,
     sort: Sort,
     mut rows_of: impl FnMut(&Walked<'_>, &ReadTxn) -> DbResult<Vec<Value>>,
 ) -> Result<Vec<Value>, Answer> {
-    let (low, high) = (first_id(start), end.checked_add(1).map_or(u64::MAX, first_id));
     let wanted = usize::try_from(window.skip.saturating_add(window.rows)).unwrap_or(usize::MAX);
-    let mut bound = match sort {
-        Sort::Asc => low,
-        Sort::Desc => high,
-    };
+    let mut walk = Walk::new(source, range, sort);
     let mut found: Vec<Value> = Vec::new();
     while found.len() < wanted {
-        let ((ids, more), tip) =
-            api.read(|t| Ok((source.step(t, sort, bound, STEP)?, state::read_tip(t)?)))?;
-        let inside: Vec<TxId> = ids.iter().copied().filter(|&id| low <= id && id < high).map(TxId).collect();
-        let Some(&last) = ids.last() else { break };
-        let (summaries, txs) = api.transactions(&inside).await?;
-        let tip = tip.unwrap_or_default();
+        let Some((ids, tip)) = walk.advance(api)? else { break };
+        let (summaries, txs) = api.transactions(&ids).await?;
         let rows = api.read(|t| {
             let mut rows = Vec::new();
-            for (id, tx) in inside.iter().zip(&txs) {
+            for (id, tx) in ids.iter().zip(&txs) {
                 let timestamp =
                     summaries.get(&format!("{:#x}", id.block())).map(|s| s.timestamp).unwrap_or_default();
                 let mut of_tx = rows_of(&Walked { block: id.block(), timestamp, tip, tx }, t)?;
@@ -125,15 +163,13 @@ pub(super) async fn walk(
             Ok(rows)
         })?;
         found.extend(rows);
-        let past_range = inside.len() < ids.len();
-        if !more || past_range {
-            break;
-        }
-        bound = match sort {
-            Sort::Asc => last + 1,
-            Sort::Desc => last,
-        };
     }
+    Ok(page_of(found, window))
+}
+
+/// `window`'s rows of the rows found from the start of a walk.
+pub(super) fn page_of(found: Vec<Value>, window: Window) -> Vec<Value> {
     let skip = usize::try_from(window.skip).unwrap_or(usize::MAX);
-    Ok(found.into_iter().skip(skip).take(wanted.saturating_sub(skip)).collect())
+    let rows = usize::try_from(window.rows).unwrap_or(usize::MAX);
+    found.into_iter().skip(skip).take(rows).collect()
 }
