@@ -97,10 +97,9 @@ pub(super) async fn internal_list(api: &Etherscan, params: &Params) -> Answer {
     if address.is_none() && (params.get("startblock").is_none() || params.get("endblock").is_none()) {
         return Answer::refuse("Error! Missing address, txhash, or startblock and endblock");
     }
-    let asked = (params.block_range(), params.window(LIST_ROWS, api.max_offset), params.sort(Sort::Asc));
-    let (range, window, sort) = match asked {
-        (Ok(range), Ok(window), Ok(sort)) => (range, window, sort),
-        (Err(refusal), _, _) | (_, Err(refusal), _) | (_, _, Err(refusal)) => return refusal,
+    let (range, window, sort) = match params.list_request(LIST_ROWS, api.max_offset, Sort::Asc) {
+        Ok(asked) => asked,
+        Err(refusal) => return refusal,
     };
     let rows = match address {
         Some(address) => by_address(api, address, range, window, sort).await,

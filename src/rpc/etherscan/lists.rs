@@ -15,13 +15,8 @@ use super::{
     Etherscan,
 };
 use crate::{
-    db::{
-        codec::{BlockNumber, Count},
-        state,
-        tables::OtsWithdrawalIdx2Block,
-        DbError,
-    },
-    index::families::address_index::{count, first_withdrawal_from, page, rank, IdList},
+    db::state,
+    index::families::address_index::{count, first_withdrawal_from, page, rank, withdrawal_blocks, IdList},
 };
 
 /// Rows of a list when `offset` is not given: Etherscan answers up to 10,000.
@@ -100,19 +95,7 @@ fn withdrawal_page(
         if sort == Sort::Desc {
             indexes.reverse();
         }
-        let mut blocks = t.cursor::<OtsWithdrawalIdx2Block>()?;
-        let wanted = indexes
-            .into_iter()
-            .map(|i| match blocks.seek(&Count(i))? {
-                Some((_, BlockNumber(block))) => Ok((i, block)),
-                None => Err(DbError::Corrupt {
-                    table: "OtsWithdrawalIdx2Block",
-                    key: alloy_primitives::hex::encode(i.to_be_bytes()),
-                    reason: format!("no block holds withdrawal {i}"),
-                }),
-            })
-            .collect::<Result<Vec<_>, DbError>>()?;
-        Ok((wanted, state::read_tip(t)?))
+        Ok((withdrawal_blocks(t, indexes)?, state::read_tip(t)?))
     })
 }
 
@@ -123,10 +106,9 @@ pub(super) async fn beacon_withdrawals(api: &Etherscan, params: &Params) -> Answ
         Ok(address) => address,
         Err(refusal) => return refusal,
     };
-    let asked = (params.block_range(), params.window(LIST_ROWS, api.max_offset), params.sort(Sort::Asc));
-    let (range, window, sort) = match asked {
-        (Ok(range), Ok(window), Ok(sort)) => (range, window, sort),
-        (Err(refusal), _, _) | (_, Err(refusal), _) | (_, _, Err(refusal)) => return refusal,
+    let (range, window, sort) = match params.list_request(LIST_ROWS, api.max_offset, Sort::Asc) {
+        Ok(asked) => asked,
+        Err(refusal) => return refusal,
     };
     let (wanted, tip) = match withdrawal_page(api, &address, range, window, sort) {
         Ok((wanted, _)) if wanted.is_empty() => return Answer::NoRows("No transactions found"),

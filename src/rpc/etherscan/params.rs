@@ -115,6 +115,17 @@ impl Params {
         }
     }
 
+    /// What a list call asks for: its block range, its page (`offset` rows by default
+    /// `default_rows`, at most `max_rows`) and its order (`default_sort` when not given).
+    pub fn list_request(
+        &self,
+        default_rows: u64,
+        max_rows: u64,
+        default_sort: Sort,
+    ) -> Result<((u64, u64), Window, Sort), Answer> {
+        Ok((self.block_range()?, self.window(default_rows, max_rows)?, self.sort(default_sort)?))
+    }
+
     /// The block range `startblock..=endblock` (decimal; `endblock` may be `latest`), all
     /// blocks when not given; a start after the end is refused.
     pub fn block_range(&self) -> Result<(u64, u64), Answer> {

@@ -97,10 +97,9 @@ pub(super) async fn tx_list(api: &Etherscan, params: &Params) -> Answer {
         Ok(address) => address,
         Err(refusal) => return refusal,
     };
-    let asked = (params.block_range(), params.window(LIST_ROWS, api.max_offset), params.sort(Sort::Asc));
-    let (range, window, sort) = match asked {
-        (Ok(range), Ok(window), Ok(sort)) => (range, window, sort),
-        (Err(refusal), _, _) | (_, Err(refusal), _) | (_, _, Err(refusal)) => return refusal,
+    let (range, window, sort) = match params.list_request(LIST_ROWS, api.max_offset, Sort::Asc) {
+        Ok(asked) => asked,
+        Err(refusal) => return refusal,
     };
     let rows = walk(api, Source::Appearances(address), range, window, sort, |w, _| {
         let (t, r) = (&w.tx.transaction, &w.tx.receipt);
@@ -149,10 +148,9 @@ pub(super) async fn token_list(api: &Etherscan, params: &Params, kind: TokenKind
         (Ok(holder), Ok(token)) => (holder, token),
         (Err(refusal), _) | (_, Err(refusal)) => return refusal,
     };
-    let asked = (params.block_range(), params.window(LIST_ROWS, api.max_offset), params.sort(Sort::Asc));
-    let (range, window, sort) = match asked {
-        (Ok(range), Ok(window), Ok(sort)) => (range, window, sort),
-        (Err(refusal), _, _) | (_, Err(refusal), _) | (_, _, Err(refusal)) => return refusal,
+    let (range, window, sort) = match params.list_request(LIST_ROWS, api.max_offset, Sort::Asc) {
+        Ok(asked) => asked,
+        Err(refusal) => return refusal,
     };
     let source = match (holder, token) {
         (Some(holder), _) => Source::Transfers(IdList::of_transfers(kind), holder),

@@ -25,10 +25,8 @@ use crate::rpc::{
 };
 use crate::{
     db::{
-        codec::{AttributeBit, BlockNumber, ContractInfo, Count},
-        state,
-        tables::*,
-        DbError,
+        codec::{AttributeBit, ContractInfo},
+        state, DbError,
     },
     decode::{TokenKind, TokenKinds},
     index::{
@@ -615,18 +613,7 @@ impl Ots2ApiServer for Ots2 {
         self.check_address_page(count)?;
         let (wanted, tip) = self.read_at_tip(|t| {
             let indexes = address_index::page(t, IdList::Withdrawals, &address, idx, count)?;
-            let mut idx2block = t.cursor::<OtsWithdrawalIdx2Block>()?;
-            indexes
-                .into_iter()
-                .map(|i| match idx2block.seek(&Count(i))? {
-                    Some((_, BlockNumber(block))) => Ok((i, block)),
-                    None => Err(DbError::Corrupt {
-                        table: "OtsWithdrawalIdx2Block",
-                        key: alloy_primitives::hex::encode(i.to_be_bytes()),
-                        reason: format!("no block holds withdrawal {i}"),
-                    }),
-                })
-                .collect::<Result<Vec<_>, DbError>>()
+            address_index::withdrawal_blocks(t, indexes)
         })?;
         let (blocks_summary, results) = self.pages.withdrawal_rows(&wanted, tip).await?;
         Ok(Page { blocks_summary, results })

@@ -225,6 +225,22 @@ fn block_of(txn: &WriteTxn, list: IdList, id: u64) -> DbResult<u64> {
     })
 }
 
+/// The block of each withdrawal index in `indexes`, as `(index, block)`.
+pub fn withdrawal_blocks<K: TransactionKind>(txn: &Txn<K>, indexes: Vec<u64>) -> DbResult<Vec<(u64, u64)>> {
+    let mut blocks = txn.cursor::<OtsWithdrawalIdx2Block>()?;
+    indexes
+        .into_iter()
+        .map(|i| match blocks.seek(&Count(i))? {
+            Some((_, BlockNumber(block))) => Ok((i, block)),
+            None => Err(crate::db::DbError::Corrupt {
+                table: "OtsWithdrawalIdx2Block",
+                key: alloy_primitives::hex::encode(i.to_be_bytes()),
+                reason: format!("no block holds withdrawal {i}"),
+            }),
+        })
+        .collect()
+}
+
 /// The first withdrawal index of the blocks from `block` on (every one at or above it is
 /// theirs): a binary search of `OtsWithdrawalIdx2Block`'s keys, whose blocks grow with them.
 pub fn first_withdrawal_from<K: TransactionKind>(txn: &Txn<K>, block: u64) -> DbResult<u64> {
