@@ -56,7 +56,7 @@ use std::{
 
 use alloy_primitives::Address;
 use anyhow::{bail, Context};
-use http_load::{load, percentile};
+use http_load::{load, load_get, percentile};
 use mdbx_yardstick::plain_sorted_insert;
 use ots_indexer::db::{
     codec::Count,
@@ -403,6 +403,31 @@ fn queries(bin: &Path, datadir: &Path, db: &Db, seconds: f64) -> anyhow::Result<
                 let f = runtime.block_on(load(addr, &request(method, params), clients, seconds))?;
                 let row = json!({
                     "method": method, "clients": clients,
+                    "req_per_s": (f.requests as f64 / f.seconds).round(),
+                    "p50_ms": percentile(&f.latencies_us, 0.5),
+                    "p99_ms": percentile(&f.latencies_us, 0.99),
+                    "errors": f.errors,
+                });
+                eprintln!("  {row}");
+                rows.push(row);
+            }
+        }
+        // Etherscan's holder list of the token with most holders: page 1, and the page that starts
+        // at row 10,000 (Etherscan's cap on page × offset) or, for fewer holders, the last.
+        let holders = {
+            let txn = db.begin_read()?;
+            ots_indexer::index::families::balances::holder_count(&txn, &token)?
+        };
+        let deep = if holders > 10_025 { 10_000 / 25 + 1 } else { holders.div_ceil(25).max(1) };
+        for page in [1, deep] {
+            let path = format!(
+                "/api?module=token&action=tokenholderlist&contractaddress={token}&page={page}&offset=25"
+            );
+            for clients in [1usize, 32] {
+                let f = runtime.block_on(load_get(addr, &path, clients, seconds))?;
+                let row = json!({
+                    "method": "etherscan tokenholderlist", "page": page, "offset": 25, "holders": holders,
+                    "clients": clients,
                     "req_per_s": (f.requests as f64 / f.seconds).round(),
                     "p50_ms": percentile(&f.latencies_us, 0.5),
                     "p99_ms": percentile(&f.latencies_us, 0.99),

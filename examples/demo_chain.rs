@@ -10,7 +10,7 @@
 mod workload;
 
 use alloy::{
-    primitives::{Address, Bytes},
+    primitives::{Address, Bytes, U256},
     providers::{DynProvider, Provider, ProviderBuilder},
     sol,
     sol_types::SolCall,
@@ -19,6 +19,25 @@ use alloy::{
 sol! {
     function all(address to) external payable;
     function make() external returns (address made);
+    function mint(address to, uint256 id) external;
+    function transferFrom(address from, address to, uint256 id) external;
+}
+
+/// An ERC721 with three ids minted to one account and one of them passed on, for the NFT pages.
+async fn nft(url: &str, accounts: &[Address]) {
+    let mut chain = workload::Chain::connect(url);
+    let (minter, holder, next) = (accounts[0], accounts[2], accounts[3]);
+    let deployed = chain.deploy_artifact(minter, "DemoNft").await;
+    chain.mine().await;
+    let nft: Address = serde_json::from_value(chain.receipt_of(deployed).await["contractAddress"].clone())
+        .expect("a deployed contract");
+    for id in 1..=3u64 {
+        chain.send_call(minter, nft, mintCall { to: holder, id: U256::from(id) }.abi_encode()).await;
+    }
+    chain.mine().await;
+    chain.send_call(holder, nft, transferFromCall { from: holder, to: next, id: U256::from(2) }.abi_encode()).await;
+    chain.mine().await;
+    println!("  ERC721 {nft}");
 }
 
 /// Ether moved and contracts made inside calls, for the internal-transaction pages: a factory's
@@ -67,6 +86,7 @@ async fn main() -> anyhow::Result<()> {
         work.expected_transfer_txs()[&work.accounts[0]].len()
     );
     internal_operations(&url, &work.accounts).await;
+    nft(&url, &work.accounts).await;
     let provider: DynProvider = ProviderBuilder::default().connect_http(url.parse()?).erased();
     let _: serde_json::Value = provider.raw_request("evm_setAutomine".into(), [true]).await?;
     Ok(())

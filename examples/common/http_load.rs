@@ -1,5 +1,6 @@
-//! A keep-alive HTTP/1.1 JSON-RPC load client for the benchmarks: a few lines over raw TCP so
-//! that it costs the shared cores as little as possible. Loopback only, bounded in time.
+//! A keep-alive HTTP/1.1 load client for the benchmarks, of JSON-RPC calls and of Etherscan API
+//! GETs: a few lines over raw TCP so that it costs the shared cores as little as possible.
+//! Loopback only, bounded in time.
 
 use std::time::{Duration, Instant};
 
@@ -16,8 +17,18 @@ fn http_request(host: &str, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Reads one response; returns whether it was a JSON-RPC result (not an error).
-async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<bool> {
+/// What a request asks and how its answer says it succeeded.
+#[derive(Clone)]
+struct Request {
+    bytes: Vec<u8>,
+    /// An Etherscan answer (success: `"status":"1"`, which the server writes last), else a
+    /// JSON-RPC one (success: a `"result"` member, which it writes near the front).
+    etherscan: bool,
+}
+
+/// Reads one response; returns whether it was a success (a JSON-RPC result, or an Etherscan
+/// answer with status "1").
+async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>, etherscan: bool) -> std::io::Result<bool> {
     buf.clear();
     let mut chunk = [0u8; 16384];
     let (head_end, length) = loop {
@@ -45,6 +56,9 @@ async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Re
     // jsonrpsee writes `{"jsonrpc":"2.0","id":…,"result":…`: the member sits near the front, and
     // scanning a large answer whole for it cost the client as much as the server's work.
     let body = &buf[head_end..head_end + length];
+    if etherscan {
+        return Ok(body.ends_with(b"\"status\":\"1\"}"));
+    }
     let front = &body[..body.len().min(64)];
     Ok(front.windows(8).any(|w| w == b"\"result\""))
 }
@@ -57,7 +71,7 @@ pub(crate) struct Figures {
     pub(crate) latencies_us: Vec<u32>,
 }
 
-async fn client(addr: String, request: Vec<u8>, until: Instant) -> std::io::Result<(Vec<u32>, usize)> {
+async fn client(addr: String, request: Request, until: Instant) -> std::io::Result<(Vec<u32>, usize)> {
     let mut stream = TcpStream::connect(&addr).await?;
     stream.set_nodelay(true)?;
     let mut buf = Vec::with_capacity(1 << 16);
@@ -65,8 +79,8 @@ async fn client(addr: String, request: Vec<u8>, until: Instant) -> std::io::Resu
     let mut errors = 0;
     while Instant::now() < until {
         let started = Instant::now();
-        stream.write_all(&request).await?;
-        if !read_response(&mut stream, &mut buf).await? {
+        stream.write_all(&request.bytes).await?;
+        if !read_response(&mut stream, &mut buf, request.etherscan).await? {
             errors += 1;
         }
         latencies.push(u32::try_from(started.elapsed().as_micros()).unwrap_or(u32::MAX));
@@ -74,9 +88,30 @@ async fn client(addr: String, request: Vec<u8>, until: Instant) -> std::io::Resu
     Ok((latencies, errors))
 }
 
-/// `clients` connections send `body` over and over for `seconds` (after a short warm-up).
+/// `clients` connections send the JSON-RPC `body` over and over for `seconds` (after a short
+/// warm-up).
 pub(crate) async fn load(addr: &str, body: &str, clients: usize, seconds: f64) -> std::io::Result<Figures> {
-    let request = http_request(addr, body);
+    load_request(addr, Request { bytes: http_request(addr, body), etherscan: false }, clients, seconds).await
+}
+
+/// As [`load`], with Etherscan API GETs of `path_and_query` (`/api?module=…`).
+#[allow(dead_code)] // not every benchmark that includes this file measures the Etherscan API
+pub(crate) async fn load_get(
+    addr: &str,
+    path_and_query: &str,
+    clients: usize,
+    seconds: f64,
+) -> std::io::Result<Figures> {
+    let bytes = format!("GET {path_and_query} HTTP/1.1\r\nHost: {addr}\r\n\r\n").into_bytes();
+    load_request(addr, Request { bytes, etherscan: true }, clients, seconds).await
+}
+
+async fn load_request(
+    addr: &str,
+    request: Request,
+    clients: usize,
+    seconds: f64,
+) -> std::io::Result<Figures> {
     // Warm up (connections, caches) before measuring.
     let warm = Instant::now() + Duration::from_millis(300);
     client(addr.to_owned(), request.clone(), warm).await?;

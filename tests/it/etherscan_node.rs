@@ -30,6 +30,9 @@ sol! {
         function fail() external;
         function make() external returns (address made);
         function makeInFailingCall() external;
+        function mint(address to, uint256 id) external;
+        function transferFrom(address from, address to, uint256 id) external;
+        function ownerOf(uint256 id) external view returns (address);
     }
 }
 
@@ -147,6 +150,7 @@ async fn node_backed_actions_match_independent_node_answers() {
     let factory_deploy = chain.deploy_artifact(a[0], "Factory").await;
     let ops_deploy = chain.deploy_artifact(a[0], "InternalOps").await;
     let token_deploy = chain.deploy_token(a[0], "Logs Token", "LOG").await;
+    let nft_deploy = chain.deploy_artifact(a[0], "DemoNft").await;
     chain.mine().await;
     let address_of = |receipt: Value| -> Address {
         serde_json::from_value(receipt["contractAddress"].clone()).expect("contract address")
@@ -154,11 +158,18 @@ async fn node_backed_actions_match_independent_node_answers() {
     let factory = address_of(chain.receipt_of(factory_deploy).await);
     let ops = address_of(chain.receipt_of(ops_deploy).await);
     let token = address_of(chain.receipt_of(token_deploy).await);
+    let nft = address_of(chain.receipt_of(nft_deploy).await);
+    for id in 1..=3u64 {
+        chain.send_call(a[0], nft, Ops::mintCall { to: a[2], id: U256::from(id) }.abi_encode()).await;
+    }
     let make = chain.send_call(a[0], factory, Ops::makeCall {}.abi_encode()).await;
     let undone = chain.send_call(a[0], factory, Ops::makeInFailingCallCall {}.abi_encode()).await;
     for (to, amount) in [(a[1], 700), (a[3], 300), (a[1], 5)] {
         chain.transfer(token, a[0], to, amount).await;
     }
+    chain.mine().await;
+    let moved = Ops::transferFromCall { from: a[2], to: a[3], id: U256::from(2) }.abi_encode();
+    chain.send_call(a[2], nft, moved).await;
     chain.mine().await;
     let made: Address = {
         let receipt = chain.receipt_of(make).await;
@@ -612,7 +623,7 @@ async fn node_backed_actions_match_independent_node_answers() {
         no_rows("No transactions found")
     );
     assert_eq!(
-        get(&http, &base, &format!("module=account&action=tokennfttx&address={}", a[0])).await,
+        get(&http, &base, &format!("module=account&action=tokennfttx&address={}", a[5])).await,
         no_rows("No transactions found")
     );
 
@@ -632,6 +643,52 @@ async fn node_backed_actions_match_independent_node_answers() {
             "TokenQuantity": "705", "TokenDivisor": "18",
         }]))
     );
+
+    // ERC721: each holder's ids (against ownerOf), and tokennfttx's rows (against the logs).
+    let mut owned: std::collections::BTreeMap<Address, Vec<Value>> = std::collections::BTreeMap::new();
+    for id in 1..=3u64 {
+        let call = Bytes::from(Ops::ownerOfCall { id: U256::from(id) }.abi_encode());
+        let word: Bytes = serde_json::from_value(
+            theirs.call("eth_call", json!([{"to": nft, "data": call}, "latest"])).await,
+        )
+        .expect("owner");
+        owned
+            .entry(Address::from_slice(&word[12..32]))
+            .or_default()
+            .push(json!({"TokenAddress": format!("{nft:#x}"), "TokenId": id.to_string()}));
+    }
+    assert_eq!(owned.len(), 2, "{owned:?}");
+    for (holder, ids) in &owned {
+        let query =
+            format!("module=account&action=addresstokennftinventory&address={holder}&contractaddress={nft}");
+        assert_eq!(get(&http, &base, &query).await, ok(&json!(ids)), "{query}");
+        let second = format!("{query}&page=2&offset=1");
+        let want = ids.get(1).map_or_else(|| no_rows("No tokens found"), |row| ok(&json!([row])));
+        assert_eq!(get(&http, &base, &second).await, want, "{second}");
+    }
+    let none =
+        format!("module=account&action=addresstokennftinventory&address={}&contractaddress={nft}", a[4]);
+    assert_eq!(get(&http, &base, &none).await, no_rows("No tokens found"));
+    let nft_logs =
+        theirs.call("eth_getLogs", json!([{"fromBlock": "0x0", "toBlock": "latest", "address": nft}])).await;
+    let nft_rows: Vec<Value> = nft_logs
+        .as_array()
+        .expect("logs")
+        .iter()
+        .filter(|l| l["topics"][1] == json!(word(a[2])) || l["topics"][2] == json!(word(a[2])))
+        .map(|l| {
+            let topic = |i: usize| format!("0x{}", &l["topics"][i].as_str().expect("topic")[26..]);
+            json!({
+                "hash": l["transactionHash"], "from": topic(1), "to": topic(2),
+                "tokenID": wei(&l["topics"][3]).to_string(), "contractAddress": format!("{nft:#x}"),
+                "tokenDecimal": "0",
+            })
+        })
+        .collect();
+    assert_eq!(nft_rows.len(), 4, "three mints and a transfer");
+    let query = format!("module=account&action=tokennfttx&address={}", a[2]);
+    let nft_fields = ["hash", "from", "to", "tokenID", "contractAddress", "tokenDecimal"];
+    assert_eq!(shown(&get(&http, &base, &query).await["result"], &nft_fields), nft_rows, "{query}");
 
     // Refusals.
     let cases = [

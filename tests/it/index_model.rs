@@ -17,7 +17,9 @@ use ots_indexer::{
     db::{compact::compact_into, tables::*, AccessMode, Db},
     index::{
         address_index::{page, IdList},
-        balances::{holder_count, holders_page, holders_page_knowing, multi_balances, owner, WindowHolders},
+        balances::{
+            holder_count, holders_page, holders_page_knowing, multi_balances, owned_ids, owner, WindowHolders,
+        },
         check::check,
         journal::{journal_start, unwind_to},
         write_batch, BatchOptions, ClassifiedBlock,
@@ -305,6 +307,20 @@ fn compare(db: &Db, model: &Model, world: &World, what: &str) {
             held,
             "{what}: ERC1155 balances of {person}"
         );
+        let nft_tokens: BTreeSet<Address> = model.owners.keys().map(|(t, _)| *t).collect();
+        for nft in nft_tokens {
+            let want: Vec<U256> = model
+                .owners
+                .iter()
+                .filter(|((t, _), o)| *t == nft && *o == person)
+                .map(|((_, id), _)| *id)
+                .collect();
+            assert_eq!(
+                owned_ids(&txn, nft, *person).expect("owned ids"),
+                want,
+                "{what}: ids of {nft} owned by {person}"
+            );
+        }
         for (kind, table) in [(Kind::Erc20, "erc20"), (Kind::Erc721, "erc721"), (Kind::Erc1155, "erc1155")] {
             let dups = match kind {
                 Kind::Erc20 => txn.cursor::<OtsERC20Holdings>().expect("cursor").dups(person),

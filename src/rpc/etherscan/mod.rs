@@ -142,6 +142,7 @@ impl Etherscan {
             ("account", "balancemulti") => account::balance_multi(self, params).await,
             ("account", "tokenbalance") => token::token_balance(self, params),
             ("account", "addresstokenbalance") => token::address_token_balances(self, params),
+            ("account", "addresstokennftinventory") => token::nft_inventory(self, params),
             ("account", "getminedblocks") => lists::mined_blocks(self, params).await,
             ("account", "txsBeaconWithdrawal") => lists::beacon_withdrawals(self, params).await,
             ("account", "txlistinternal") => internal::internal_list(self, params).await,

@@ -11,7 +11,7 @@ use crate::{
     decode::TokenKind,
     index::families::{
         attributes::attributes,
-        balances::{balance, holder_count, holders_page_knowing},
+        balances::{balance, holder_count, holders_page_knowing, owned_ids},
         contract_info::contract_info,
         holdings,
     },
@@ -199,4 +199,36 @@ pub(super) fn address_token_balances(api: &Etherscan, params: &Params) -> Answer
 /// An address as Etherscan writes it in results: lower-case hex.
 pub(super) fn lower_hex(address: &alloy_primitives::Address) -> String {
     format!("{address:#x}")
+}
+
+/// `addresstokennftinventory`: a page of the ids of the ERC721 `contractaddress` that `address`
+/// owns, ascending — from the index (one walk over the token's owners).
+pub(super) fn nft_inventory(api: &Etherscan, params: &Params) -> Answer {
+    let (holder, token) = match (params.address("address"), params.address("contractaddress")) {
+        (Ok(holder), Ok(token)) => (holder, token),
+        (Err(refusal), _) | (_, Err(refusal)) => return refusal,
+    };
+    let window = match params.window(HOLDERS_PER_PAGE, api.max_offset) {
+        Ok(window) => window,
+        Err(refusal) => return refusal,
+    };
+    let ids = api.read(|t| owned_ids(t, token, holder));
+    let skip = usize::try_from(window.skip).unwrap_or(usize::MAX);
+    let rows = usize::try_from(window.rows).unwrap_or(usize::MAX);
+    match ids {
+        Err(refusal) => refusal,
+        Ok(ids) => {
+            let page: Vec<Value> = ids
+                .into_iter()
+                .skip(skip)
+                .take(rows)
+                .map(|id| json!({"TokenAddress": lower_hex(&token), "TokenId": id.to_string()}))
+                .collect();
+            if page.is_empty() {
+                Answer::NoRows("No tokens found")
+            } else {
+                Answer::Ok(Value::Array(page))
+            }
+        }
+    }
 }

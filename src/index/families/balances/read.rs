@@ -202,3 +202,38 @@ pub fn multi_balances<K: TransactionKind>(
     }
     Ok(held.into_iter().collect())
 }
+
+/// Every id of the ERC721 `token` that `holder` owns, ascending: one walk over the token's owners
+/// (the stored ones, then the window's newest), so it costs the token's ids.
+pub fn owned_ids<K: TransactionKind>(txn: &Txn<K>, token: Address, holder: Address) -> DbResult<Vec<U256>> {
+    if holder == Address::ZERO {
+        // The window's zero owner means burnt: nobody owns those ids.
+        return Ok(Vec::new());
+    }
+    let mut owned = std::collections::BTreeSet::new();
+    let first = TokenIdKey { token, id: U256::ZERO };
+    let mut cursor = txn.cursor::<OtsERC721Owners>()?;
+    let mut current = cursor.seek(&first)?;
+    while let Some((key, owner)) = current {
+        if key.token != token {
+            break;
+        }
+        if owner == holder {
+            owned.insert(key.id);
+        }
+        current = cursor.next_entry()?;
+    }
+    let mut window = txn.cursor::<OtsRecentOwners>()?;
+    let mut entry = window.seek(&first)?;
+    while let Some((key, _)) = entry {
+        if key.token != token {
+            break;
+        }
+        match window.last_dup()? {
+            Some(now) if now.value == holder => owned.insert(key.id),
+            _ => owned.remove(&key.id),
+        };
+        entry = window.next_key()?;
+    }
+    Ok(owned.into_iter().collect())
+}
