@@ -35,7 +35,9 @@ async fn nft(url: &str, accounts: &[Address]) {
         chain.send_call(minter, nft, mintCall { to: holder, id: U256::from(id) }.abi_encode()).await;
     }
     chain.mine().await;
-    chain.send_call(holder, nft, transferFromCall { from: holder, to: next, id: U256::from(2) }.abi_encode()).await;
+    chain
+        .send_call(holder, nft, transferFromCall { from: holder, to: next, id: U256::from(2) }.abi_encode())
+        .await;
     chain.mine().await;
     println!("  ERC721 {nft}");
 }
