@@ -437,6 +437,28 @@ fn queries(bin: &Path, datadir: &Path, db: &Db, seconds: f64) -> anyhow::Result<
                 rows.push(row);
             }
         }
+        // Etherscan's block by time: a binary search of the block times, a time mid-chain.
+        let (blocks, middle_time) = {
+            let txn = db.begin_read()?;
+            let blocks = txn.entries::<ots_indexer::db::tables::OtsBlockTimes>()?;
+            let middle = ots_indexer::db::codec::BlockNumber(blocks / 2);
+            let time = txn.get::<ots_indexer::db::tables::OtsBlockTimes>(&middle)?.map_or(0, |t| t.0);
+            (blocks, time)
+        };
+        let path =
+            format!("/api?module=block&action=getblocknobytime&timestamp={middle_time}&closest=before");
+        for clients in [1usize, 32] {
+            let f = runtime.block_on(load_get(addr, &path, clients, seconds))?;
+            let row = json!({
+                "method": "etherscan getblocknobytime", "blocks": blocks, "clients": clients,
+                "req_per_s": (f.requests as f64 / f.seconds).round(),
+                "p50_ms": percentile(&f.latencies_us, 0.5),
+                "p99_ms": percentile(&f.latencies_us, 0.99),
+                "errors": f.errors,
+            });
+            eprintln!("  {row}");
+            rows.push(row);
+        }
         // List and search pages: the node's part fails (there is none); the index's part is timed.
         let pages = [
             ("ots2_getERC20TransferList", json!([busy, 0, 25])),

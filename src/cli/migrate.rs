@@ -6,6 +6,8 @@
 //! instead of a restart doing it unasked. It is one transaction: a crash or kill leaves the old
 //! format whole, and running it again starts over.
 
+use std::{path::PathBuf, time::Duration};
+
 use anyhow::Context;
 use clap::Args;
 
@@ -13,6 +15,7 @@ use super::args::DbArgs;
 use crate::{
     db::{state::FORMAT_VERSION, AccessMode, Db},
     index::upgrade::{upgrade, Upgraded},
+    source::{fixture::Fixture, BlockSource, NodeClient},
 };
 
 /// Flags of `migrate`.
@@ -21,20 +24,46 @@ pub struct MigrateArgs {
     /// Where the database is.
     #[command(flatten)]
     pub db: DbArgs,
+
+    /// JSON-RPC URL of a node of the database's chain: an upgrade from format 9 or older reads
+    /// the indexed blocks' timestamps from its headers (no archive node needed).
+    #[arg(long, env = "OTS_RPC_URL", conflicts_with = "source")]
+    pub rpc_url: Option<String>,
+
+    /// Seconds before a node request is abandoned.
+    #[arg(long, env = "OTS_RPC_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub rpc_timeout_secs: u64,
+
+    /// The recording the database was indexed from (`sync --source`), instead of a node.
+    #[arg(long, env = "OTS_SOURCE")]
+    pub source: Option<PathBuf>,
 }
 
 /// Upgrades the database in `--datadir` to this build's format; every other process using it
 /// must be stopped.
-pub fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
+pub async fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
     let db = Db::open(&args.db.datadir, AccessMode::Exclusive)?;
-    match upgrade(&db).context("cannot upgrade the database; it is unchanged")? {
+    let source: Option<Box<dyn BlockSource>> = match (&args.rpc_url, &args.source) {
+        (Some(url), _) => Some(Box::new(
+            NodeClient::open(url, Duration::from_secs(args.rpc_timeout_secs))
+                .await
+                .with_context(|| format!("cannot reach the node at {url}; the database is unchanged"))?,
+        )),
+        (None, Some(path)) => Some(Box::new(
+            Fixture::load(path)
+                .with_context(|| format!("cannot read {}; the database is unchanged", path.display()))?,
+        )),
+        (None, None) => None,
+    };
+    match upgrade(&db, source.as_deref()).await.context("cannot upgrade the database; it is unchanged")? {
         Upgraded::AlreadyCurrent => {
             println!("nothing to do: the database is already format version {FORMAT_VERSION}");
         }
-        Upgraded::From { version, renamed, seconds } => {
+        Upgraded::From { version, renamed, block_times, seconds } => {
             for (old, table, entries) in renamed {
                 println!("{old:<28} -> {:<30} {entries:>10} entries", table.name());
             }
+            println!("{:<28} -> {:<30} {block_times:>10} entries", "block headers", "OtsBlockTimes");
             println!("upgraded format version {version} -> {FORMAT_VERSION} in {seconds:.2} s");
         }
     }

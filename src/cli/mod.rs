@@ -195,7 +195,7 @@ pub async fn dispatch(command: Command) -> anyhow::Result<()> {
         }
         Command::Unwind(a) => unwind::unwind(&a),
         Command::Compact(a) => compact::compact(&a),
-        Command::Migrate(a) => migrate::migrate(&a),
+        Command::Migrate(a) => migrate::migrate(&a).await,
         Command::Capture(a) => capture::capture(a).await,
         Command::RefreshMetadata(a) => refresh::refresh(a).await,
     }

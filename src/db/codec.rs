@@ -80,6 +80,10 @@ pub(crate) fn address(bytes: &[u8], what: &'static str) -> Result<Address, Codec
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct BlockNumber(pub u64);
 
+/// A block's Unix time in seconds (value of `OtsBlockTimes`): 8 bytes big-endian.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub u64);
+
 /// A cumulative count (key of the match counter tables): 8 bytes big-endian.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Count(pub u64);
@@ -108,6 +112,7 @@ macro_rules! be_u64_codec {
 
 be_u64_codec!(BlockNumber, "block number");
 be_u64_codec!(Count, "count");
+be_u64_codec!(Timestamp, "timestamp");
 be_u64_codec!(crate::txid::TxId, "transaction id");
 
 impl KeyCodec for Address {
@@ -555,6 +560,9 @@ mod tests {
         assert_eq!(BlockNumber::decode_key(&hex!("0000000000000102")), Ok(BlockNumber(0x0102)));
         assert!(BlockNumber(255).encode_key() < BlockNumber(256).encode_key());
         assert_eq!(Count::decode_key(&Count(7).encode_key()), Ok(Count(7)));
+        assert_eq!(Timestamp(1_700_000_000).encode_value(), hex!("000000006553f100"));
+        assert_eq!(Timestamp::decode_value(&hex!("000000006553f100")), Ok(Timestamp(1_700_000_000)));
+        assert!(Timestamp::decode_value(&[0; 4]).is_err());
         assert!(Count::decode_key(&[1, 2, 3]).is_err());
     }
 

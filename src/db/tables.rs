@@ -6,8 +6,8 @@
 use super::codec::{
     AddressTotals, Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup,
     Creation, Holding, IdChunk, KeyCodec, Label, ListId, ListKey, MultiKey, MultiPrior, NonceAnchor,
-    OwnerPrior, PackedIds, PairKey, Rank, RecentId, RecentKey, RecentSent, SentTx, StateKey, TokenIdKey,
-    TotalsDelta, UndoRecord, ValueCodec, WindowValue,
+    OwnerPrior, PackedIds, PairKey, Rank, RecentId, RecentKey, RecentSent, SentTx, StateKey, Timestamp,
+    TokenIdKey, TotalsDelta, UndoRecord, ValueCodec, WindowValue,
 };
 use alloy_primitives::{Address, U256};
 
@@ -251,8 +251,8 @@ tables! {
     OtsLabels: DupSort, Address => Label;
     /// Transactions an address appears in (not part of ots2): as sender, recipient, created
     /// contract, `from` or `to` of any call or create frame (reverted ones too), or address or
-    /// beneficiary of a selfdestruct; those it sent are marked, for
-    /// `ots_getTransactionBySenderAndNonce`. Key: address (20) ‖ the chunk's largest TxId (8).
+    /// beneficiary of a selfdestruct (without call frames: emitter of a log); those it sent are
+    /// marked, for `ots_getTransactionBySenderAndNonce`. Key: address (20) ‖ the chunk's largest TxId (8).
     /// Value: varint count of the address's earlier ids ‖ varint count of those it sent ‖ varint
     /// count of this chunk's ids << 2 | sent mode (0 none, 1 all, 2 a bitmap follows) ‖ the
     /// bitmap (one bit an id, oldest first) ‖ the gaps between its ids newest first
@@ -271,6 +271,11 @@ tables! {
     /// block. With `OtsContractCreators`, a contract's lifetimes: each creation starts one, a
     /// removal after it ends it.
     OtsCodeRemovals: DupFixed, Address => TxId;
+    /// Every indexed block's time (ours), for finding a block by time (Etherscan's
+    /// `getblocknobytime`) without the node. Key: block number (8). Value: the header's
+    /// timestamp, Unix seconds (8). One row per block from genesis to the tip; an unwind drops
+    /// the rows above the block it goes back to.
+    OtsBlockTimes: Plain, BlockNumber => Timestamp;
     /// An address's totals (ours): wei received, sent, paid in fees and withdrawn, and
     /// transactions it was the top-level recipient of. Key: address (20). Value:
     /// `codec::AddressTotals` (a presence mask, then compact sums and a varint count), as of
@@ -377,9 +382,9 @@ mod tests {
         // The ots2 format: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
         // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, the 11
         // balance tables (3 of them the window's values by key), contract info, transfer probes, labels, the 3 appearance tables, the 2
-        // totals tables, code removals, the window's list ids and sent transactions (each by
-        // block and by address), undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 13 + 3 + 2 + 1 + 9);
+        // totals tables, code removals, block times, the window's list ids and sent transactions
+        // (each by block and by address), undo journal and internal state.
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 13 + 3 + 2 + 1 + 1 + 9);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

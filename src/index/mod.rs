@@ -30,8 +30,8 @@ pub mod window;
 pub use activity::{Activity, ActivityKind, IndexedBlock};
 pub use batch::{write_batch, BatchOptions, BatchStats, ClassifiedBlock, WriteError, WrittenBatch};
 pub use families::{
-    address_index, appearances, attributes, balances, contract_info, holdings, labels, lifetimes, matches,
-    probes, totals, transfers,
+    address_index, appearances, attributes, balances, block_times, contract_info, holdings, labels,
+    lifetimes, matches, probes, totals, transfers,
 };
 pub use stage::{Stage, StageOptions, StageSummary};
 pub use window::WindowStart;

@@ -10,6 +10,7 @@ use super::{
     address_index::AddressIndexFamily,
     appearances::AppearancesFamily,
     balances::BalancesFamily,
+    block_times::BlockTimesFamily,
     contract_info::ContractInfoFamily,
     family::{Family, ForEachFamily},
     holdings::HoldingsFamily,
@@ -45,6 +46,7 @@ pub fn each_family<V: ForEachFamily>(each: &mut V) -> Result<(), V::Error> {
     each.family::<ProbesFamily>()?;
     each.family::<AppearancesFamily>()?;
     each.family::<LifetimesFamily>()?;
+    each.family::<BlockTimesFamily>()?;
     each.family::<MatchesFamily>()
 }
 

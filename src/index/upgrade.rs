@@ -1,24 +1,33 @@
 //! Upgrading a database of an older format in place (`ots-indexer migrate`): a mainnet index is
-//! hours of work, an upgrade seconds.
+//! days of work, an upgrade minutes at most.
 //!
-//! Format 8 → 9 changes only the reorg window's tables: three per-block balance tables and the
-//! totals' window table take names that say what they hold (their bytes stay), and the window
-//! gains its holder counts and ranking by token, computed from its balances. The large tables
-//! are not touched. Everything happens in one write transaction: a crash before its commit
-//! leaves the format-8 database as it was (and the next `migrate` starts again), after it the
-//! format-9 one whole.
+//! * Format 8 → 9 changes only the reorg window's tables: three per-block balance tables and the
+//!   totals' window table take names that say what they hold (their bytes stay), and the window
+//!   gains its holder counts and ranking by token, computed from its balances.
+//! * Format 9 → 10 adds `OtsBlockTimes`, every indexed block's timestamp. The index never kept
+//!   them, so they are read from the chain's source (the node's headers, a thousand a request,
+//!   or a recording), which must be of the database's chain.
+//!
+//! The large tables are not touched. What the source gives is read before anything is written;
+//! then everything happens in one write transaction: a crash before its commit leaves the old
+//! database as it was (and the next `migrate` starts again), after it the new one whole.
 
 use std::time::Instant;
 
 use tracing::info;
 
 use crate::db::{
-    state::{self, FORMAT_VERSION, UPGRADABLE_FORMATS},
-    tables::TableId,
+    codec::{BlockNumber, Timestamp},
+    state::{self, ChainIdentity, FORMAT_VERSION, UPGRADABLE_FORMATS},
+    tables::{OtsBlockTimes, TableId},
     Db, DbError, WriteTxn,
 };
+use crate::source::{BlockSource, SourceError};
 
 use super::balances::rebuild_window_holders;
+
+/// Blocks whose times one step of the reading asks the source for (a progress line each).
+const TIMES_STEP: u64 = 100_000;
 
 /// Tables format 9 renamed: (the name format 8 gave it, the table now).
 const RENAMED_IN_9: &[(&str, TableId)] = &[
@@ -40,6 +49,31 @@ pub enum UpgradeError {
     /// The database was never written by an indexer.
     #[error("the database has not been initialised: there is nothing to upgrade")]
     NotInitialised,
+    /// The upgrade needs the chain's block times and no source was given.
+    #[error("format {found} -> {FORMAT_VERSION} adds every indexed block's timestamp, which only the chain's node knows: give --rpc-url of a node of this chain (or --source of the recording the database was indexed from)")]
+    NeedsSource {
+        /// Its format version.
+        found: u64,
+    },
+    /// The source is of another chain.
+    #[error("the source is of {source_chain}, the database indexes {database}: give a node of the database's chain")]
+    OtherChain {
+        /// The database's chain.
+        database: ChainIdentity,
+        /// The source's.
+        source_chain: ChainIdentity,
+    },
+    /// The source failed or lacks blocks the database indexed.
+    #[error("reading the indexed blocks' times from the source: {0}")]
+    Source(#[from] SourceError),
+    /// The source has fewer blocks than the database indexed.
+    #[error("the source's head is block {head}, the database indexed up to block {tip}: wait for the node to catch up")]
+    SourceBehind {
+        /// The source's newest block.
+        head: u64,
+        /// The database's tip.
+        tip: u64,
+    },
     /// A format this build cannot upgrade from.
     #[error("the database uses format version {found}; this build upgrades versions {UPGRADABLE_FORMATS:?} to {FORMAT_VERSION}: re-index into a new --datadir (or use a matching ots-indexer release)")]
     Unsupported {
@@ -59,29 +93,80 @@ pub enum Upgraded {
         version: u64,
         /// Entries moved to each renamed table.
         renamed: Vec<(&'static str, TableId, u64)>,
+        /// Block times written.
+        block_times: u64,
         /// Seconds the upgrade took, commit included.
         seconds: f64,
     },
 }
 
-/// Upgrades the database to this build's format, in one transaction. The caller holds it
-/// exclusively: no reader may see the tables change format under it.
-pub fn upgrade(db: &Db) -> Result<Upgraded, UpgradeError> {
+/// Upgrades the database to this build's format. The caller holds it exclusively: no reader
+/// may see the tables change format under it. `source` (the node, or the recording the database
+/// was indexed from) gives the block times format 10 adds; an upgrade from an older format
+/// without one is refused before anything is read or written.
+pub async fn upgrade(db: &Db, source: Option<&dyn BlockSource>) -> Result<Upgraded, UpgradeError> {
     let started = Instant::now();
-    let txn = db.begin_write()?;
-    let current = state::read_state(&txn)?;
+    let current = state::read_state(&db.begin_read()?)?;
     let version = match current.format_version {
         None if current.chain.is_none() => return Err(UpgradeError::NotInitialised),
         Some(FORMAT_VERSION) => return Ok(Upgraded::AlreadyCurrent),
         Some(found) if UPGRADABLE_FORMATS.contains(&found) => found,
         other => return Err(UpgradeError::Unsupported { found: other.unwrap_or(0) }),
     };
-    let renamed = to_9(&txn)?;
+    let tip = current.checkpoint.map(|c| c.number);
+    let times = match tip {
+        None => Vec::new(),
+        Some(tip) => {
+            let source = source.ok_or(UpgradeError::NeedsSource { found: version })?;
+            read_times(source, current.chain, tip).await?
+        }
+    };
+
+    let txn = db.begin_write()?;
+    // The caller holds the database alone: what was read above still stands.
+    let renamed = if version < 9 { to_9(&txn)? } else { Vec::new() };
+    let block_times = to_10(&txn, &times)?;
     state::set_format_version(&txn)?;
     txn.commit()?;
     let seconds = started.elapsed().as_secs_f64();
-    info!(target: "ots::index", from = version, to = FORMAT_VERSION, seconds, "database upgraded");
-    Ok(Upgraded::From { version, renamed, seconds })
+    info!(target: "ots::index", from = version, to = FORMAT_VERSION, seconds, block_times, "database upgraded");
+    Ok(Upgraded::From { version, renamed, block_times, seconds })
+}
+
+/// The times of blocks `0..=tip` from `source`, after checking that it is the database's chain
+/// and has those blocks.
+async fn read_times(
+    source: &dyn BlockSource,
+    chain: Option<ChainIdentity>,
+    tip: u64,
+) -> Result<Vec<u64>, UpgradeError> {
+    let source_chain = source.chain_identity().await?;
+    if let Some(database) = chain.filter(|c| *c != source_chain) {
+        return Err(UpgradeError::OtherChain { database, source_chain });
+    }
+    let head = source.head().await?;
+    if head < tip {
+        return Err(UpgradeError::SourceBehind { head, tip });
+    }
+    let mut times = Vec::with_capacity(usize::try_from(tip + 1).unwrap_or(0));
+    let mut from = 0;
+    while from <= tip {
+        let to = tip.min(from + TIMES_STEP - 1);
+        times.extend(source.block_times(from, to).await?);
+        info!(target: "ots::index", read = to + 1, of = tip + 1, "reading the indexed blocks' times");
+        from = to + 1;
+    }
+    Ok(times)
+}
+
+/// Format 9 → 10: the block times, `times[n]` being block `n`'s.
+fn to_10(txn: &WriteTxn, times: &[u64]) -> Result<u64, DbError> {
+    txn.clear::<OtsBlockTimes>()?;
+    let mut cursor = txn.cursor::<OtsBlockTimes>()?;
+    for (block, &time) in (0u64..).zip(times) {
+        cursor.append(&BlockNumber(block), &Timestamp(time))?;
+    }
+    Ok(times.len() as u64)
 }
 
 /// Format 8 → 9.

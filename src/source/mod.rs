@@ -26,6 +26,17 @@ pub trait BlockSource: ChainView + std::fmt::Debug {
     fn block(&self, number: u64) -> BoxFuture<'_, Result<BlockData, SourceError>>;
     /// The hash of block `number`, or `None` if the chain has no such block.
     fn block_hash(&self, number: u64) -> BoxFuture<'_, Result<Option<B256>, SourceError>>;
+    /// The timestamps of blocks `from..=to`, in order. By default each block is read whole;
+    /// a node gives only its headers, a thousand a request.
+    fn block_times(&self, from: u64, to: u64) -> BoxFuture<'_, Result<Vec<u64>, SourceError>> {
+        Box::pin(async move {
+            let mut times = Vec::new();
+            for number in from..=to {
+                times.push(self.block(number).await?.timestamp);
+            }
+            Ok(times)
+        })
+    }
     /// Where call frames come from, for logs and status.
     fn tracer(&self) -> &'static str;
     /// New head numbers as they are announced, if the source can push them.
@@ -53,6 +64,9 @@ impl BlockSource for NodeClient {
     }
     fn block_hash(&self, number: u64) -> BoxFuture<'_, Result<Option<B256>, SourceError>> {
         Box::pin(NodeClient::block_hash(self, number))
+    }
+    fn block_times(&self, from: u64, to: u64) -> BoxFuture<'_, Result<Vec<u64>, SourceError>> {
+        Box::pin(NodeClient::block_times(self, from, to))
     }
     fn tracer(&self) -> &'static str {
         self.trace_mode().name()

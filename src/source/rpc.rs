@@ -34,6 +34,12 @@ use crate::{
     notices::{RefusedProbe, SharedNotices},
 };
 
+/// Headers asked for in one JSON-RPC batch (nodes cap a batch at 1,000 calls by default).
+const HEADERS_PER_BATCH: u64 = 500;
+
+/// Batches of headers in flight at once.
+const HEADER_BATCHES_IN_FLIGHT: usize = 4;
+
 /// Retries of a request that the node rate-limited (429) or found itself unavailable for (503).
 const RATE_LIMIT_RETRIES: u32 = 10;
 /// First pause before such a retry, in milliseconds; it doubles each time.
@@ -465,6 +471,36 @@ impl NodeClient {
         let genesis_hash =
             self.block_hash(0).await?.ok_or(SourceError::Missing { what: "header", block: 0 })?;
         Ok(ChainIdentity { chain_id, genesis_hash })
+    }
+
+    /// The timestamps of blocks `from..=to`, from their headers: batches of
+    /// [`HEADERS_PER_BATCH`], a few in flight at once.
+    pub async fn block_times(&self, from: u64, to: u64) -> Result<Vec<u64>, SourceError> {
+        use futures::{StreamExt, TryStreamExt};
+        let starts = (from..=to).step_by(HEADERS_PER_BATCH as usize);
+        let batches: Vec<Vec<u64>> = futures::stream::iter(starts)
+            .map(|start| async move {
+                let numbers: Vec<u64> = (start..=to.min(start + HEADERS_PER_BATCH - 1)).collect();
+                let calls: Vec<_> = numbers
+                    .iter()
+                    .map(|n| ("eth_getBlockByNumber", serde_json::json!([format!("{n:#x}"), false])))
+                    .collect();
+                let headers = self.batch(&calls).await?;
+                numbers
+                    .iter()
+                    .zip(&headers)
+                    .map(|(&n, header)| {
+                        if header.is_null() {
+                            return Err(SourceError::Missing { what: "header", block: n });
+                        }
+                        Ok(chain_block::header(n, header)?.timestamp)
+                    })
+                    .collect::<Result<Vec<u64>, SourceError>>()
+            })
+            .buffered(HEADER_BATCHES_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        Ok(batches.concat())
     }
 
     /// The newest block number.

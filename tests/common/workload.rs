@@ -204,7 +204,9 @@ impl Chain {
         self.send_with_value(from, to, U256::ZERO, data, transfers, ok).await
     }
 
-    async fn send_with_value(
+    /// Sends a call (or a creation, `to` none) carrying `value` wei, expected to emit
+    /// `transfers` and to succeed if `ok` (mined by the next `mine`).
+    pub async fn send_with_value(
         &mut self,
         from: Address,
         to: Option<Address>,

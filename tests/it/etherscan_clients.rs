@@ -102,13 +102,17 @@ async fn client_libraries_read_every_action_they_offer() {
     indexer.sync_to(head).await.expect("sync");
     let (client, server) = common::serve(&db, node).await;
     let miner = chain.call("eth_getBlockByNumber", json!(["0x1", false])).await["miner"].clone();
+    let first_time = chain.call("eth_getBlockByNumber", json!(["0x1", false])).await["timestamp"].clone();
+    let first_time =
+        u64::from_str_radix(first_time.as_str().unwrap_or_default().trim_start_matches("0x"), 16)
+            .expect("a timestamp");
 
     let samples = json!({
         "values": {
             "address": a[0], "addresses": [a[0], a[1]], "txhash": internal, "contractaddress": token,
             "contract_address": token, "startblock": 0, "endblock": 99_999_999, "sort": "asc", "page": 1,
             "offset": 10, "blockno": 1, "block_no": 1, "tag": "0x1", "index": "0x0", "to": token,
-            "data": "0x18160ddd", "position": "0x0", "timestamp": 1_700_000_000, "closest": "before",
+            "data": "0x18160ddd", "position": "0x0", "timestamp": first_time, "closest": "before",
             "fromBlock": 0, "toBlock": "latest",
         },
         "overrides": {
@@ -151,6 +155,7 @@ async fn client_libraries_read_every_action_they_offer() {
     let py = outcomes(&python.to_string_lossy(), "etherscan_python.py", &client.url, &samples);
     let py_served = [
         "get_acc_balance_by_token_and_contract_address",
+        "get_block_number_by_timestamp",
         "get_block_reward_by_block_number",
         "get_contract_execution_status",
         "get_contract_source_code",

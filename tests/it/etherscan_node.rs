@@ -36,49 +36,54 @@ sol! {
     }
 }
 
-async fn get(http: &reqwest::Client, base: &str, query: &str) -> Value {
+pub(crate) async fn get(http: &reqwest::Client, base: &str, query: &str) -> Value {
     let answer = http.get(format!("{base}/api?{query}")).send().await.expect("GET");
     assert_eq!(answer.status(), 200, "{query}");
     let text = answer.text().await.expect("body");
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{query}: {e}: {text}"))
 }
 
-fn ok(result: &Value) -> Value {
+pub(crate) fn ok(result: &Value) -> Value {
     json!({"status": "1", "message": "OK", "result": result})
 }
 
-fn no_rows(message: &str) -> Value {
+pub(crate) fn no_rows(message: &str) -> Value {
     json!({"status": "0", "message": message, "result": []})
 }
 
-fn refused(reason: &str) -> Value {
+pub(crate) fn refused(reason: &str) -> Value {
     json!({"status": "0", "message": "NOTOK", "result": reason})
 }
 
-fn number(v: &Value) -> u64 {
+pub(crate) fn number(v: &Value) -> u64 {
     let s = v.as_str().unwrap_or_else(|| panic!("not a hex string: {v}"));
     u64::from_str_radix(s.trim_start_matches("0x"), 16).expect("hex")
 }
 
-fn wei(v: &Value) -> U256 {
+pub(crate) fn wei(v: &Value) -> U256 {
     serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{v}: {e}"))
 }
 
-fn lower(v: &Value) -> String {
+pub(crate) fn lower(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_ascii_lowercase()
 }
 
 /// The internal rows of one transaction from Parity-style traces, with the fields compared.
 async fn expected_internal(node: &Client, hash: &Value, block: u64, timestamp: u64) -> Vec<Value> {
     let traces = node.call("trace_transaction", json!([hash])).await;
-    let traces = traces.as_array().expect("traces").clone();
+    internal_rows(traces.as_array().expect("traces"), hash, block, timestamp)
+}
+
+/// The internal rows of one transaction from its Parity-style flat traces (Anvil's
+/// `trace_transaction`, geth's `flatCallTracer`).
+pub(crate) fn internal_rows(traces: &[Value], hash: &Value, block: u64, timestamp: u64) -> Vec<Value> {
     let failed: Vec<Vec<u64>> = traces
         .iter()
         .filter(|t| t.get("error").is_some_and(|e| !e.is_null()))
         .map(|t| serde_json::from_value(t["traceAddress"].clone()).expect("path"))
         .collect();
     let mut rows = Vec::new();
-    for t in &traces {
+    for t in traces {
         let path: Vec<u64> = serde_json::from_value(t["traceAddress"].clone()).expect("path");
         if path.is_empty() {
             continue;
@@ -121,7 +126,7 @@ async fn expected_internal(node: &Client, hash: &Value, block: u64, timestamp: u
 
 /// `rows` without the fields the expected rows leave out (gas, input, errCode; `hash` and
 /// `traceId` unless `keep_ids`).
-fn compared(rows: &Value, keep_ids: bool) -> Vec<Value> {
+pub(crate) fn compared(rows: &Value, keep_ids: bool) -> Vec<Value> {
     rows.as_array()
         .map(|rows| {
             rows.iter()
@@ -374,6 +379,27 @@ async fn node_backed_actions_match_independent_node_answers() {
         get(&http, &base, &format!("module=block&action=getblockcountdown&blockno={head}")).await,
         refused("Error! Block number already pass")
     );
+
+    // getblocknobytime: the index's block times against the node's headers, around every block.
+    let times: Vec<u64> = (0..=head).map(timestamp).collect();
+    let by_time = |t: u64, closest: &str| {
+        format!("module=block&action=getblocknobytime&timestamp={t}&closest={closest}")
+    };
+    for t in times.iter().flat_map(|&t| [t.saturating_sub(1), t, t + 1]) {
+        let before = (0..=head).rfind(|&n| times[n as usize] <= t);
+        let after = (0..=head).find(|&n| times[n as usize] >= t);
+        for (closest, want) in [("before", before), ("after", after)] {
+            let want =
+                want.map_or_else(|| refused("Error! No closest block found"), |n| ok(&json!(n.to_string())));
+            assert_eq!(get(&http, &base, &by_time(t, closest)).await, want, "{closest} {t}");
+        }
+    }
+    assert_eq!(get(&http, &base, &by_time(0, "before")).await, refused("Error! No closest block found"));
+    assert_eq!(
+        get(&http, &base, &by_time(times[head as usize] + 1, "after")).await,
+        refused("Error! No closest block found")
+    );
+    assert_eq!(get(&http, &base, &by_time(u64::MAX, "before")).await, ok(&json!(head.to_string())));
 
     // getminedblocks: every block the fee recipient was paid in, newest first by default.
     let miner = lower(&headers[1]["miner"]);
@@ -702,6 +728,14 @@ async fn node_backed_actions_match_independent_node_answers() {
         ),
         ("module=account&action=txlistinternal&txhash=0x12".to_owned(), "Error! Invalid transaction hash"),
         ("module=block&action=getblockreward&blockno=x".to_owned(), "Error! Invalid block number"),
+        (
+            "module=block&action=getblocknobytime&timestamp=x&closest=before".to_owned(),
+            "Error! Invalid timestamp",
+        ),
+        (
+            "module=block&action=getblocknobytime&timestamp=1".to_owned(),
+            "Error! Invalid closest value: before or after",
+        ),
         ("module=block&action=nope".to_owned(), "Error! Missing Or invalid Action name"),
         ("module=account&action=tokentx".to_owned(), "Error! Missing address or contractaddress"),
         (

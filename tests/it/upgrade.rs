@@ -1,6 +1,8 @@
 //! `ots-indexer migrate`: a format-8 database, as the last format-8 release wrote it, upgrades in
-//! place to exactly what a fresh index of the same chain holds, and a kill -9 during the upgrade
-//! leaves a database that opens and upgrades on the next try.
+//! place (through format 9, and to format 10 with the block times its chain's source gives) to
+//! exactly what a fresh index of the same chain holds, and a kill -9 during the upgrade leaves a
+//! database that opens and upgrades on the next try. Without a source, or with another chain's,
+//! the upgrade is refused and the database is unchanged.
 //!
 //! The format-8 database is `tests/fixtures/format8.mdbx.zst`, written by commit 3be58cb
 //! (format 8) from the generated chain of seed 9 with 20,000 transactions:
@@ -22,8 +24,9 @@ use ots_indexer::{
     },
     index::{
         check::{check, dump_hash},
-        upgrade::{upgrade, Upgraded},
+        upgrade::{upgrade, UpgradeError, Upgraded},
     },
+    source::synthetic::{Shape, SyntheticChain},
 };
 
 use crate::synthetic::{generate, index};
@@ -39,7 +42,12 @@ fn format_8_database(dir: &Path) -> PathBuf {
     dir.to_path_buf()
 }
 
-/// A fresh format-9 index of the fixture's chain, made as the fixture was.
+/// The fixture's chain, as a source of its blocks.
+fn fixture_chain() -> SyntheticChain {
+    SyntheticChain::new(9, 20_000, Shape::MAINNET)
+}
+
+/// A fresh index of the fixture's chain, made as the fixture was.
 async fn fresh_index(dir: &Path) -> Db {
     let recording = generate(dir, "chain.rec.zst", 9, 20_000).await;
     index(&recording, &dir.join("fresh"), 8, 64).await.0
@@ -88,13 +96,31 @@ async fn a_format_8_database_upgrades_in_place_to_a_fresh_index() {
     let refused = state::check_usable(&state).expect_err("format 8");
     assert!(matches!(refused, StateError::Upgradable { found: 8, expected: FORMAT_VERSION }), "{refused}");
 
-    let done = upgrade(&db).expect("upgrade");
-    let Upgraded::From { version: 8, renamed, .. } = done else { panic!("{done:?}") };
+    // Format 10's block times come from the chain: without a source, or from another chain, the
+    // upgrade is refused with the way forward, and nothing changes.
+    let before = dump_hash(&db).expect("hash");
+    let refused = upgrade(&db, None).await.expect_err("no source");
+    assert!(matches!(refused, UpgradeError::NeedsSource { found: 8 }), "{refused}");
+    assert!(refused.to_string().contains("--rpc-url"), "{refused}");
+    let other = SyntheticChain::new(10, 100, Shape::MAINNET);
+    let refused = upgrade(&db, Some(&other)).await.expect_err("another chain");
+    assert!(matches!(refused, UpgradeError::OtherChain { .. }), "{refused}");
+    let short = SyntheticChain::new(9, 100, Shape::MAINNET);
+    let refused = upgrade(&db, Some(&short)).await.expect_err("a source behind the database");
+    assert!(matches!(refused, UpgradeError::SourceBehind { .. }), "{refused}");
+    assert_eq!(dump_hash(&db).expect("hash"), before);
+    let state = state::read_state(&db.begin_read().expect("read")).expect("state");
+    assert_eq!(state.format_version, Some(8));
+
+    let chain = fixture_chain();
+    let done = upgrade(&db, Some(&chain)).await.expect("upgrade");
+    let Upgraded::From { version: 8, renamed, block_times, .. } = done else { panic!("{done:?}") };
     assert!(
         renamed.iter().all(|(_, _, entries)| *entries > 0),
         "every renamed window table had rows: {renamed:?}"
     );
-    assert_eq!(upgrade(&db).expect("again"), Upgraded::AlreadyCurrent);
+    assert_eq!(block_times, 136, "genesis and the fixture's 135 blocks");
+    assert_eq!(upgrade(&db, None).await.expect("again"), Upgraded::AlreadyCurrent);
     let fresh = fresh_index(dir.path()).await;
     for table in [TableId::OtsRecentHolderCounts, TableId::OtsRecentHolderRanks] {
         assert!(
@@ -110,10 +136,13 @@ async fn a_format_8_database_upgrades_in_place_to_a_fresh_index() {
 async fn a_kill_during_the_upgrade_leaves_a_database_that_upgrades_next_time() {
     let dir = tempfile::tempdir().expect("tempdir");
     let datadir = format_8_database(&dir.path().join("old"));
+    let recording = generate(dir.path(), "chain.rec.zst", 9, 20_000).await;
     let migrate = |datadir: &Path| {
         Command::new(BIN)
             .args(["migrate", "--log", "warn", "--datadir"])
             .arg(datadir)
+            .arg("--source")
+            .arg(&recording)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -121,7 +150,7 @@ async fn a_kill_during_the_upgrade_leaves_a_database_that_upgrades_next_time() {
             .expect("spawn migrate")
     };
     let mut killed_before_commit = 0;
-    for delay_ms in [5, 10, 20, 30, 40, 60, 80, 110, 150] {
+    for delay_ms in [5, 10, 20, 40, 80, 150, 250, 400, 600, 900] {
         if format_of(&datadir) == FORMAT_VERSION {
             break;
         }
@@ -132,7 +161,7 @@ async fn a_kill_during_the_upgrade_leaves_a_database_that_upgrades_next_time() {
         child.wait().expect("wait");
         match format_of(&datadir) {
             8 => killed_before_commit += 1,
-            9 => {}
+            FORMAT_VERSION => {}
             other => panic!("format {other} after a kill"),
         }
     }
@@ -143,4 +172,72 @@ async fn a_kill_during_the_upgrade_leaves_a_database_that_upgrades_next_time() {
     let db = Db::open(&datadir, AccessMode::ReadWrite).expect("open");
     let fresh = fresh_index(dir.path()).await;
     assert_same_tables(&db, &fresh);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_format_9_database_takes_its_block_times_from_the_node_headers() {
+    use crate::common::{anvil::Anvil, workload::Chain};
+    use ots_indexer::{
+        db::{codec::StateKey, tables::OtsIndexerState},
+        source::{NodeClient, TraceChoice},
+        sync::{Indexer, SyncConfig},
+    };
+    use serde_json::json;
+
+    // More blocks than one batch of headers holds, some sharing a second.
+    let anvil = Anvil::start(&[]);
+    let chain = Chain::connect(&anvil.url);
+    let _: serde_json::Value = chain.call("anvil_mine", json!(["0x4d3", "0x0"])).await;
+    let _: serde_json::Value = chain.call("anvil_mine", json!(["0x20", "0x3"])).await;
+    let node = NodeClient::connect(&anvil.url, Duration::from_secs(30))
+        .expect("node")
+        .with_traces(TraceChoice::Auto)
+        .await
+        .expect("tracer");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let head = node.head().await.expect("head");
+    let indexed_hash = {
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
+        let classifiers =
+            ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();
+        let config = SyncConfig { batch_blocks: 200, ..Default::default() };
+        let indexer = Indexer::open(db.clone(), node.clone(), classifiers, config).await.expect("indexer");
+        indexer.sync_to(head).await.expect("sync");
+        drop(indexer);
+        let indexed = dump_hash(&db).expect("hash");
+        // What format 9 held: the same tables without the block times.
+        let txn = db.begin_write().expect("write");
+        assert_eq!(txn.entries::<ots_indexer::db::tables::OtsBlockTimes>().expect("count"), head + 1);
+        txn.clear::<ots_indexer::db::tables::OtsBlockTimes>().expect("clear");
+        txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &9u64.to_be_bytes().to_vec())
+            .expect("put");
+        txn.commit().expect("commit");
+        indexed
+    };
+    assert_eq!(format_of(dir.path()), 9);
+
+    let migrate = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["migrate", "--log", "warn", "--datadir"])
+            .arg(dir.path())
+            .args(extra)
+            .stdin(Stdio::null())
+            .output()
+            .expect("migrate")
+    };
+    let refused = migrate(&[]);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("--rpc-url") && said.contains("unchanged"), "{said}");
+    assert_eq!(format_of(dir.path()), 9);
+
+    let done = migrate(&["--rpc-url", &anvil.url]);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let said = String::from_utf8_lossy(&done.stdout);
+    assert!(said.contains("upgraded format version 9 -> 10"), "{said}");
+    let times = said.lines().find(|l| l.contains("OtsBlockTimes")).unwrap_or_default();
+    assert!(times.trim_end().ends_with(&format!(" {} entries", head + 1)), "{said}");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+    check(&db.begin_read().expect("read")).expect("the upgraded database passes check");
+    assert_eq!(dump_hash(&db).expect("hash"), indexed_hash, "the node's headers give the indexed times");
 }

@@ -12,6 +12,7 @@
 //!   (for the `ots_` search, sender-nonce and creator methods);
 //! * [`lifetimes`]: when contracts' code was removed (with `appearances`' creators, their
 //!   lifetimes);
+//! * [`block_times`]: every block's timestamp (a block found by its time);
 //! * [`totals`]: per address, wei received, sent, paid in fees and withdrawn, and top-level
 //!   transactions received (for `ots2_getAddressSummary`).
 //!
@@ -22,6 +23,7 @@ pub mod address_index;
 pub mod appearances;
 pub mod attributes;
 pub mod balances;
+pub mod block_times;
 pub mod contract_info;
 pub mod holdings;
 pub mod labels;

@@ -1,11 +1,15 @@
-//! The `block` module: a block's reward and a countdown to a block, from the node; and the
-//! rewards of `account`'s `getminedblocks`, computed the same way.
+//! The `block` module: a block's reward and a countdown to a block, from the node; a block by
+//! its time, from the index; and the rewards of `account`'s `getminedblocks`, computed the
+//! same way as a block's.
 
 use alloy_primitives::U256;
 use serde_json::{json, Value};
 
 use super::{envelope::Answer, params::Params, Etherscan};
-use crate::rpc::materialize::hex_field;
+use crate::{
+    index::block_times::{closest, Closest},
+    rpc::materialize::hex_field,
+};
 
 /// Blocks the countdown averages the block time over.
 const COUNTDOWN_SAMPLE: u64 = 1_000;
@@ -168,9 +172,56 @@ pub(super) async fn countdown(api: &Etherscan, params: &Params) -> Answer {
     }))
 }
 
+/// `timestamp` (Unix seconds, decimal) and `closest` (`before` or `after`).
+fn time_and_side(params: &Params) -> Result<(u64, Closest), Answer> {
+    let time = params
+        .get("timestamp")
+        .and_then(|t| t.parse::<u64>().ok())
+        .ok_or_else(|| Answer::refuse("Error! Invalid timestamp"))?;
+    let side = match params.get("closest").map(str::to_ascii_lowercase).as_deref() {
+        Some("before") => Closest::Before,
+        Some("after") => Closest::After,
+        _ => return Err(Answer::refuse("Error! Invalid closest value: before or after")),
+    };
+    Ok((time, side))
+}
+
+/// `getblocknobytime`: the newest block at or before the time (`closest=before`), or the oldest
+/// at or after it (`after`), by a binary search of the index's block times: no node call. The
+/// index answers up to its own tip, which may trail the node's head by a block or two.
+pub(super) fn by_time(api: &Etherscan, params: &Params) -> Answer {
+    let (time, side) = match time_and_side(params) {
+        Ok(asked) => asked,
+        Err(refusal) => return refusal,
+    };
+    match api.read(|txn| closest(txn, time, side)) {
+        Err(refusal) => refusal,
+        Ok(Some(block)) => Answer::Ok(json!(block.to_string())),
+        Ok(None) => Answer::refuse("Error! No closest block found"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_is_decimal_seconds_and_a_side_before_or_after() {
+        let p = |q: &str| Params::parse([q.as_bytes()]);
+        assert_eq!(
+            time_and_side(&p("timestamp=1700000000&closest=before")),
+            Ok((1_700_000_000, Closest::Before))
+        );
+        assert_eq!(time_and_side(&p("timestamp=0&closest=AFTER")), Ok((0, Closest::After)));
+        for bad in
+            ["", "timestamp=&closest=before", "timestamp=-1&closest=before", "timestamp=0x10&closest=after"]
+        {
+            assert_eq!(time_and_side(&p(bad)), Err(Answer::refuse("Error! Invalid timestamp")), "{bad}");
+        }
+        for bad in ["timestamp=1", "timestamp=1&closest=nearest"] {
+            assert!(time_and_side(&p(bad)).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn a_block_number_is_decimal_or_hex() {

@@ -155,6 +155,7 @@ impl Etherscan {
             ("transaction", "getstatus") => transaction::status(self, params).await,
             ("block", "getblockreward") => block::reward(self, params).await,
             ("block", "getblockcountdown") => block::countdown(self, params).await,
+            ("block", "getblocknobytime") => block::by_time(self, params),
             ("logs", "getLogs") => logs::get_logs(self, params).await,
             ("token", "tokenholderlist") => token::holder_list(self, params),
             ("token", "tokenholdercount") => token::holder_count_of(self, params),

@@ -6,7 +6,9 @@
 //! An address appears in a transaction as its sender, its recipient, the contract it created,
 //! the `from` or `to` of any call or create frame at any depth (reverted frames included), or
 //! the address or beneficiary of a selfdestruct. Without call frames (a node with no tracer)
-//! only the first three are known.
+//! the sender, the recipient, the created contract and the emitter of each of its logs are
+//! what is known: an emitter ran code in the transaction, so a tracer would have named it as a
+//! frame's `to` (a token moved by a contract called in between, above all).
 //!
 //! The appearances and sent transactions of blocks still in the reorg window wait in
 //! [`crate::index::recent`] (ids, and TxId ‖ nonce of those sent) and move into the list and its nonce
@@ -141,6 +143,11 @@ impl Appearances {
                 self.see(created, id)?;
                 if receipt.success && block.frames.is_none() {
                     self.create(created, Creation { tx: id, creator: tx.from }, undo)?;
+                }
+            }
+            if block.frames.is_none() {
+                for log in &receipt.logs {
+                    self.see(log.address, id)?;
                 }
             }
             self.sent.push((tx.from, id.0, tx.nonce)).map_err(DbError::from)?;
@@ -676,6 +683,53 @@ mod tests {
             vec![(a, first), (b, first), (c, first), (d, first), (b, second), (c, second), (d, second)];
         want.sort_unstable();
         assert_eq!(rows, want);
+    }
+
+    /// Without call frames, a log's emitter appears in its transaction (a token moved by a
+    /// contract the sender called); with them, the frames alone say who ran.
+    #[test]
+    fn without_frames_a_log_emitter_appears() {
+        use ots_classifiers::{LogData, ReceiptData, TxData};
+        let [a, b, token, other] = [1, 2, 3, 4].map(Address::repeat_byte);
+        let log = |address| LogData { address, topics: Vec::new(), data: alloy_primitives::Bytes::new() };
+        let block = |frames| BlockData {
+            number: 7,
+            transactions: vec![TxData {
+                hash: alloy_primitives::B256::ZERO,
+                from: a,
+                to: Some(b),
+                nonce: 0,
+                value: alloy_primitives::U256::ZERO,
+                mint: None,
+            }],
+            receipts: vec![ReceiptData {
+                success: true,
+                contract_address: None,
+                logs: vec![log(token), log(b), log(token)],
+                fee: alloy_primitives::U256::ZERO,
+            }],
+            frames,
+            ..Default::default()
+        };
+        let seen = |frames| {
+            let mut family = Appearances::default();
+            let mut undo = UndoLog::keeping(WindowStart::At(0));
+            family.collect_block(&block(frames), &mut undo).expect("collect");
+            let rows: Vec<(Address, u64)> =
+                family.seen.into_sorted().expect("sorted").collect::<Result<_, _>>().expect("rows");
+            rows.into_iter().map(|(address, _)| address).collect::<Vec<_>>()
+        };
+        assert_eq!(seen(None), vec![a, b, token]);
+        let frame = CallFrame {
+            tx_index: 0,
+            depth: 0,
+            kind: FrameKind::Call,
+            from: a,
+            to: other,
+            value: alloy_primitives::U256::ZERO,
+            success: true,
+        };
+        assert_eq!(seen(Some(vec![frame])), vec![a, b, other]);
     }
 
     /// A sent transaction must be among its sender's appearances: one that is not (before the

@@ -1,0 +1,225 @@
+//! Etherscan caps every list at 10,000 rows (`page × offset`); this API does not. On Anvil, an
+//! account sends more than 10,000 transactions and more than 10,000 token transfers (a batcher
+//! moving its tokens 420 at a time): `txlist` and `tokentx` pages past row 10,000, both sorts,
+//! several page sizes, equal the rows computed here from the node's blocks, receipts and logs.
+
+use crate::common;
+use crate::etherscan_node::{get, lower, number, wei};
+
+use std::time::Duration;
+
+use alloy::{
+    primitives::{Address, U256},
+    sol,
+    sol_types::SolCall,
+};
+use common::{anvil::Anvil, workload::Chain, Client};
+use ots_indexer::{
+    db::{AccessMode, Db},
+    source::NodeClient,
+    sync::{Indexer, SyncConfig},
+};
+use serde_json::{json, Value};
+
+sol! {
+    function approve(address spender, uint256 value) returns (bool);
+    function batchTransfer(address token, address[] to, uint256[] amounts);
+}
+
+/// Plain value transfers the busy account sends.
+const SENT: u64 = 10_050;
+/// Batches of token transfers it makes, and transfers per batch.
+const BATCHES: usize = 25;
+const PER_BATCH: usize = 420;
+
+/// Sends `count` value transfers from `from` to `to` in JSON-RPC batches, nonces from `nonce`.
+async fn send_many(url: &str, from: Address, to: Address, nonce: u64, count: u64) {
+    let http = reqwest::Client::new();
+    let mut next = nonce;
+    while next < nonce + count {
+        let batch: Vec<Value> = (next..(nonce + count).min(next + 500))
+            .map(|n| {
+                json!({"jsonrpc": "2.0", "id": n, "method": "eth_sendTransaction",
+                    "params": [{"from": from, "to": to, "value": "0x1", "gas": "0x5208", "nonce": format!("{n:#x}")}]})
+            })
+            .collect();
+        next += batch.len() as u64;
+        let answers: Vec<Value> =
+            http.post(url).json(&batch).send().await.expect("send").json().await.expect("answers");
+        assert!(answers.iter().all(|a| a.get("result").is_some()), "{answers:?}");
+    }
+}
+
+/// Mines until the pool is empty.
+async fn mine_all(node: &Client, from: Address) {
+    loop {
+        let _: Value = node.call("evm_mine", json!([])).await;
+        let mined = node.call("eth_getTransactionCount", json!([from, "latest"])).await;
+        let pending = node.call("eth_getTransactionCount", json!([from, "pending"])).await;
+        if mined == pending {
+            return;
+        }
+    }
+}
+
+/// The pages of `query` (a list action without `page`, `offset`, `sort`) that hold rows past
+/// 10,000, and its first page, against `want` (the list in ascending order).
+async fn check_deep_pages(http: &reqwest::Client, base: &str, query: &str, want: &[Value], fields: &[&str]) {
+    assert!(want.len() > 10_000, "{query}: only {} rows", want.len());
+    let shown = |rows: &Value| -> Vec<Value> {
+        rows.as_array()
+            .map(|rows| {
+                rows.iter()
+                    .map(|r| Value::Object(fields.iter().map(|&f| (f.to_owned(), r[f].clone())).collect()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for sort in ["asc", "desc"] {
+        let ordered: Vec<Value> =
+            if sort == "asc" { want.to_vec() } else { want.iter().rev().cloned().collect() };
+        for (page, offset) in [(1, 100), (101, 100), (2, 5_000), (3, 5_000), (2, 10_000), (1_001, 10)] {
+            let start = (page - 1) * offset;
+            let rows = &ordered[start.min(ordered.len())..(start + offset).min(ordered.len())];
+            let asked = format!("{query}&page={page}&offset={offset}&sort={sort}");
+            let got = get(http, base, &asked).await;
+            assert_eq!(got["status"], "1", "{asked}: {}", got["message"]);
+            assert_eq!(shown(&got["result"]), rows, "{asked}");
+        }
+        // Past the end: no rows, as Etherscan answers.
+        let past = format!("{query}&page={}&offset=100&sort={sort}", want.len() / 100 + 2);
+        assert_eq!(get(http, base, &past).await["result"], json!([]), "{past}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_pages_past_row_ten_thousand_match_the_node() {
+    let anvil = Anvil::start(&[]);
+    let mut chain = Chain::connect(&anvil.url);
+    let a = chain.accounts().await;
+    let busy = a[0];
+    let token_deploy = chain.deploy_token(busy, "Busy Token", "BSY").await;
+    let batcher_deploy = chain.deploy_artifact(busy, "Batcher").await;
+    chain.mine().await;
+    let address_of = |receipt: Value| -> Address {
+        serde_json::from_value(receipt["contractAddress"].clone()).expect("contract address")
+    };
+    let token = address_of(chain.receipt_of(token_deploy).await);
+    let batcher = address_of(chain.receipt_of(batcher_deploy).await);
+    chain.send_call(busy, token, approveCall { spender: batcher, value: U256::MAX }.abi_encode()).await;
+    chain.mine().await;
+    let recipients: Vec<Address> = (0..PER_BATCH).map(|i| a[1 + i % 20]).collect();
+    for batch in 0..BATCHES {
+        let amounts = (0..PER_BATCH).map(|i| U256::from(1 + batch * PER_BATCH + i)).collect();
+        let call = batchTransferCall { token, to: recipients.clone(), amounts };
+        chain.send_call(busy, batcher, call.abi_encode()).await;
+    }
+    let node_client = Client::new(&anvil.url);
+    mine_all(&node_client, busy).await;
+    let nonce = number(&node_client.call("eth_getTransactionCount", json!([busy, "latest"])).await);
+    send_many(&anvil.url, busy, a[21], nonce, SENT).await;
+    mine_all(&node_client, busy).await;
+
+    let node = NodeClient::connect(&anvil.url, Duration::from_secs(30)).expect("node");
+    let head = node.head().await.expect("head");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
+    let classifiers =
+        ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();
+    let config = SyncConfig { batch_blocks: 4, ..Default::default() };
+    let indexer = Indexer::open(db.clone(), node.clone(), classifiers, config).await.expect("indexer");
+    indexer.sync_to(head).await.expect("sync");
+    let (client, server) = common::serve(&db, node).await;
+    let http = reqwest::Client::new();
+
+    // txlist: every transaction the busy account sent, from the blocks and their receipts.
+    let mut txs = Vec::new();
+    for n in 0..=head {
+        let block = node_client.call("eth_getBlockByNumber", json!([format!("{n:#x}"), true])).await;
+        let receipts = node_client.call("eth_getBlockReceipts", json!([format!("{n:#x}")])).await;
+        let receipts = receipts.as_array().expect("receipts").clone();
+        let time = number(&block["timestamp"]).to_string();
+        for (t, r) in block["transactions"].as_array().expect("transactions").iter().zip(receipts) {
+            let who = format!("{busy:#x}");
+            if ![lower(&t["from"]), lower(&t["to"]), lower(&r["contractAddress"])].contains(&who) {
+                continue;
+            }
+            let ok = r["status"] == "0x1";
+            txs.push(json!({
+                "blockNumber": n.to_string(), "timeStamp": time, "hash": t["hash"],
+                "nonce": number(&t["nonce"]).to_string(), "from": lower(&t["from"]), "to": lower(&t["to"]),
+                "value": wei(&t["value"]).to_string(), "contractAddress": lower(&r["contractAddress"]),
+                "isError": if ok { "0" } else { "1" }, "txreceipt_status": if ok { "1" } else { "0" },
+                "gasUsed": number(&r["gasUsed"]).to_string(),
+            }));
+        }
+    }
+    let tx_fields = [
+        "blockNumber",
+        "timeStamp",
+        "hash",
+        "nonce",
+        "from",
+        "to",
+        "value",
+        "contractAddress",
+        "isError",
+        "txreceipt_status",
+        "gasUsed",
+    ];
+    check_deep_pages(
+        &http,
+        &client.url,
+        &format!("module=account&action=txlist&address={busy}"),
+        &txs,
+        &tx_fields,
+    )
+    .await;
+
+    // tokentx: one row per Transfer log, by the account and by the token.
+    let transfer = "0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef";
+    let logs = node_client
+        .call(
+            "eth_getLogs",
+            json!([{"address": token, "fromBlock": "0x0", "toBlock": "latest", "topics": [transfer]}]),
+        )
+        .await;
+    let transfers: Vec<Value> = logs
+        .as_array()
+        .expect("logs")
+        .iter()
+        .map(|l| {
+            let topic = |i: usize| format!("0x{}", &l["topics"][i].as_str().expect("topic")[26..]);
+            json!({
+                "blockNumber": number(&l["blockNumber"]).to_string(), "hash": l["transactionHash"],
+                "from": topic(1), "to": topic(2), "value": wei(&l["data"]).to_string(),
+                "contractAddress": format!("{token:#x}"), "tokenName": "Busy Token", "tokenSymbol": "BSY",
+                "tokenDecimal": "18",
+            })
+        })
+        .collect();
+    assert_eq!(transfers.len(), 1 + BATCHES * PER_BATCH, "the mint and every batched transfer");
+    let token_fields = [
+        "blockNumber",
+        "hash",
+        "from",
+        "to",
+        "value",
+        "contractAddress",
+        "tokenName",
+        "tokenSymbol",
+        "tokenDecimal",
+    ];
+    for filter in [format!("address={busy}"), format!("contractaddress={token}")] {
+        check_deep_pages(
+            &http,
+            &client.url,
+            &format!("module=account&action=tokentx&{filter}"),
+            &transfers,
+            &token_fields,
+        )
+        .await;
+    }
+    server.stop().expect("stop");
+    server.stopped().await;
+}
