@@ -63,7 +63,7 @@ pub async fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
             for (old, table, entries) in renamed {
                 println!("{old:<28} -> {:<30} {entries:>10} entries", table.name());
             }
-            println!("{:<28} -> {:<30} {block_times:>10} entries", "block headers", "OtsBlockTimes");
+            println!("{:<28} -> {:<30} {block_times:>10} entries", "block times", "OtsBlockTimes");
             println!("upgraded format version {version} -> {FORMAT_VERSION} in {seconds:.2} s");
         }
     }
