@@ -3,27 +3,40 @@
 //! memory costs a fraction of seeking the window for it. Every read of one snapshot sees the
 //! same window, so the set is built once per token and snapshot and dropped when a newer one is
 //! read (a block committed).
+//!
+//! Beside each set, the marks its pages left in the token's ranking (`RankingMark`, one every
+//! [`MARK_EVERY`] holders): MDBX cannot seek a key's dups by position, so a page far down a
+//! ranking walks from the top — once per snapshot; later pages start from the nearest mark.
 
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
 };
 
-use alloy_primitives::Address;
+use alloy_primitives::{Address, U256};
 
 use crate::{
     db::{DbResult, ReadTxn},
-    index::families::balances::WindowHolders,
+    index::families::balances::{holders_page_marked, RankingMark, WindowHolders},
 };
 
 /// Holders kept at most, over every token (about 24 bytes each in their sets).
 const BUDGET_HOLDERS: usize = 1 << 20;
+
+/// Holders a ranking walk passes between two marks: a page costs at most this many before its
+/// rows once a mark stands before it.
+pub const MARK_EVERY: u64 = 256;
+
+/// Marks kept at most, over every token (about 120 bytes each).
+const BUDGET_MARKS: usize = 1 << 18;
 
 #[derive(Debug, Default)]
 struct Sets {
     snapshot: u64,
     by_token: HashMap<Address, Arc<WindowHolders>>,
     holders: usize,
+    marks: HashMap<Address, Vec<RankingMark>>,
+    mark_count: usize,
 }
 
 /// The window's changed holders by token, for one snapshot; shared by the handlers.
@@ -62,6 +75,45 @@ impl WindowHoldersCache {
             }
         }
         Ok(set)
+    }
+
+    /// Holders `idx..idx + count` of `token`, largest balance first, as `txn` sees them: from
+    /// the newest mark at or before `idx` that pages of the same snapshot left, leaving marks
+    /// past the last one kept.
+    pub fn page(
+        &self,
+        txn: &ReadTxn,
+        token: &Address,
+        idx: u64,
+        count: u64,
+    ) -> DbResult<Vec<(Address, U256)>> {
+        let changed = self.of(txn, token)?;
+        let snapshot = txn.snapshot_id()?;
+        let (from, after) = match self.sets.lock() {
+            Ok(sets) if sets.snapshot == snapshot => {
+                let marks = sets.marks.get(token).map_or(&[][..], Vec::as_slice);
+                let before = marks.partition_point(|m| m.position <= idx);
+                (before.checked_sub(1).map(|i| marks[i]), marks.last().map_or(0, |m| m.position))
+            }
+            // Another snapshot's reader keeps nothing: it walks from the top, leaving no marks.
+            _ => (None, u64::MAX),
+        };
+        let (page, left) = holders_page_marked(txn, token, idx, count, &changed, from, after, MARK_EVERY)?;
+        if left.is_empty() {
+            return Ok(page);
+        }
+        if let Ok(mut sets) = self.sets.lock() {
+            if sets.snapshot == snapshot && sets.mark_count + left.len() <= BUDGET_MARKS {
+                let marks = sets.marks.entry(*token).or_default();
+                // Another page may have marked further meanwhile: keep the list in order.
+                let after = marks.last().map_or(0, |m| m.position);
+                let before = marks.len();
+                marks.extend(left.into_iter().filter(|m| m.position > after));
+                let added = marks.len() - before;
+                sets.mark_count += added;
+            }
+        }
+        Ok(page)
     }
 
     /// Tokens and holders kept now.
@@ -114,5 +166,65 @@ mod tests {
         let older = cache.of(&before, &token).expect("set");
         assert!(older.contains(&a) && !older.contains(&b), "{older:?}");
         assert_eq!(cache.usage(), (1, 2), "only the newest snapshot's sets are kept");
+    }
+
+    /// A deep page walks the ranking once per snapshot, leaving marks; later pages of that
+    /// snapshot start from them and read as the plain walk does; a commit starts afresh.
+    #[test]
+    fn pages_start_from_the_marks_of_their_snapshot() {
+        use crate::{db::codec::Rank, index::families::balances::holders_page};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let token = Address::repeat_byte(0x70);
+        let txn = db.begin_write().expect("write");
+        for i in 1..=700u64 {
+            let rank = Rank {
+                balance: U256::from(1_000 + i % 97),
+                holder: Address::left_padding_from(&i.to_be_bytes()),
+            };
+            txn.put::<crate::db::tables::OtsTokenHolderRanks>(&token, &rank).expect("put");
+        }
+        txn.commit().expect("commit");
+        let cache = WindowHoldersCache::default();
+        let marks = |cache: &WindowHoldersCache| {
+            cache.sets.lock().map(|s| s.marks.get(&token).map_or(0, Vec::len)).unwrap_or_default()
+        };
+
+        let read = db.begin_read().expect("read");
+        let plain = |txn: &ReadTxn, idx, count| holders_page(txn, &token, idx, count).expect("plain");
+        assert_eq!(cache.page(&read, &token, 600, 5).expect("deep"), plain(&read, 600, 5));
+        assert_eq!(marks(&cache), 2, "marks at 256 and 512");
+        for (idx, count) in [(0, 3), (255, 2), (256, 1), (300, 25), (511, 3), (512, 1), (690, 25), (700, 1)] {
+            assert_eq!(
+                cache.page(&read, &token, idx, count).expect("page"),
+                plain(&read, idx, count),
+                "{idx}"
+            );
+        }
+        assert_eq!(marks(&cache), 2, "no page went past 768");
+
+        // A balance moved in the window: the next snapshot's pages see it, from new marks.
+        let moved = Address::left_padding_from(&650u64.to_be_bytes());
+        let txn = db.begin_write().expect("write");
+        txn.put::<OtsRecentBalances>(
+            &PairKey { token, holder: moved },
+            &WindowValue { block: 5, value: U256::from(5_000) },
+        )
+        .expect("put");
+        txn.put::<crate::db::tables::OtsRecentHolderRanks>(
+            &token,
+            &Rank { balance: U256::from(5_000), holder: moved },
+        )
+        .expect("put");
+        txn.commit().expect("commit");
+        let newer = db.begin_read().expect("read");
+        let first = cache.page(&newer, &token, 0, 1).expect("top");
+        assert_eq!(first, vec![(moved, U256::from(5_000))], "the window's holder ranks first");
+        assert_eq!(marks(&cache), 0, "the older snapshot's marks are dropped");
+        for idx in [600, 300, 0, 699] {
+            assert_eq!(cache.page(&newer, &token, idx, 7).expect("page"), plain(&newer, idx, 7), "{idx}");
+        }
+        // A reader of the older snapshot walks its own ranking and keeps nothing.
+        assert_eq!(cache.page(&read, &token, 600, 5).expect("older"), plain(&read, 600, 5));
     }
 }

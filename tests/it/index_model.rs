@@ -18,7 +18,8 @@ use ots_indexer::{
     index::{
         address_index::{page, IdList},
         balances::{
-            holder_count, holders_page, holders_page_knowing, multi_balances, owned_ids, owner, WindowHolders,
+            holder_count, holders_page, holders_page_knowing, holders_page_marked, multi_balances, owned_ids,
+            owner, WindowHolders,
         },
         check::check,
         journal::{journal_start, unwind_to},
@@ -351,6 +352,27 @@ fn compare(db: &Db, model: &Model, world: &World, what: &str) {
             assert_eq!(holders_page(&txn, token, 1, 1).expect("page"), want[1..2].to_vec());
             let page = holders_page_knowing(&txn, token, 1, 1, &changed).expect("page");
             assert_eq!(page, want[1..2].to_vec());
+        }
+        // Pages from the marks earlier pages left, a mark every 2 holders: a walk to the end
+        // leaves them all; every page from the nearest mark before it is the model's.
+        let (whole, marks) =
+            holders_page_marked(&txn, token, 0, 10_000, &changed, None, 0, 2).expect("marked walk");
+        assert_eq!(whole, want, "{what}: ranks of {token}, walked leaving marks");
+        assert_eq!(marks.len(), want.len() / 2, "{what}: a mark every 2 holders");
+        for idx in 0..=want.len() as u64 {
+            for count in [1, 3] {
+                let from = marks.iter().rev().find(|m| m.position <= idx).copied();
+                let (page, left) =
+                    holders_page_marked(&txn, token, idx, count, &changed, from, u64::MAX, 2).expect("page");
+                let start = (idx as usize).min(want.len());
+                let end = (start + count as usize).min(want.len());
+                assert_eq!(
+                    page,
+                    want[start..end].to_vec(),
+                    "{what}: {token} page {idx}+{count} from {from:?}"
+                );
+                assert!(left.is_empty());
+            }
         }
     }
     for ((token, id), want) in &model.owners {

@@ -11,7 +11,7 @@ use crate::{
     decode::TokenKind,
     index::families::{
         attributes::attributes,
-        balances::{balance, holder_count, holders_page_knowing, owned_ids},
+        balances::{balance, holder_count, owned_ids},
         contract_info::contract_info,
         holdings,
     },
@@ -39,10 +39,7 @@ pub(super) fn holder_list(api: &Etherscan, params: &Params) -> Answer {
         Ok(window) => window,
         Err(refusal) => return refusal,
     };
-    let page = api.read(|txn| {
-        let changed = api.ctx.window_holders.of(txn, &token)?;
-        holders_page_knowing(txn, &token, window.skip, window.rows, &changed)
-    });
+    let page = api.read(|txn| api.ctx.window_holders.page(txn, &token, window.skip, window.rows));
     match page {
         Err(refusal) => refusal,
         Ok(rows) if rows.is_empty() => Answer::NoRows("No token holder found"),

@@ -13,7 +13,7 @@ use crate::{
     db::{DbError, ReadTxn},
     decode::TokenKind,
     index::{
-        balances::{holder_count, holders_page_knowing, multi_balances, owner},
+        balances::{holder_count, multi_balances, owner},
         holdings,
     },
     rpc::ots2::HoldingRow,
@@ -139,8 +139,10 @@ impl Ots2HoldersApiServer for Ots2Holders {
         self.check_count(count)?;
         self.read(|t| {
             let total = holder_count(t, &token)?;
-            let changed = self.ctx.window_holders.of(t, &token)?;
-            let results = holders_page_knowing(t, &token, idx, count, &changed)?
+            let results = self
+                .ctx
+                .window_holders
+                .page(t, &token, idx, count)?
                 .into_iter()
                 .map(|(holder, balance)| Holder { holder, balance })
                 .collect();

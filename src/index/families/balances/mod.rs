@@ -25,8 +25,8 @@ use book::{BalanceBook, Resolved};
 pub use bulk::BulkBalances;
 pub use holders::rebuild as rebuild_window_holders;
 pub use read::{
-    balance, holder_count, holders_page, holders_page_knowing, multi_balance, multi_balances, owned_ids,
-    owner, WindowHolders,
+    balance, holder_count, holders_page, holders_page_knowing, holders_page_marked, multi_balance,
+    multi_balances, owned_ids, owner, HolderPage, RankingMark, WindowHolders,
 };
 pub use window::{fold, prune, unwind};
 

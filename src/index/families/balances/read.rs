@@ -7,7 +7,7 @@ use signet_libmdbx::tx::TransactionKind;
 
 use super::window::newest;
 use crate::db::{
-    codec::{Balance, Count, MultiKey, PairKey, TokenIdKey},
+    codec::{Balance, Count, MultiKey, PairKey, Rank, TokenIdKey},
     tables::*,
     DbResult, Txn,
 };
@@ -85,9 +85,8 @@ pub fn holders_page<K: TransactionKind>(
     count: u64,
 ) -> DbResult<Vec<(Address, U256)>> {
     let mut window_balances = txn.cursor::<OtsRecentBalances>()?;
-    ranked_page(txn, token, idx, count, |holder| {
-        Ok(window_balances.seek_exact(&PairKey { token: *token, holder })?.is_some())
-    })
+    let changed = |holder| Ok(window_balances.seek_exact(&PairKey { token: *token, holder })?.is_some());
+    Ok(ranked_page(txn, token, idx, count, changed, RankingWalk { from: None, every: 0 }, |_| {})?.0)
 }
 
 /// [`holders_page`] with the holders the window changed already known (`changed`, read from the
@@ -99,25 +98,100 @@ pub fn holders_page_knowing<K: TransactionKind>(
     count: u64,
     changed: &WindowHolders,
 ) -> DbResult<Vec<(Address, U256)>> {
-    ranked_page(txn, token, idx, count, |holder| Ok(changed.contains(&holder)))
+    let walk = RankingWalk { from: None, every: 0 };
+    Ok(ranked_page(txn, token, idx, count, |holder| Ok(changed.contains(&holder)), walk, |_| {})?.0)
 }
 
+/// A page of holders: each with its balance, largest first.
+pub type HolderPage = Vec<(Address, U256)>;
+
+/// Where a walk of a token's holder ranking stood after passing `position` holders: the next
+/// holder of the large table's ranking (the window's changed ones already passed over) and of
+/// the window's. Valid for the snapshot it was taken from only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RankingMark {
+    /// Holders passed.
+    pub position: u64,
+    stored: Option<Rank>,
+    fresh: Option<Rank>,
+}
+
+/// How a ranking walk starts and which marks it leaves.
+#[derive(Debug, Clone, Copy)]
+struct RankingWalk {
+    /// A mark of the same snapshot at or before the page, to start from instead of the top.
+    from: Option<RankingMark>,
+    /// A mark is left every this many holders passed (0: none).
+    every: u64,
+}
+
+/// [`holders_page_knowing`] starting from `from` (a mark an earlier page of the same snapshot
+/// left at or before `idx`) instead of the ranking's top, and leaving a mark every `every`
+/// holders it passes beyond position `after` (where the marks already kept end): once some page
+/// of the snapshot walked that far, a page costs its rows and fewer than `every` holders before
+/// them. Returns the page and the marks it left, in order.
+#[allow(clippy::too_many_arguments)] // the page, the snapshot's knowledge, the marks' spacing
+pub fn holders_page_marked<K: TransactionKind>(
+    txn: &Txn<K>,
+    token: &Address,
+    idx: u64,
+    count: u64,
+    changed: &WindowHolders,
+    from: Option<RankingMark>,
+    after: u64,
+    every: u64,
+) -> DbResult<(HolderPage, Vec<RankingMark>)> {
+    let from = from.filter(|m| m.position <= idx);
+    let mut left = Vec::new();
+    let walk = RankingWalk { from, every };
+    let changed_in_window = |holder| Ok(changed.contains(&holder));
+    let (page, resumed) = ranked_page(txn, token, idx, count, changed_in_window, walk, |mark| {
+        if mark.position > after {
+            left.push(mark);
+        }
+    })?;
+    if !resumed && from.is_some() {
+        // A mark that no longer finds its holder is of another snapshot: the walk ran from the
+        // top, and the caller's marks are not to be extended.
+        left.clear();
+    }
+    Ok((page, left))
+}
+
+/// The walk of a page; returns it and whether it started from `walk.from`.
 fn ranked_page<K: TransactionKind>(
     txn: &Txn<K>,
     token: &Address,
     idx: u64,
     count: u64,
     mut changed_in_window: impl FnMut(Address) -> DbResult<bool>,
-) -> DbResult<Vec<(Address, U256)>> {
+    walk: RankingWalk,
+    mut mark: impl FnMut(RankingMark),
+) -> DbResult<(Vec<(Address, U256)>, bool)> {
     let mut out = Vec::new();
     if count == 0 {
-        return Ok(out);
+        return Ok((out, false));
     }
     let mut fresh_cursor = txn.cursor::<OtsRecentHolderRanks>()?;
-    let mut fresh = fresh_cursor.seek_exact(token)?;
     let mut cursor = txn.cursor::<OtsTokenHolderRanks>()?;
-    let mut stored = cursor.seek_exact(token)?;
-    let mut skipped = 0;
+    let resumed = match walk.from {
+        Some(from) => {
+            let found_stored = match &from.stored {
+                Some(rank) => cursor.seek_both(token, rank)?,
+                None => true,
+            };
+            let found_fresh = match &from.fresh {
+                Some(rank) => fresh_cursor.seek_both(token, rank)?,
+                None => true,
+            };
+            (found_stored && found_fresh).then_some(from)
+        }
+        None => None,
+    };
+    let (mut stored, mut fresh, mut position) = match resumed {
+        Some(from) => (from.stored, from.fresh, from.position),
+        None => (cursor.seek_exact(token)?, fresh_cursor.seek_exact(token)?, 0),
+    };
     loop {
         // The large table's next holder the window did not change.
         while let Some(rank) = stored {
@@ -125,6 +199,9 @@ fn ranked_page<K: TransactionKind>(
                 break;
             }
             stored = cursor.next_dup()?;
+        }
+        if walk.every > 0 && position > 0 && position.is_multiple_of(walk.every) {
+            mark(RankingMark { position, stored, fresh });
         }
         // Both rankings sort as their dups do: !balance, then holder.
         let next = match (stored, fresh) {
@@ -142,8 +219,8 @@ fn ranked_page<K: TransactionKind>(
                 new
             }
         };
-        if skipped < idx {
-            skipped += 1;
+        position += 1;
+        if position <= idx {
             continue;
         }
         out.push((next.holder, next.balance));
@@ -151,7 +228,7 @@ fn ranked_page<K: TransactionKind>(
             break;
         }
     }
-    Ok(out)
+    Ok((out, resumed.is_some()))
 }
 
 /// The owner of id `id` of the ERC721 `token` (none when burnt or never seen).
