@@ -56,7 +56,7 @@ use std::{
 
 use alloy_primitives::Address;
 use anyhow::{bail, Context};
-use http_load::{load, load_get, percentile};
+use http_load::{load, load_get, percentile, Figures};
 use mdbx_yardstick::plain_sorted_insert;
 use ots_indexer::db::{
     codec::Count,
@@ -401,15 +401,7 @@ fn queries(bin: &Path, datadir: &Path, db: &Db, seconds: f64) -> anyhow::Result<
         for (method, params) in &cases {
             for clients in [1usize, 32] {
                 let f = runtime.block_on(load(addr, &request(method, params), clients, seconds))?;
-                let row = json!({
-                    "method": method, "clients": clients,
-                    "req_per_s": (f.requests as f64 / f.seconds).round(),
-                    "p50_ms": percentile(&f.latencies_us, 0.5),
-                    "p99_ms": percentile(&f.latencies_us, 0.99),
-                    "errors": f.errors,
-                });
-                eprintln!("  {row}");
-                rows.push(row);
+                rows.push(load_row(json!({"method": method, "clients": clients}), &f));
             }
         }
         // Etherscan's holder list of the token with most holders: page 1, and the page that starts
@@ -425,16 +417,11 @@ fn queries(bin: &Path, datadir: &Path, db: &Db, seconds: f64) -> anyhow::Result<
             );
             for clients in [1usize, 32] {
                 let f = runtime.block_on(load_get(addr, &path, clients, seconds))?;
-                let row = json!({
+                let what = json!({
                     "method": "etherscan tokenholderlist", "page": page, "offset": 25, "holders": holders,
                     "clients": clients,
-                    "req_per_s": (f.requests as f64 / f.seconds).round(),
-                    "p50_ms": percentile(&f.latencies_us, 0.5),
-                    "p99_ms": percentile(&f.latencies_us, 0.99),
-                    "errors": f.errors,
                 });
-                eprintln!("  {row}");
-                rows.push(row);
+                rows.push(load_row(what, &f));
             }
         }
         // Etherscan's block by time: a binary search of the block times, a time mid-chain.
@@ -449,15 +436,8 @@ fn queries(bin: &Path, datadir: &Path, db: &Db, seconds: f64) -> anyhow::Result<
             format!("/api?module=block&action=getblocknobytime&timestamp={middle_time}&closest=before");
         for clients in [1usize, 32] {
             let f = runtime.block_on(load_get(addr, &path, clients, seconds))?;
-            let row = json!({
-                "method": "etherscan getblocknobytime", "blocks": blocks, "clients": clients,
-                "req_per_s": (f.requests as f64 / f.seconds).round(),
-                "p50_ms": percentile(&f.latencies_us, 0.5),
-                "p99_ms": percentile(&f.latencies_us, 0.99),
-                "errors": f.errors,
-            });
-            eprintln!("  {row}");
-            rows.push(row);
+            let what = json!({"method": "etherscan getblocknobytime", "blocks": blocks, "clients": clients});
+            rows.push(load_row(what, &f));
         }
         // List and search pages: the node's part fails (there is none); the index's part is timed.
         let pages = [
@@ -837,4 +817,18 @@ fn main() -> anyhow::Result<()> {
     });
     println!("{figures}");
     Ok(())
+}
+
+/// `what` was measured (a JSON object) with the load's rate and latencies added; printed as it
+/// comes.
+#[allow(clippy::cast_precision_loss)] // request counts far below 2^52
+fn load_row(mut what: Value, f: &Figures) -> Value {
+    if let Some(row) = what.as_object_mut() {
+        row.insert("req_per_s".into(), json!((f.requests as f64 / f.seconds).round()));
+        row.insert("p50_ms".into(), json!(percentile(&f.latencies_us, 0.5)));
+        row.insert("p99_ms".into(), json!(percentile(&f.latencies_us, 0.99)));
+        row.insert("errors".into(), json!(f.errors));
+    }
+    eprintln!("  {what}");
+    what
 }

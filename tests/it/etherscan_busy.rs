@@ -4,7 +4,7 @@
 //! several page sizes, equal the rows computed here from the node's blocks, receipts and logs.
 
 use crate::common;
-use crate::etherscan_node::{get, lower, number, wei};
+use crate::etherscan_node::{get, lower, number, shown, wei};
 
 use std::time::Duration;
 
@@ -66,15 +66,6 @@ async fn mine_all(node: &Client, from: Address) {
 /// 10,000, and its first page, against `want` (the list in ascending order).
 async fn check_deep_pages(http: &reqwest::Client, base: &str, query: &str, want: &[Value], fields: &[&str]) {
     assert!(want.len() > 10_000, "{query}: only {} rows", want.len());
-    let shown = |rows: &Value| -> Vec<Value> {
-        rows.as_array()
-            .map(|rows| {
-                rows.iter()
-                    .map(|r| Value::Object(fields.iter().map(|&f| (f.to_owned(), r[f].clone())).collect()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     for sort in ["asc", "desc"] {
         let ordered: Vec<Value> =
             if sort == "asc" { want.to_vec() } else { want.iter().rev().cloned().collect() };
@@ -84,7 +75,7 @@ async fn check_deep_pages(http: &reqwest::Client, base: &str, query: &str, want:
             let asked = format!("{query}&page={page}&offset={offset}&sort={sort}");
             let got = get(http, base, &asked).await;
             assert_eq!(got["status"], "1", "{asked}: {}", got["message"]);
-            assert_eq!(shown(&got["result"]), rows, "{asked}");
+            assert_eq!(shown(&got["result"], fields), rows, "{asked}");
         }
         // Past the end: no rows, as Etherscan answers.
         let past = format!("{query}&page={}&offset=100&sort={sort}", want.len() / 100 + 2);

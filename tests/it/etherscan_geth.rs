@@ -6,7 +6,7 @@
 //! account was paid in likewise.
 
 use crate::common;
-use crate::etherscan_node::{compared, get, internal_rows, lower, number, wei};
+use crate::etherscan_node::{compared, get, internal_rows, lower, number, shown, wei};
 
 use alloy::{
     primitives::{Address, Bytes, U256},
@@ -40,15 +40,6 @@ const TRANSFER_BATCH: &str = "0x4a39dc06d4c0dbc64b70af90fd698a233a518aa5d07e595d
 /// `rows` (a list's rows, oldest first) read back from the server page by page, in both sorts,
 /// for each page size, compared on `fields`.
 async fn every_page(http: &reqwest::Client, base: &str, query: &str, want: &[Value], fields: &[&str]) {
-    let shown = |rows: &Value| -> Vec<Value> {
-        rows.as_array()
-            .map(|rows| {
-                rows.iter()
-                    .map(|r| Value::Object(fields.iter().map(|&f| (f.to_owned(), r[f].clone())).collect()))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     assert!(!want.is_empty(), "{query}: no rows to compare");
     for sort in ["asc", "desc"] {
         let ordered: Vec<Value> =
@@ -60,7 +51,7 @@ async fn every_page(http: &reqwest::Client, base: &str, query: &str, want: &[Val
                 let asked = format!("{query}&page={page}&offset={offset}&sort={sort}");
                 let start = (page - 1) * offset;
                 let rows = &ordered[start..(start + offset).min(ordered.len())];
-                assert_eq!(shown(&get(http, base, &asked).await["result"]), rows, "{asked}");
+                assert_eq!(shown(&get(http, base, &asked).await["result"], fields), rows, "{asked}");
             }
         }
     }

@@ -68,6 +68,17 @@ pub(crate) fn lower(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_ascii_lowercase()
 }
 
+/// `rows` (an answer's `result`) with only `fields` of each row.
+pub(crate) fn shown(rows: &Value, fields: &[&str]) -> Vec<Value> {
+    rows.as_array()
+        .map(|rows| {
+            rows.iter()
+                .map(|r| Value::Object(fields.iter().map(|&f| (f.to_owned(), r[f].clone())).collect()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The internal rows of one transaction from Parity-style traces, with the fields compared.
 async fn expected_internal(node: &Client, hash: &Value, block: u64, timestamp: u64) -> Vec<Value> {
     let traces = node.call("trace_transaction", json!([hash])).await;
@@ -535,15 +546,6 @@ async fn node_backed_actions_match_independent_node_answers() {
                 })
             })
             .collect()
-    };
-    let shown = |rows: &Value, fields: &[&str]| -> Vec<Value> {
-        rows.as_array()
-            .map(|rows| {
-                rows.iter()
-                    .map(|r| Value::Object(fields.iter().map(|&f| (f.to_owned(), r[f].clone())).collect()))
-                    .collect()
-            })
-            .unwrap_or_default()
     };
     let tx_fields = [
         "blockNumber",
