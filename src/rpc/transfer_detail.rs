@@ -45,6 +45,22 @@ fn logs_of(receipt: &Value) -> Vec<ReceiptLog> {
         .unwrap_or_default()
 }
 
+/// The contracts that emitted a transfer-shaped log (ERC20/721 `Transfer`, ERC1155
+/// `TransferSingle`/`TransferBatch`) in `receipt`: those whose classification decides which of
+/// its logs a transfer list shows.
+pub fn transfer_emitters(receipt: &Value) -> Vec<Address> {
+    let shaped = [
+        crate::decode::TRANSFER_TOPIC,
+        crate::decode::TRANSFER_SINGLE_TOPIC,
+        crate::decode::TRANSFER_BATCH_TOPIC,
+    ];
+    logs_of(receipt)
+        .into_iter()
+        .filter(|log| log.topics.first().is_some_and(|t| shaped.contains(t)))
+        .map(|log| log.address)
+        .collect()
+}
+
 /// Every movement in `receipt` of the kind a list shows (`kind`) that `address` sent or
 /// received, in log order. `kinds_of` says how an emitter is classified.
 pub fn transfers_in(

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::{
     envelope::{reasons, Answer},
     lists::LIST_ROWS,
+    marks::Stream,
     params::{Params, Sort},
     token::lower_hex,
     walk::{page_of, Source, Walk},
@@ -202,31 +203,32 @@ async fn by_address(
     window: super::params::Window,
     sort: Sort,
 ) -> Result<Vec<Value>, Answer> {
-    let wanted = usize::try_from(window.skip.saturating_add(window.rows)).unwrap_or(usize::MAX);
-    let mut walk = Walk::new(Source::Appearances(address), range, sort);
+    let mut walk = Walk::new(Source::Appearances(address), Stream::Internal(address), range, window, sort);
     let mut found: Vec<Value> = Vec::new();
     let party = json!(lower_hex(&address));
-    while found.len() < wanted {
-        let Some((ids, _)) = walk.advance(api)? else { break };
-        let (summaries, txs) = api.transactions(&ids).await?;
-        let mut hashes = Vec::with_capacity(ids.len());
+    while let Some(step) = walk.next(api)? {
+        let (summaries, txs) = api.transactions(&step.ids).await?;
+        let mut hashes = Vec::with_capacity(step.ids.len());
         for tx in &txs {
             let hash = tx.hash.as_str().and_then(|h| h.parse::<B256>().ok());
             hashes.push(hash.ok_or_else(|| Answer::refuse("Error! The node's transaction has no hash"))?);
         }
-        let traced = try_join_all(ids.iter().zip(&hashes).map(|(id, &hash)| {
+        let traced = try_join_all(step.ids.iter().zip(&hashes).map(|(id, &hash)| {
             let timestamp =
                 summaries.get(&format!("{:#x}", id.block())).map(|s| s.timestamp).unwrap_or_default();
             rows_of(api, hash, id.block(), timestamp, true)
         }))
         .await?;
+        let mut rows_of_step = Vec::new();
         for mut rows in traced {
             rows.retain(|r| r["from"] == party || r["to"] == party || r["contractAddress"] == party);
             if sort == Sort::Desc {
                 rows.reverse();
             }
-            found.extend(rows);
+            rows_of_step.extend(rows);
         }
+        walk.took(api, &step, rows_of_step.len() as u64, &[])?;
+        found.extend(rows_of_step);
     }
-    Ok(page_of(found, window))
+    Ok(walk.page(found))
 }

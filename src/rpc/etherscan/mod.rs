@@ -11,6 +11,7 @@ mod internal;
 pub mod keys;
 mod lists;
 mod logs;
+pub mod marks;
 pub mod params;
 mod proxy;
 mod token;
@@ -57,6 +58,7 @@ pub struct Etherscan {
     policy: ProxyPolicy,
     pages: Materializer,
     keys: Option<Arc<keys::ApiKeys>>,
+    marks: Arc<marks::WalkMarks>,
 }
 
 /// Which of the two paths a call came by.
@@ -81,7 +83,7 @@ impl Etherscan {
     /// `policy` lets JSON-RPC calls go.
     pub fn new(ctx: RpcContext, max_offset: u64, policy: ProxyPolicy) -> Self {
         let pages = Materializer::new(ctx.node.clone(), ctx.tx_cache.clone());
-        Self { ctx, max_offset, policy, pages, keys: None }
+        Self { ctx, max_offset, policy, pages, keys: None, marks: Arc::default() }
     }
 
     /// Admits only calls with one of `keys` in `apikey`, `rate` a second each (0: no limit);

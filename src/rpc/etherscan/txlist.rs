@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use super::{
     envelope::Answer,
     lists::LIST_ROWS,
+    marks::Stream,
     params::{Params, Sort},
     token::lower_hex,
     walk::{walk, Source, Walked},
@@ -101,7 +102,8 @@ pub(super) async fn tx_list(api: &Etherscan, params: &Params) -> Answer {
         Ok(asked) => asked,
         Err(refusal) => return refusal,
     };
-    let rows = walk(api, Source::Appearances(address), range, window, sort, |w, _| {
+    let walked = (Source::Appearances(address), Stream::Transactions(address));
+    let rows = walk(api, walked, range, window, sort, |w, _| {
         let (t, r) = (&w.tx.transaction, &w.tx.receipt);
         let top_level =
             [party(t, "from"), party(t, "to"), party(r, "contractAddress")].contains(&Some(address));
@@ -158,7 +160,7 @@ pub(super) async fn token_list(api: &Etherscan, params: &Params, kind: TokenKind
         (None, None) => return Answer::refuse("Error! Missing address or contractaddress"),
     };
     let mut described = Described::default();
-    let rows = walk(api, source, range, window, sort, |w, t| {
+    let rows = walk(api, (source, Stream::Movements(kind, holder, token)), range, window, sort, |w, t| {
         described.learn(t, &w.tx.receipt)?;
         let kinds_of = |a: &Address| described.0.get(a).map(|d| d.0).unwrap_or_default();
         let moved = movements(&w.tx.receipt, kind, holder, token, kinds_of);

@@ -2,29 +2,33 @@
 //! (`txlist`, `tokentx`, …): ids are read a step at a time from the end `sort` starts at, within
 //! the blocks asked for, their transactions and receipts fetched in one batch per step (through
 //! the server's transaction cache), and each turned into the action's rows, until the page is
-//! full. A page costs the transactions before it in the walk, not only its rows
-//! (docs/etherscan.md).
+//! full. How many rows each group of transactions made is remembered (`marks`), so a page costs
+//! the transactions before it the first time only: later pages of the list, in either sort and
+//! any block range, skip the counted groups (docs/etherscan.md).
+
+use std::collections::HashMap;
 
 use alloy_primitives::Address;
 use serde_json::Value;
+use tracing::debug;
 
 use super::{
     envelope::Answer,
+    marks::{Group, Stream, WalkMarks, GROUP},
     params::{Sort, Window},
     Etherscan,
 };
 use crate::{
     db::{state, DbResult, ReadTxn},
+    decode::TokenKinds,
     index::families::{
-        address_index::{count, page, rank, IdList},
+        address_index::{count, page, rank, settled, IdList},
         appearances,
+        attributes::attributes,
     },
-    rpc::TransactionWithReceipt,
+    rpc::{transfer_detail::transfer_emitters, TransactionWithReceipt},
     txid::TxId,
 };
-
-/// Transactions one step of a walk fetches.
-const STEP: usize = 100;
 
 /// Where a walk reads transaction ids.
 #[derive(Debug, Clone, Copy)]
@@ -36,31 +40,51 @@ pub(super) enum Source {
 }
 
 impl Source {
-    /// Up to about `want` ids from `bound` on (ascending) or below it (descending), in the
-    /// walk's order, and whether more follow.
+    /// Up to `want` ids from `bound` on (ascending) or below it (descending), in the walk's
+    /// order, and whether more follow.
     fn step(self, t: &ReadTxn, sort: Sort, bound: u64, want: usize) -> DbResult<(Vec<u64>, bool)> {
-        match (self, sort) {
+        let (mut ids, more) = match (self, sort) {
             (Self::Appearances(address), Sort::Asc) => {
                 let page = appearances::after(t, &address, bound, want)?;
-                Ok((page.ids, page.more))
+                (page.ids, page.more)
             }
             (Self::Appearances(address), Sort::Desc) => {
                 let page = appearances::before(t, &address, bound, want)?;
-                Ok((page.ids, page.more))
+                (page.ids, page.more)
             }
             (Self::Transfers(list, address), Sort::Asc) => {
                 let at = rank(t, list, &address, bound)?;
                 let ids = page(t, list, &address, at, want as u64)?;
                 let more = at + (ids.len() as u64) < count(t, list, &address)?;
-                Ok((ids, more))
+                (ids, more)
             }
             (Self::Transfers(list, address), Sort::Desc) => {
                 let end = rank(t, list, &address, bound)?;
                 let start = end.saturating_sub(want as u64);
                 let mut ids = page(t, list, &address, start, end - start)?;
                 ids.reverse();
-                Ok((ids, start > 0))
+                (ids, start > 0)
             }
+        };
+        // The appearances come in whole blocks; a step ends on a group's edge instead.
+        let cut = ids.len() > want;
+        ids.truncate(want);
+        Ok((ids, more || cut))
+    }
+
+    /// How many of the source's ids lie below `id`.
+    fn rank(self, t: &ReadTxn, id: u64) -> DbResult<u64> {
+        match self {
+            Self::Appearances(address) => appearances::rank(t, &address, id),
+            Self::Transfers(list, address) => rank(t, list, &address, id),
+        }
+    }
+
+    /// How many of the source's ids are older than the reorg window (its table's).
+    fn settled(self, t: &ReadTxn) -> DbResult<u64> {
+        match self {
+            Self::Appearances(address) => appearances::settled(t, &address),
+            Self::Transfers(list, address) => settled(t, list, &address),
         }
     }
 }
@@ -86,75 +110,263 @@ fn first_id(block: u64) -> u64 {
     }
 }
 
-/// A walk over a source's ids within a block range, a step at a time.
-#[derive(Debug, Clone)]
+/// One step of a walk: the ids inside the block range, the indexed tip, and the group the
+/// step read whole when it did and that group is older than the reorg window.
+pub(super) struct Step {
+    /// The step's ids in the range, in the walk's order.
+    pub ids: Vec<TxId>,
+    /// The indexed tip, for `confirmations`.
+    pub tip: u64,
+    group: Option<(u64, u64, u64)>,
+}
+
+/// A walk over a source's ids within a block range for one page: a step (a group of
+/// [`GROUP`] positions) at a time, skipping the groups before the page whose rows an earlier
+/// walk counted (`marks`).
+#[derive(Debug)]
 pub(super) struct Walk {
     source: Source,
+    stream: Stream,
     sort: Sort,
+    window: Window,
     low: u64,
     high: u64,
+    /// Ascending: the next id is the first at or above it; descending: the first below it.
     bound: u64,
+    /// How many of the source's ids lie below `bound`, once read.
+    at: Option<u64>,
     done: bool,
+    /// Rows of the groups skipped, and rows the caller found.
+    skipped: u64,
+    found: u64,
+    skipped_groups: u64,
 }
 
 impl Walk {
-    /// A walk of `source`'s ids in blocks `start..=end`, in `sort`'s order.
-    pub(super) fn new(source: Source, (start, end): (u64, u64), sort: Sort) -> Self {
+    /// A walk for `window`'s rows of `stream`, made of `source`'s ids in blocks `start..=end`,
+    /// in `sort`'s order.
+    pub(super) fn new(
+        source: Source,
+        stream: Stream,
+        (start, end): (u64, u64),
+        window: Window,
+        sort: Sort,
+    ) -> Self {
         let (low, high) = (first_id(start), end.checked_add(1).map_or(u64::MAX, first_id));
         let bound = match sort {
             Sort::Asc => low,
             Sort::Desc => high,
         };
-        Self { source, sort, low, high, bound, done: false }
+        Self {
+            source,
+            stream,
+            sort,
+            window,
+            low,
+            high,
+            bound,
+            at: None,
+            done: false,
+            skipped: 0,
+            found: 0,
+            skipped_groups: 0,
+        }
     }
 
-    /// The next step's ids (in the walk's order) and the indexed tip; `None` once the walk is
-    /// over.
-    pub(super) fn advance(&mut self, api: &Etherscan) -> Result<Option<(Vec<TxId>, u64)>, Answer> {
-        if self.done {
+    fn position(&mut self, t: &ReadTxn) -> DbResult<u64> {
+        match self.at {
+            Some(at) => Ok(at),
+            None => {
+                let at = self.source.rank(t, self.bound)?;
+                self.at = Some(at);
+                Ok(at)
+            }
+        }
+    }
+
+    /// The group that starts where the walk stands, in its direction, if it stands on a
+    /// group's edge.
+    fn group_ahead(&self, at: u64) -> Option<u64> {
+        if !at.is_multiple_of(GROUP) {
+            return None;
+        }
+        match self.sort {
+            Sort::Asc => Some(at / GROUP),
+            Sort::Desc => (at / GROUP).checked_sub(1),
+        }
+    }
+
+    /// Skips the counted groups ahead whose rows all come before the page.
+    fn skip_counted(&mut self, t: &ReadTxn, marks: &WalkMarks) -> DbResult<()> {
+        let mut checked: HashMap<Address, bool> = HashMap::new();
+        let (groups, rows) = (self.skipped_groups, self.skipped);
+        let skipping = self.skip_groups(t, marks, &mut checked);
+        if self.skipped_groups > groups {
+            debug!(
+                target: "ots::rpc",
+                stream = ?self.stream,
+                groups = self.skipped_groups - groups,
+                rows = self.skipped - rows,
+                "walk skipped counted groups"
+            );
+        }
+        skipping
+    }
+
+    fn skip_groups(
+        &mut self,
+        t: &ReadTxn,
+        marks: &WalkMarks,
+        checked: &mut HashMap<Address, bool>,
+    ) -> DbResult<()> {
+        loop {
+            let before_page = self.window.skip.saturating_sub(self.skipped + self.found);
+            let at = self.position(t)?;
+            let Some(index) = self.group_ahead(at).filter(|_| before_page > 0) else { return Ok(()) };
+            let Some(group) = marks.get(&self.stream, index) else { return Ok(()) };
+            let inside = match self.sort {
+                Sort::Asc => group.first >= self.bound && group.last < self.high,
+                Sort::Desc => group.last < self.bound && group.first >= self.low,
+            };
+            if group.rows > before_page || !inside {
+                return Ok(());
+            }
+            for (emitter, kinds) in group.emitters.iter() {
+                let same = match checked.get(emitter) {
+                    Some(&same) => same,
+                    None => {
+                        let same = TokenKinds::of(&attributes(t, emitter)?) == *kinds;
+                        checked.insert(*emitter, same);
+                        same
+                    }
+                };
+                if !same {
+                    marks.forget(&self.stream, index);
+                    return Ok(());
+                }
+            }
+            self.skipped += group.rows;
+            self.skipped_groups += 1;
+            (self.bound, self.at) = match self.sort {
+                Sort::Asc => (group.last + 1, Some(at + GROUP)),
+                Sort::Desc => (group.first, Some(at - GROUP)),
+            };
+        }
+    }
+
+    /// The next step of ids to turn into rows, after skipping what the server's marks counted;
+    /// `None` once the page is full or the walk is over.
+    pub(super) fn next(&mut self, api: &Etherscan) -> Result<Option<Step>, Answer> {
+        api.read(|t| self.next_in(t, &api.marks))
+    }
+
+    /// [`Walk::next`] over snapshot `t` with `marks`.
+    fn next_in(&mut self, t: &ReadTxn, marks: &WalkMarks) -> DbResult<Option<Step>> {
+        if self.done || self.skipped + self.found >= self.window.skip.saturating_add(self.window.rows) {
             return Ok(None);
         }
-        let ((ids, more), tip) =
-            api.read(|t| Ok((self.source.step(t, self.sort, self.bound, STEP)?, state::read_tip(t)?)))?;
+        self.skip_counted(t, marks)?;
+        let at = self.position(t)?;
+        let want = match self.sort {
+            Sort::Asc => GROUP - at % GROUP,
+            Sort::Desc if at.is_multiple_of(GROUP) => GROUP,
+            Sort::Desc => at % GROUP,
+        };
+        let (ids, more) = self.source.step(t, self.sort, self.bound, want as usize)?;
         let inside: Vec<TxId> =
             ids.iter().copied().filter(|&id| self.low <= id && id < self.high).map(TxId).collect();
-        let Some(&last) = ids.last() else {
+        let (Some(&first), Some(&last)) = (ids.iter().min(), ids.iter().max()) else {
             self.done = true;
             return Ok(None);
         };
         // An id past the range's far end ends the walk, as does the list's end.
         self.done = !more || inside.len() < ids.len();
-        self.bound = match self.sort {
-            Sort::Asc => last + 1,
-            Sort::Desc => last,
+        let whole = ids.len() as u64 == GROUP && inside.len() == ids.len();
+        let settled = self.source.settled(t)?;
+        let group = match self.sort {
+            Sort::Asc => {
+                self.bound = last + 1;
+                self.at = Some(at + ids.len() as u64);
+                self.group_ahead(at).filter(|_| whole && at + GROUP <= settled)
+            }
+            Sort::Desc => {
+                self.bound = first;
+                self.at = Some(at - ids.len() as u64);
+                self.group_ahead(at).filter(|_| whole && at <= settled)
+            }
         };
-        Ok(Some((inside, tip.unwrap_or_default())))
+        let tip = state::read_tip(t)?.unwrap_or_default();
+        Ok(Some(Step { ids: inside, tip, group: group.map(|g| (g, first, last)) }))
+    }
+
+    /// Takes note of the `rows` the caller made of `step`; `emitters` are the contracts whose
+    /// transfer-shaped logs the step's receipts hold (token lists only).
+    pub(super) fn took(
+        &mut self,
+        api: &Etherscan,
+        step: &Step,
+        rows: u64,
+        emitters: &[Address],
+    ) -> Result<(), Answer> {
+        if step.group.is_none() {
+            self.found += rows;
+            return Ok(());
+        }
+        api.read(|t| self.took_in(t, &api.marks, step, rows, emitters))
+    }
+
+    /// [`Walk::took`] over snapshot `t` (where the emitters' kinds are read) with `marks`.
+    fn took_in(
+        &mut self,
+        t: &ReadTxn,
+        marks: &WalkMarks,
+        step: &Step,
+        rows: u64,
+        emitters: &[Address],
+    ) -> DbResult<()> {
+        self.found += rows;
+        let Some((index, first, last)) = step.group else { return Ok(()) };
+        let mut kinds = Vec::new();
+        if let Stream::Movements(..) = self.stream {
+            let mut distinct = emitters.to_vec();
+            distinct.sort_unstable();
+            distinct.dedup();
+            for a in distinct {
+                kinds.push((a, TokenKinds::of(&attributes(t, &a)?)));
+            }
+        }
+        marks.keep(self.stream, index, Group { first, last, rows, emitters: kinds.into_boxed_slice() });
+        Ok(())
+    }
+
+    /// The page's rows among `found`, the rows made of the steps walked.
+    pub(super) fn page(self, found: Vec<Value>) -> Vec<Value> {
+        let skip = self.window.skip - self.skipped;
+        page_of(found, Window { skip, rows: self.window.rows })
     }
 }
 
 /// The rows of `window` among those `rows_of` makes of the transactions of `source` in blocks
 /// `start..=end`, read in `sort`'s order (a transaction's rows in log or frame order, reversed
-/// when descending).
+/// when descending); `stream` names those rows for the marks.
 pub(super) async fn walk(
     api: &Etherscan,
-    source: Source,
+    (source, stream): (Source, Stream),
     range: (u64, u64),
     window: Window,
     sort: Sort,
     mut rows_of: impl FnMut(&Walked<'_>, &ReadTxn) -> DbResult<Vec<Value>>,
 ) -> Result<Vec<Value>, Answer> {
-    let wanted = usize::try_from(window.skip.saturating_add(window.rows)).unwrap_or(usize::MAX);
-    let mut walk = Walk::new(source, range, sort);
+    let mut walk = Walk::new(source, stream, range, window, sort);
     let mut found: Vec<Value> = Vec::new();
-    while found.len() < wanted {
-        let Some((ids, tip)) = walk.advance(api)? else { break };
-        let (summaries, txs) = api.transactions(&ids).await?;
+    while let Some(step) = walk.next(api)? {
+        let (summaries, txs) = api.transactions(&step.ids).await?;
         let rows = api.read(|t| {
             let mut rows = Vec::new();
-            for (id, tx) in ids.iter().zip(&txs) {
+            for (id, tx) in step.ids.iter().zip(&txs) {
                 let timestamp =
                     summaries.get(&format!("{:#x}", id.block())).map(|s| s.timestamp).unwrap_or_default();
-                let mut of_tx = rows_of(&Walked { block: id.block(), timestamp, tip, tx }, t)?;
+                let mut of_tx = rows_of(&Walked { block: id.block(), timestamp, tip: step.tip, tx }, t)?;
                 if sort == Sort::Desc {
                     of_tx.reverse();
                 }
@@ -162,9 +374,14 @@ pub(super) async fn walk(
             }
             Ok(rows)
         })?;
+        let emitters: Vec<Address> = match stream {
+            Stream::Movements(..) => txs.iter().flat_map(|tx| transfer_emitters(&tx.receipt)).collect(),
+            _ => Vec::new(),
+        };
+        walk.took(api, &step, rows.len() as u64, &emitters)?;
         found.extend(rows);
     }
-    Ok(page_of(found, window))
+    Ok(walk.page(found))
 }
 
 /// `window`'s rows of the rows found from the start of a walk.
@@ -172,4 +389,169 @@ pub(super) fn page_of(found: Vec<Value>, window: Window) -> Vec<Value> {
     let skip = usize::try_from(window.skip).unwrap_or(usize::MAX);
     let rows = usize::try_from(window.rows).unwrap_or(usize::MAX);
     found.into_iter().skip(skip).take(rows).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::{
+        db::{
+            codec::{AttributeBit, IndexKind, ListId, RecentKey},
+            tables::{OtsERC20TransferCounter, OtsERC20TransferIndex, OtsRecentIdsByAddress},
+            AccessMode, Db,
+        },
+        decode::TokenKind,
+        index::families::{address_index::chunks::append_ids, attributes::add_attribute},
+    };
+
+    const HOLDER: Address = Address::repeat_byte(0x11);
+    const TOKEN: Address = Address::repeat_byte(0x22);
+    /// Ids the transfer index's table holds (older than the window), and ids the window holds.
+    const SETTLED: u64 = 1_050;
+    const RECENT: u64 = 30;
+
+    /// Three transactions a block, from block 10 on: the table's, then the window's.
+    fn id(n: u64) -> u64 {
+        TxId::first_of_block(10 + n / 3).0 + n % 3
+    }
+
+    fn database() -> (tempfile::TempDir, Db) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let txn = db.begin_write().expect("write");
+        let settled: Vec<u64> = (0..SETTLED).map(id).collect();
+        append_ids::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn, &HOLDER, &settled)
+            .expect("append");
+        let key = RecentKey { kind: IndexKind::Erc20Transfers, address: HOLDER };
+        for n in SETTLED..SETTLED + RECENT {
+            txn.put::<OtsRecentIdsByAddress>(&key, &ListId(id(n))).expect("recent");
+        }
+        txn.commit().expect("commit");
+        (dir, db)
+    }
+
+    /// The rows a transaction makes: none, one or two, by its id.
+    fn rows_of(id: TxId) -> Vec<Value> {
+        (0..id.0 % 3).map(|k| json!([id.0, k])).collect()
+    }
+
+    /// Every row in blocks `range`, oldest first.
+    fn all_rows((start, end): (u64, u64)) -> Vec<Value> {
+        (0..SETTLED + RECENT)
+            .map(|n| TxId(id(n)))
+            .filter(|t| (start..=end).contains(&t.block()))
+            .flat_map(rows_of)
+            .collect()
+    }
+
+    /// One page as `walk` reads it, and how many transactions it turned into rows.
+    fn read(
+        db: &Db,
+        marks: &WalkMarks,
+        stream: Stream,
+        range: (u64, u64),
+        window: Window,
+        sort: Sort,
+    ) -> (Vec<Value>, usize) {
+        let mut walk =
+            Walk::new(Source::Transfers(IdList::Erc20Transfers, HOLDER), stream, range, window, sort);
+        let (mut found, mut fetched) = (Vec::new(), 0);
+        let t = db.begin_read().expect("read");
+        while let Some(step) = walk.next_in(&t, marks).expect("step") {
+            fetched += step.ids.len();
+            let mut rows = Vec::new();
+            for &id in &step.ids {
+                let mut of_tx = rows_of(id);
+                if sort == Sort::Desc {
+                    of_tx.reverse();
+                }
+                rows.extend(of_tx);
+            }
+            walk.took_in(&t, marks, &step, rows.len() as u64, &[TOKEN]).expect("took");
+            found.extend(rows);
+        }
+        (walk.page(found), fetched)
+    }
+
+    fn expected(range: (u64, u64), window: Window, sort: Sort) -> Vec<Value> {
+        let mut rows = all_rows(range);
+        if sort == Sort::Desc {
+            rows.reverse();
+        }
+        page_of(rows, window)
+    }
+
+    /// Pages of both sorts, ranges and sizes read as the plain walk does, whatever the marks
+    /// hold; a deep page read again skips the groups an earlier walk counted (in either sort),
+    /// and only groups older than the window are kept.
+    #[test]
+    fn pages_skip_the_groups_earlier_walks_counted() {
+        let (_dir, db) = database();
+        let marks = WalkMarks::default();
+        let stream = Stream::Transactions(HOLDER);
+        let whole = (0, u64::MAX);
+        let total = all_rows(whole).len() as u64;
+        let deep = Window { skip: total - 150, rows: 40 };
+
+        let (rows, first_time) = read(&db, &marks, stream, whole, deep, Sort::Asc);
+        assert_eq!(rows, expected(whole, deep, Sort::Asc));
+        assert!(first_time >= 1_000, "a first walk reads what lies before the page: {first_time}");
+        let (_, groups) = marks.usage();
+        assert_eq!(groups as u64, SETTLED / GROUP, "every whole settled group, none of the window's");
+
+        let (rows, again) = read(&db, &marks, stream, whole, deep, Sort::Asc);
+        assert_eq!(rows, expected(whole, deep, Sort::Asc));
+        assert!(again <= 3 * GROUP as usize, "the same page again skips counted groups: {again}");
+
+        let from_end = Window { skip: total - 200, rows: 25 };
+        let (rows, desc) = read(&db, &marks, stream, whole, from_end, Sort::Desc);
+        assert_eq!(rows, expected(whole, from_end, Sort::Desc));
+        assert!(desc <= 3 * GROUP as usize, "descending pages use the ascending walk's groups: {desc}");
+
+        for range in [whole, (15, 300), (40, 360), (0, 12)] {
+            for sort in [Sort::Asc, Sort::Desc] {
+                for (skip, rows) in [(0, 7), (1, 100), (333, 50), (700, 1_000), (1_040, 20), (5_000, 10)] {
+                    let window = Window { skip, rows };
+                    for fresh in [WalkMarks::default(), WalkMarks::default()] {
+                        // The first read fills `fresh`, the second reads from it.
+                        let first = read(&db, &fresh, stream, range, window, sort).0;
+                        let second = read(&db, &fresh, stream, range, window, sort).0;
+                        let shared = read(&db, &marks, stream, range, window, sort).0;
+                        let want = expected(range, window, sort);
+                        assert_eq!(
+                            (first, second, shared),
+                            (want.clone(), want.clone(), want),
+                            "{range:?} {sort:?} {skip}+{rows}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A token list's group is walked again once a contract in it is classified otherwise than
+    /// when its rows were counted.
+    #[test]
+    fn a_token_classified_since_its_group_was_counted_is_walked_again() {
+        let (_dir, db) = database();
+        let marks = WalkMarks::default();
+        let stream = Stream::Movements(TokenKind::Erc20, Some(HOLDER), None);
+        let whole = (0, u64::MAX);
+        let deep = Window { skip: 800, rows: 10 };
+        read(&db, &marks, stream, whole, deep, Sort::Asc);
+        assert!(read(&db, &marks, stream, whole, deep, Sort::Asc).1 <= 3 * GROUP as usize);
+
+        let txn = db.begin_write().expect("write");
+        add_attribute(&txn, &TOKEN, AttributeBit::Erc20).expect("classify");
+        txn.commit().expect("commit");
+        let (rows, walked) = read(&db, &marks, stream, whole, deep, Sort::Asc);
+        assert_eq!(rows, expected(whole, deep, Sort::Asc));
+        assert!(walked >= GROUP as usize * 2, "the first counted group is walked again: {walked}");
+        assert!(
+            read(&db, &marks, stream, whole, deep, Sort::Asc).1 <= 3 * GROUP as usize,
+            "and counted anew"
+        );
+    }
 }

@@ -517,6 +517,12 @@ pub fn count<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address) 
     Ok(view_id_list(list, &mut Counted(txn, address))? + recent::count(txn, list.journal_kind(), address)?)
 }
 
+/// How many ids of `address` in `list` its table holds: those older than the reorg window,
+/// which no unwind can take back.
+pub fn settled<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address) -> DbResult<u64> {
+    view_id_list(list, &mut Counted(txn, address))
+}
+
 /// Ids `idx..idx + count` of `address` in `list`, ascending: the table's, then the window's.
 pub fn page<K: TransactionKind>(
     txn: &Txn<K>,

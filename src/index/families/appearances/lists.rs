@@ -148,6 +148,20 @@ pub fn count<T: PackedList, K: TransactionKind>(txn: &Txn<K>, address: &Address)
     }
 }
 
+/// How many ids of `address`'s list are below `id`: one chunk read (a chunk's key is its last
+/// id, and its counts say how many ids come before it).
+pub fn rank<T: PackedList, K: TransactionKind>(txn: &Txn<K>, address: &Address, id: u64) -> DbResult<u64> {
+    let mut cursor = txn.cursor::<T>()?;
+    match cursor.seek(&ListKey { address: *address, last: id })? {
+        Some((key, packed)) if key.address == *address => {
+            let base = counts_of::<T>(&key, &packed)?.base;
+            let below = unpack::<T>(&key, &packed)?.ids.partition_point(|&x| x < id);
+            Ok(base + below as u64)
+        }
+        _ => Ok(count::<T, K>(txn, address)?.all),
+    }
+}
+
 /// The `position`-th id (0 first) of `address`'s list, or with `sent` of the ids it sent.
 pub fn nth<T: PackedList, K: TransactionKind>(
     txn: &Txn<K>,
@@ -377,6 +391,19 @@ mod tests {
                     "sent {k}"
                 );
             }
+            // Ranks of listed ids, of ids between them, and of ids before and past the list.
+            for k in (0..len).step_by(89).chain([len.saturating_sub(1)]).filter(|&k| k < len) {
+                for probe in [ids[k], ids[k] + 1, ids[k].saturating_sub(1)] {
+                    let below = ids[..len].partition_point(|&x| x < probe) as u64;
+                    assert_eq!(
+                        rank::<OtsAppearances, _>(&txn, who, probe).expect("rank"),
+                        below,
+                        "rank {probe}"
+                    );
+                }
+            }
+            assert_eq!(rank::<OtsAppearances, _>(&txn, who, 0).expect("rank"), 0);
+            assert_eq!(rank::<OtsAppearances, _>(&txn, who, u64::MAX).expect("rank"), len as u64);
         };
         model_check(&a, ids.len());
         let (c, keep) = (Address::repeat_byte(0xc3), 1_201);

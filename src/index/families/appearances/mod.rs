@@ -453,6 +453,20 @@ pub fn counts<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<L
     })
 }
 
+/// How many transactions `address` appears in below TxId `id` (the list's and the window's):
+/// the position a walk from `id` starts at.
+pub fn rank<K: TransactionKind>(txn: &Txn<K>, address: &Address, id: u64) -> DbResult<u64> {
+    let stored = lists::rank::<OtsAppearances, K>(txn, address, id)?;
+    let window = recent::ids(txn, IndexKind::Appearances, address)?;
+    Ok(stored + window.partition_point(|&x| x < id) as u64)
+}
+
+/// How many of `address`'s appearances the list's table holds: those older than the reorg
+/// window, which no unwind can take back.
+pub fn settled<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<u64> {
+    Ok(lists::count::<OtsAppearances, K>(txn, address)?.all)
+}
+
 /// The first and the last transaction `address` appears in, if any.
 pub fn ends<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<Option<(u64, u64)>> {
     let stored = lists::ends::<OtsAppearances, K>(txn, address)?;
