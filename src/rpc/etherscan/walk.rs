@@ -6,7 +6,7 @@
 //! the transactions before it the first time only: later pages of the list, in either sort and
 //! any block range, skip the counted groups (docs/etherscan.md).
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use alloy_primitives::Address;
 use serde_json::Value;
@@ -223,7 +223,16 @@ impl Walk {
             let before_page = self.window.skip.saturating_sub(self.skipped + self.found);
             let at = self.position(t)?;
             let Some(index) = self.group_ahead(at).filter(|_| before_page > 0) else { return Ok(()) };
-            let Some(group) = marks.get(&self.stream, index) else { return Ok(()) };
+            let group = match marks.get(&self.stream, index) {
+                Some(group) => group,
+                None => match self.counted_by_index(t, at)? {
+                    Some(group) => {
+                        marks.keep(self.stream, index, group.clone());
+                        Arc::new(group)
+                    }
+                    None => return Ok(()),
+                },
+            };
             let inside = match self.sort {
                 Sort::Asc => group.first >= self.bound && group.last < self.high,
                 Sort::Desc => group.last < self.bound && group.first >= self.low,
@@ -252,6 +261,28 @@ impl Walk {
                 Sort::Desc => (group.first, Some(at - GROUP)),
             };
         }
+    }
+
+    /// The group ahead of position `at`, counted from the index alone where it can be: a settled
+    /// group of an address's appearances that it sent every one of makes one `txlist` row each
+    /// (a sent transaction is top-level), so an account's history needs no node to be skipped.
+    fn counted_by_index(&self, t: &ReadTxn, at: u64) -> DbResult<Option<Group>> {
+        let (Stream::Transactions(address), Source::Appearances(_)) = (self.stream, self.source) else {
+            return Ok(None);
+        };
+        let end = match self.sort {
+            Sort::Asc => at + GROUP,
+            Sort::Desc => at,
+        };
+        if end > self.source.settled(t)? {
+            return Ok(None);
+        }
+        let (ids, _) = self.source.step(t, self.sort, self.bound, GROUP as usize)?;
+        let (Some(&first), Some(&last)) = (ids.iter().min(), ids.iter().max()) else { return Ok(None) };
+        if ids.len() as u64 != GROUP || appearances::settled_sent_within(t, &address, first, last)? != GROUP {
+            return Ok(None);
+        }
+        Ok(Some(Group { first, last, rows: GROUP, emitters: Box::new([]) }))
     }
 
     /// The next step of ids to turn into rows, after skipping what the server's marks counted;
@@ -455,8 +486,20 @@ mod tests {
         window: Window,
         sort: Sort,
     ) -> (Vec<Value>, usize) {
-        let mut walk =
-            Walk::new(Source::Transfers(IdList::Erc20Transfers, HOLDER), stream, range, window, sort);
+        let source = Source::Transfers(IdList::Erc20Transfers, HOLDER);
+        read_from(db, marks, (source, stream), range, window, sort, &rows_of)
+    }
+
+    fn read_from(
+        db: &Db,
+        marks: &WalkMarks,
+        (source, stream): (Source, Stream),
+        range: (u64, u64),
+        window: Window,
+        sort: Sort,
+        rows_of: &dyn Fn(TxId) -> Vec<Value>,
+    ) -> (Vec<Value>, usize) {
+        let mut walk = Walk::new(source, stream, range, window, sort);
         let (mut found, mut fetched) = (Vec::new(), 0);
         let t = db.begin_read().expect("read");
         while let Some(step) = walk.next_in(&t, marks).expect("step") {
@@ -553,5 +596,49 @@ mod tests {
             read(&db, &marks, stream, whole, deep, Sort::Asc).1 <= 3 * GROUP as usize,
             "and counted anew"
         );
+    }
+
+    /// An account's settled groups whose every transaction it sent are counted from the index
+    /// (a sent transaction is one `txlist` row): its first deep page asks the node for its own
+    /// groups only, and pages of both sorts read as the plain list.
+    #[test]
+    fn an_accounts_own_transactions_are_counted_without_the_node() {
+        use crate::{db::tables::OtsAppearances, index::families::appearances::lists};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let all = 1_000u64;
+        let sent_by = |n: u64| n < 600 || n.is_multiple_of(4);
+        let txn = db.begin_write().expect("write");
+        let ids: Vec<u64> = (0..all).map(id).collect();
+        let sent: Vec<bool> = (0..all).map(sent_by).collect();
+        lists::append::<OtsAppearances>(&txn, &HOLDER, &ids, &sent).expect("append");
+        txn.commit().expect("commit");
+        let sent_ids: std::collections::HashSet<u64> = (0..all).filter(|&n| sent_by(n)).map(id).collect();
+        // A sent transaction is a row; of the others, those with an odd id are (received).
+        let rows_of = |t: TxId| {
+            if sent_ids.contains(&t.0) || t.0 % 2 == 1 {
+                vec![json!(t.0)]
+            } else {
+                Vec::new()
+            }
+        };
+        let list: Vec<Value> = ids.iter().flat_map(|&i| rows_of(TxId(i))).collect();
+        let walked = (Source::Appearances(HOLDER), Stream::Transactions(HOLDER));
+        let whole = (0, u64::MAX);
+
+        let deep = Window { skip: 550, rows: 20 };
+        let (rows, fetched) = read_from(&db, &WalkMarks::default(), walked, whole, deep, Sort::Asc, &rows_of);
+        assert_eq!(rows, page_of(list.clone(), deep));
+        assert!(fetched <= 2 * GROUP as usize, "the sent groups are skipped unread: {fetched}");
+
+        for sort in [Sort::Asc, Sort::Desc] {
+            let ordered: Vec<Value> =
+                if sort == Sort::Asc { list.clone() } else { list.iter().rev().cloned().collect() };
+            for (skip, rows) in [(0, 10), (99, 3), (450, 200), (599, 5), (640, 100), (2_000, 1)] {
+                let window = Window { skip, rows };
+                let got = read_from(&db, &WalkMarks::default(), walked, whole, window, sort, &rows_of).0;
+                assert_eq!(got, page_of(ordered.clone(), window), "{sort:?} {skip}+{rows}");
+            }
+        }
     }
 }

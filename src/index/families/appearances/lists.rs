@@ -162,6 +162,23 @@ pub fn rank<T: PackedList, K: TransactionKind>(txn: &Txn<K>, address: &Address, 
     }
 }
 
+/// How many ids of `address`'s list below `id` the address sent: one chunk read.
+pub fn rank_sent<T: PackedList, K: TransactionKind>(
+    txn: &Txn<K>,
+    address: &Address,
+    id: u64,
+) -> DbResult<u64> {
+    let mut cursor = txn.cursor::<T>()?;
+    match cursor.seek(&ListKey { address: *address, last: id })? {
+        Some((key, packed)) if key.address == *address => {
+            let chunk = unpack::<T>(&key, &packed)?;
+            let below = chunk.ids.partition_point(|&x| x < id);
+            Ok(chunk.sent_base + chunk.sent[..below].iter().filter(|&&s| s).count() as u64)
+        }
+        _ => Ok(count::<T, K>(txn, address)?.sent),
+    }
+}
+
 /// The `position`-th id (0 first) of `address`'s list, or with `sent` of the ids it sent.
 pub fn nth<T: PackedList, K: TransactionKind>(
     txn: &Txn<K>,
@@ -399,6 +416,16 @@ mod tests {
                         rank::<OtsAppearances, _>(&txn, who, probe).expect("rank"),
                         below,
                         "rank {probe}"
+                    );
+                }
+            }
+            for k in (0..len).step_by(83).chain([len.saturating_sub(1)]).filter(|&k| k < len) {
+                for probe in [ids[k], ids[k] + 1] {
+                    let below = sent_ids.partition_point(|&x| x < probe) as u64;
+                    assert_eq!(
+                        rank_sent::<OtsAppearances, _>(&txn, who, probe).expect("rank"),
+                        below,
+                        "sent rank {probe}"
                     );
                 }
             }

@@ -467,6 +467,19 @@ pub fn settled<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<
     Ok(lists::count::<OtsAppearances, K>(txn, address)?.all)
 }
 
+/// How many of `address`'s appearances in its list's table (older than the reorg window) lie
+/// in `first..=last` and were sent by it.
+pub fn settled_sent_within<K: TransactionKind>(
+    txn: &Txn<K>,
+    address: &Address,
+    first: u64,
+    last: u64,
+) -> DbResult<u64> {
+    let below_first = lists::rank_sent::<OtsAppearances, K>(txn, address, first)?;
+    let through_last = lists::rank_sent::<OtsAppearances, K>(txn, address, last.saturating_add(1))?;
+    Ok(through_last - below_first)
+}
+
 /// The first and the last transaction `address` appears in, if any.
 pub fn ends<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<Option<(u64, u64)>> {
     let stored = lists::ends::<OtsAppearances, K>(txn, address)?;
