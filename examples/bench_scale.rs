@@ -9,8 +9,9 @@
 //!   database holds, table by table (the compacting copy, its writes timed apart from its reads);
 //! * bytes per transfer log and per appearance for every table, as written and compacted;
 //! * query latency over HTTP at 1 and 32 clients against `ots-indexer serve` on that database,
-//!   for the methods that need no node, and the index's own part of list and search pages (the
-//!   server's `ots::rpc::timing` events: there is no node behind a recording, so the rest fails);
+//!   for the methods that need no node, and the index's own part of list and search pages,
+//!   Etherscan's `txlist` and `tokentx` among them (the server's `ots::rpc::timing` events: there
+//!   is no node behind a recording, so the rest fails);
 //! * unwinding 64 blocks at the tip, then `check`;
 //! * the stage regime mainnet's catch-up runs in (about a hundred stages at the defaults): the
 //!   same chain (and its first tenth) caught up in bulk stages of 1 % of its blocks each
@@ -308,6 +309,36 @@ fn sync(
     })
 }
 
+/// The address that sent the most transactions and appears in no other (an account's own
+/// history: what `txlist` skips from the index alone), with that count; else the one that sent
+/// the most.
+fn busiest_sender(db: &Db) -> anyhow::Result<(Address, u64, u64)> {
+    let txn = db.begin_read()?;
+    let mut c = txn.walking_cursor::<ots_indexer::db::tables::OtsAppearances>()?;
+    let mut next = c.first()?;
+    // (only its own, sent, all) of the best so far and of the address being read.
+    let mut best = (false, 0u64, 0u64, Address::ZERO);
+    let mut current: Option<(Address, u64, u64)> = None;
+    let settle = |who: Option<(Address, u64, u64)>, best: &mut (bool, u64, u64, Address)| {
+        if let Some((a, sent, all)) = who {
+            let candidate = (sent == all, sent, all, a);
+            if (candidate.0, candidate.1) > (best.0, best.1) {
+                *best = candidate;
+            }
+        }
+    };
+    while let Some((key, packed)) = next {
+        let counts = packed.counts()?;
+        if current.is_some_and(|(a, ..)| a != key.address) {
+            settle(current, &mut best);
+        }
+        current = Some((key.address, counts.sent_base + counts.sent, counts.base + counts.n));
+        next = c.next_entry()?;
+    }
+    settle(current, &mut best);
+    Ok((best.3, best.1, best.2))
+}
+
 /// Addresses to query: the busiest ERC20 transfer address, the token with most holders, the
 /// holder with most ERC20 holdings.
 fn busiest(db: &Db) -> anyhow::Result<(Address, Address, Address)> {
@@ -464,6 +495,36 @@ fn queries(bin: &Path, datadir: &Path, db: &Db, seconds: f64) -> anyhow::Result<
             let v = json!({"pages": us.len(), "index_p50_ms": percentile(&us, 0.5), "index_p99_ms": percentile(&us, 0.99)});
             eprintln!("  {method} (25 per page), index part: {v}");
             index_part.insert((*method).to_owned(), v);
+        }
+        // Etherscan's walked lists: the index's part of a page (ranks, the groups skipped, the
+        // page's ids) until the first call to the node, which fails here. Without a node no
+        // group is counted but an account's own (from the appearances' sent marks), so a deep
+        // page is measured only for an account that sent past row 10,000 of its own.
+        let (sender, sent, appearances) = busiest_sender(db)?;
+        eprintln!("  busiest sender {sender}: sent {sent} of its {appearances} transactions");
+        let mut lists = vec![("txlist", busy, 1), ("tokentx", busy, 1)];
+        if sent == appearances && sent >= 10_025 {
+            lists.extend([("txlist", sender, 1), ("txlist", sender, 401)]);
+        } else {
+            eprintln!("  no account sent 10,025 transactions and took part in no other: a deep page's skip is not measured here");
+        }
+        for (action, address, page) in lists {
+            let who = if address == sender { "busiest sender" } else { "busiest transfer address" };
+            let path = format!("/api?module=account&action={action}&address={address}&page={page}&offset=25");
+            for clients in [1usize, 32] {
+                let _ = runtime.block_on(load_get(addr, &path, clients, seconds.min(1.0)))?;
+                std::thread::sleep(Duration::from_millis(300));
+                let mut us = Vec::new();
+                while let Ok(line) = timing_lines.try_recv() {
+                    if let (Some(_), Ok(v)) = (field(&line, "method"), num(&line, "index_us")) {
+                        us.push(v as u32);
+                    }
+                }
+                us.sort_unstable();
+                let v = json!({"pages": us.len(), "index_p50_ms": percentile(&us, 0.5), "index_p99_ms": percentile(&us, 0.99)});
+                eprintln!("  etherscan {action} of the {who}, page {page} (25 rows), {clients} clients, index part: {v}");
+                index_part.insert(format!("etherscan {action} {who} page {page} at {clients}"), v);
+            }
         }
         Ok((rows, Value::Object(index_part)))
     })();

@@ -28,6 +28,13 @@ impl PageTimer {
         self.index = Some(self.started.elapsed());
         self.ids = ids;
     }
+
+    /// One more part of the index's work of a page whose reads alternate with the node's
+    /// (a walked list): `spent` reading `ids` transactions' ids.
+    pub(crate) fn index_part(&mut self, spent: Duration, ids: usize) {
+        self.index = Some(self.index.unwrap_or_default() + spent);
+        self.ids += ids;
+    }
 }
 
 impl Drop for PageTimer {

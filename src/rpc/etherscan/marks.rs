@@ -37,6 +37,19 @@ pub(super) enum Stream {
     Movements(TokenKind, Option<Address>, Option<Address>),
 }
 
+impl Stream {
+    /// The list action, as page timings name it (`ots::rpc::timing`).
+    pub(super) fn action(self) -> &'static str {
+        match self {
+            Self::Transactions(_) => "etherscan_txlist",
+            Self::Internal(_) => "etherscan_txlistinternal",
+            Self::Movements(TokenKind::Erc20, ..) => "etherscan_tokentx",
+            Self::Movements(TokenKind::Erc721, ..) => "etherscan_tokennfttx",
+            Self::Movements(TokenKind::Erc1155, ..) => "etherscan_token1155tx",
+        }
+    }
+}
+
 /// What a walk learned of one whole group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Group {

@@ -6,7 +6,7 @@
 //! the transactions before it the first time only: later pages of the list, in either sort and
 //! any block range, skip the counted groups (docs/etherscan.md).
 
-use std::{collections::HashMap, sync::Arc};
+use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use alloy_primitives::Address;
 use serde_json::Value;
@@ -26,7 +26,7 @@ use crate::{
         appearances,
         attributes::attributes,
     },
-    rpc::{transfer_detail::transfer_emitters, TransactionWithReceipt},
+    rpc::{page_timing::PageTimer, transfer_detail::transfer_emitters, TransactionWithReceipt},
     txid::TxId,
 };
 
@@ -140,6 +140,8 @@ pub(super) struct Walk {
     skipped: u64,
     found: u64,
     skipped_groups: u64,
+    /// The index's part of the page, for `ots::rpc::timing`.
+    timer: PageTimer,
 }
 
 impl Walk {
@@ -170,6 +172,7 @@ impl Walk {
             skipped: 0,
             found: 0,
             skipped_groups: 0,
+            timer: PageTimer::start(stream.action()),
         }
     }
 
@@ -288,7 +291,11 @@ impl Walk {
     /// The next step of ids to turn into rows, after skipping what the server's marks counted;
     /// `None` once the page is full or the walk is over.
     pub(super) fn next(&mut self, api: &Etherscan) -> Result<Option<Step>, Answer> {
-        api.read(|t| self.next_in(t, &api.marks))
+        let started = Instant::now();
+        let step = api.read(|t| self.next_in(t, &api.marks));
+        let ids = step.as_ref().ok().and_then(Option::as_ref).map_or(0, |s| s.ids.len());
+        self.timer.index_part(started.elapsed(), ids);
+        step
     }
 
     /// [`Walk::next`] over snapshot `t` with `marks`.
