@@ -18,9 +18,11 @@
 # "--write-path incremental" to measure the other path); OTS_BENCH_STAGE_REGIME=0 leaves the
 # stage regime out, OTS_BENCH_STAGE_BLOCKS sets its stage size, OTS_BENCH_RESIDENT_SHARE=0.1 runs
 # it again with its page cache held to that share of the database file (a memory cgroup, v1; needs
-# root: `stage_regime_bounded`), OTS_BENCH_MAINNET_SPARE_GIB (default 1024) is the disk a mainnet
-# host has to spare, from which the stage count the defaults give mainnet follows, run on this
-# chain as `stage_regime_defaults`. Needs at the default size: about
+# root: `stage_regime_bounded`, and the defaults' stages under `stage_regime_defaults.bounded`),
+# OTS_BENCH_ONE_PERCENT=0 leaves out the 1 % stages (only the defaults' run),
+# OTS_BENCH_MAINNET_SPARE_GIB (default 1024) is the disk a mainnet host has to spare, from which
+# the stage count the defaults give mainnet follows, run on this chain as
+# `stage_regime_defaults`. Needs at the default size: about
 # 7 GB of disk for the recording, 5 GB for the database and its compacted copy, the bulk stages'
 # run files, 4 GiB of memory, and about 25 minutes on 2 cores (3.5 of them generating the
 # recording, 14 the stage regimes).
