@@ -2,6 +2,7 @@
 
 pub mod codec;
 pub mod compact;
+mod dup_run;
 mod env;
 mod error;
 mod format;
@@ -10,6 +11,7 @@ pub mod state;
 pub mod tables;
 mod txn;
 
+pub use dup_run::DupRun;
 pub use env::{AccessMode, Db, DATA_FILE, GROWTH_STEP, MAX_DB_SIZE, PAGE_SIZE};
 pub use error::{DbError, DbResult};
 pub use txn::{ReadTxn, TableCursor, TableStats, Txn, WriteTxn};

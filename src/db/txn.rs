@@ -39,7 +39,7 @@ fn decode_key<T: Table>(bytes: &[u8]) -> DbResult<T::Key> {
     })
 }
 
-fn decode_value<T: Table>(key: &[u8], bytes: &[u8]) -> DbResult<T::Value> {
+pub(super) fn decode_value<T: Table>(key: &[u8], bytes: &[u8]) -> DbResult<T::Value> {
     T::Value::decode_value(bytes).map_err(|source| DbError::Decode {
         table: T::ID.name(),
         key: alloy_primitives::hex::encode(key),
@@ -377,6 +377,22 @@ impl<'tx, K: TransactionKind, T: DupTable> TableCursor<'tx, K, T> {
             next = self.next_dup()?;
         }
         Ok(out)
+    }
+
+    /// The bytes of every dup on the leaf page that holds the cursor's current dup, from the
+    /// page's first (MDBX's GET_MULTIPLE): a DupFixed table's dups, each of the table's one size.
+    /// The cursor moves to the page's last dup.
+    pub(super) fn dup_page(&mut self) -> DbResult<Option<Cow<'tx, [u8]>>> {
+        self.step();
+        self.cursor.get_multiple().map_err(|e| read_err("dup page", T::ID.name(), &[], e))
+    }
+
+    /// The bytes of the next leaf page of the current key's dups (MDBX's NEXT_MULTIPLE); `None`
+    /// after its last.
+    pub(super) fn next_dup_page(&mut self) -> DbResult<Option<Cow<'tx, [u8]>>> {
+        self.step();
+        let page = self.cursor.next_multiple::<Cow<'tx, [u8]>, Cow<'tx, [u8]>>();
+        Ok(page.map_err(|e| read_err("next dup page", T::ID.name(), &[], e))?.map(|(_, v)| v))
     }
 
     /// The previous dup of the current key.

@@ -14,6 +14,7 @@ mod materialize;
 pub mod ots;
 pub mod ots2;
 mod page_timing;
+pub mod serialized;
 pub mod transfer_detail;
 pub mod tx_cache;
 pub mod window_holders;

@@ -4,9 +4,11 @@
 //! same window, so the set is built once per token and snapshot and dropped when a newer one is
 //! read (a block committed).
 //!
-//! Beside each set, the marks its pages left in the token's ranking (`RankingMark`, one every
-//! [`MARK_EVERY`] holders): MDBX cannot seek a key's dups by position, so a page far down a
-//! ranking walks from the top — once per snapshot; later pages start from the nearest mark.
+//! Beside each set, the token's holder count (the large table's plus every window block's
+//! change: a busy token's adds one per block) and the marks its pages left in the token's
+//! ranking (`RankingMark`, one every [`MARK_EVERY`] holders): MDBX cannot seek a key's dups by
+//! position, so a page far down a ranking walks from the top — once per snapshot; later pages
+//! start from the nearest mark.
 
 use std::{
     collections::HashMap,
@@ -17,7 +19,7 @@ use alloy_primitives::{Address, U256};
 
 use crate::{
     db::{DbResult, ReadTxn},
-    index::families::balances::{holders_page_marked, RankingMark, WindowHolders},
+    index::families::balances::{holder_count, holders_page_marked, RankingMark, WindowHolders},
 };
 
 /// Holders kept at most, over every token (about 24 bytes each in their sets).
@@ -30,6 +32,9 @@ pub const MARK_EVERY: u64 = 256;
 /// Marks kept at most, over every token (about 120 bytes each).
 const BUDGET_MARKS: usize = 1 << 18;
 
+/// Tokens whose holder count is kept at most (about 40 bytes each).
+const BUDGET_COUNTS: usize = 1 << 16;
+
 #[derive(Debug, Default)]
 struct Sets {
     snapshot: u64,
@@ -37,6 +42,8 @@ struct Sets {
     holders: usize,
     marks: HashMap<Address, Vec<RankingMark>>,
     mark_count: usize,
+    /// Holder counts by token (the large table's count plus every window block's change).
+    counts: HashMap<Address, u64>,
 }
 
 /// The window's changed holders by token, for one snapshot; shared by the handlers.
@@ -75,6 +82,33 @@ impl WindowHoldersCache {
             }
         }
         Ok(set)
+    }
+
+    /// The number of holders of `token`, as `txn` sees them: kept when `txn` reads the newest
+    /// snapshot seen, counted afresh otherwise (a busy token's count adds a change for each
+    /// window block).
+    pub fn count(&self, txn: &ReadTxn, token: &Address) -> DbResult<u64> {
+        let snapshot = txn.snapshot_id()?;
+        if let Ok(sets) = self.sets.lock() {
+            if sets.snapshot == snapshot {
+                if let Some(count) = sets.counts.get(token) {
+                    return Ok(*count);
+                }
+            }
+        }
+        let count = holder_count(txn, token)?;
+        if let Ok(mut sets) = self.sets.lock() {
+            if snapshot > sets.snapshot {
+                *sets = Sets { snapshot, ..Sets::default() };
+            }
+            if snapshot == sets.snapshot {
+                if sets.counts.len() >= BUDGET_COUNTS {
+                    sets.counts.clear();
+                }
+                sets.counts.insert(*token, count);
+            }
+        }
+        Ok(count)
     }
 
     /// Holders `idx..idx + count` of `token`, largest balance first, as `txn` sees them: from
@@ -166,6 +200,36 @@ mod tests {
         let older = cache.of(&before, &token).expect("set");
         assert!(older.contains(&a) && !older.contains(&b), "{older:?}");
         assert_eq!(cache.usage(), (1, 2), "only the newest snapshot's sets are kept");
+    }
+
+    /// A count is kept for its snapshot: a read of the same snapshot gets it even after the
+    /// tables moved on, a read of a newer one counts again, an older one counts its own.
+    #[test]
+    fn a_count_serves_its_own_snapshot_only() {
+        use crate::db::{
+            codec::Count,
+            tables::{OtsRecentHolderCounts, OtsTokenHolderCounts},
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let token = Address::repeat_byte(0x70);
+        let txn = db.begin_write().expect("write");
+        txn.put::<OtsTokenHolderCounts>(&token, &Count(40)).expect("put");
+        txn.put::<OtsRecentHolderCounts>(&token, &WindowValue { block: 9, value: 3i64 }).expect("put");
+        txn.commit().expect("commit");
+        let cache = WindowHoldersCache::default();
+
+        let before = db.begin_read().expect("read");
+        assert_eq!(cache.count(&before, &token).expect("count"), 43);
+        let txn = db.begin_write().expect("write");
+        txn.put::<OtsRecentHolderCounts>(&token, &WindowValue { block: 10, value: -5i64 }).expect("put");
+        txn.commit().expect("commit");
+        assert_eq!(cache.count(&before, &token).expect("count"), 43, "its own snapshot's count");
+        let after = db.begin_read().expect("read");
+        assert_eq!(cache.count(&after, &token).expect("count"), 38, "a committed block is seen");
+        assert_eq!(cache.count(&before, &token).expect("count"), 43, "an older reader counts its own");
+        assert_eq!(cache.count(&after, &token).expect("count"), 38);
+        assert_eq!(cache.count(&after, &Address::ZERO).expect("count"), 0, "a token nobody holds");
     }
 
     /// A deep page walks the ranking once per snapshot, leaving marks; later pages of that

@@ -11,7 +11,7 @@ use crate::{
     decode::TokenKind,
     index::families::{
         attributes::attributes,
-        balances::{balance, holder_count, owned_ids},
+        balances::{balance, owned_ids},
         contract_info::contract_info,
         holdings,
     },
@@ -26,7 +26,8 @@ pub(super) fn holder_count_of(api: &Etherscan, params: &Params) -> Answer {
         Ok(token) => token,
         Err(refusal) => return refusal,
     };
-    api.read(|txn| holder_count(txn, &token)).map_or_else(|e| e, |count| Answer::Ok(json!(count.to_string())))
+    api.read(|txn| api.ctx.window_holders.count(txn, &token))
+        .map_or_else(|e| e, |count| Answer::Ok(json!(count.to_string())))
 }
 
 /// `tokenholderlist`: a page of the token's holders, largest balance first (ties by address).
@@ -105,7 +106,11 @@ pub(super) async fn info(api: &Etherscan, params: &Params) -> Answer {
         } else {
             return Ok(None);
         };
-        Ok(Some((kind, contract_info(t, &token)?.unwrap_or_default(), holder_count(t, &token)?)))
+        Ok(Some((
+            kind,
+            contract_info(t, &token)?.unwrap_or_default(),
+            api.ctx.window_holders.count(t, &token)?,
+        )))
     });
     let (kind, described, holders) = match known {
         Ok(Some(known)) => known,

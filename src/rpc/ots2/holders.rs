@@ -7,13 +7,14 @@ use serde::Serialize;
 
 use crate::rpc::{
     errors::{db_error, invalid_params},
+    serialized::Serialized,
     RpcContext,
 };
 use crate::{
     db::{DbError, ReadTxn},
     decode::TokenKind,
     index::{
-        balances::{holder_count, multi_balances, owner},
+        balances::{multi_balances, owner},
         holdings,
     },
     rpc::ots2::HoldingRow,
@@ -46,7 +47,7 @@ pub trait Ots2HoldersApi {
 
     /// Holders `idx..idx+count` of a token by balance, largest first.
     #[method(name = "getTokenHolders")]
-    fn get_token_holders(&self, token: Address, idx: u64, count: u64) -> RpcResult<HolderPage>;
+    fn get_token_holders(&self, token: Address, idx: u64, count: u64) -> RpcResult<Serialized<HolderPage>>;
 
     /// The owner of an ERC721 token id; null if it was never minted or is burnt.
     #[method(name = "getERC721Owner")]
@@ -132,13 +133,13 @@ impl Ots2Holders {
 
 impl Ots2HoldersApiServer for Ots2Holders {
     fn get_token_holder_count(&self, token: Address) -> RpcResult<u64> {
-        self.read(|t| holder_count(t, &token))
+        self.read(|t| self.ctx.window_holders.count(t, &token))
     }
 
-    fn get_token_holders(&self, token: Address, idx: u64, count: u64) -> RpcResult<HolderPage> {
+    fn get_token_holders(&self, token: Address, idx: u64, count: u64) -> RpcResult<Serialized<HolderPage>> {
         self.check_count(count)?;
-        self.read(|t| {
-            let total = holder_count(t, &token)?;
+        let page = self.read(|t| {
+            let total = self.ctx.window_holders.count(t, &token)?;
             let results = self
                 .ctx
                 .window_holders
@@ -147,7 +148,8 @@ impl Ots2HoldersApiServer for Ots2Holders {
                 .map(|(holder, balance)| Holder { holder, balance })
                 .collect();
             Ok(HolderPage { total, results })
-        })
+        })?;
+        Serialized::of(&page)
     }
 
     fn get_erc721_owner(&self, token: Address, token_id: U256) -> RpcResult<Option<Address>> {

@@ -19,6 +19,7 @@ use crate::rpc::{
         total_assets, BlockSummary, Materializer, RewardSummary, TransactionWithReceipt, WithdrawalRow,
     },
     page_timing::PageTimer,
+    serialized::Serialized,
     transfer_detail::transfers_in,
     tx_cache::standings,
     RpcContext,
@@ -305,15 +306,15 @@ pub trait Ots2Api {
 
     /// Every ERC1155 token `address` ever sent or received, by token address (ours).
     #[method(name = "getERC1155Holdings")]
-    fn get_erc1155_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>>;
+    fn get_erc1155_holdings(&self, address: Address) -> RpcResult<Serialized<Vec<HoldingRow>>>;
 
     /// Every ERC20 token `address` ever sent or received, by token address.
     #[method(name = "getERC20Holdings")]
-    fn get_erc20_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>>;
+    fn get_erc20_holdings(&self, address: Address) -> RpcResult<Serialized<Vec<HoldingRow>>>;
 
     /// Every ERC721 token `address` ever sent or received, by token address.
     #[method(name = "getERC721Holdings")]
-    fn get_erc721_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>>;
+    fn get_erc721_holdings(&self, address: Address) -> RpcResult<Serialized<Vec<HoldingRow>>>;
 }
 
 /// Implementation of [`Ots2ApiServer`].
@@ -406,9 +407,11 @@ impl Ots2 {
         Ok(Page { blocks_summary, results })
     }
 
-    fn holdings(&self, kind: TokenKind, address: Address) -> RpcResult<Vec<HoldingRow>> {
+    fn holdings(&self, kind: TokenKind, address: Address) -> RpcResult<Serialized<Vec<HoldingRow>>> {
         let dups = self.read(|t| holdings::of(t, kind, &address))?;
-        Ok(dups.into_iter().map(|h| HoldingRow { address: h.token, eth_tx: h.first.0 }).collect())
+        Serialized::of(
+            &dups.into_iter().map(|h| HoldingRow { address: h.token, eth_tx: h.first.0 }).collect(),
+        )
     }
 
     fn check_match_page(count: u64) -> RpcResult<()> {
@@ -632,15 +635,15 @@ impl Ots2ApiServer for Ots2 {
         self.transfer_page(TokenKind::Erc1155, address, idx, count).await
     }
 
-    fn get_erc1155_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>> {
+    fn get_erc1155_holdings(&self, address: Address) -> RpcResult<Serialized<Vec<HoldingRow>>> {
         self.holdings(TokenKind::Erc1155, address)
     }
 
-    fn get_erc20_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>> {
+    fn get_erc20_holdings(&self, address: Address) -> RpcResult<Serialized<Vec<HoldingRow>>> {
         self.holdings(TokenKind::Erc20, address)
     }
 
-    fn get_erc721_holdings(&self, address: Address) -> RpcResult<Vec<HoldingRow>> {
+    fn get_erc721_holdings(&self, address: Address) -> RpcResult<Serialized<Vec<HoldingRow>>> {
         self.holdings(TokenKind::Erc721, address)
     }
 }

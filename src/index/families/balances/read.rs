@@ -9,7 +9,7 @@ use super::window::newest;
 use crate::db::{
     codec::{Balance, Count, MultiKey, PairKey, Rank, TokenIdKey},
     tables::*,
-    DbResult, Txn,
+    DbResult, DupRun, Txn,
 };
 
 /// `holder`'s balance of `token` (zero when none is stored).
@@ -173,24 +173,38 @@ fn ranked_page<K: TransactionKind>(
         return Ok((out, false));
     }
     let mut fresh_cursor = txn.cursor::<OtsRecentHolderRanks>()?;
-    let mut cursor = txn.cursor::<OtsTokenHolderRanks>()?;
-    let resumed = match walk.from {
-        Some(from) => {
-            let found_stored = match &from.stored {
-                Some(rank) => cursor.seek_both(token, rank)?,
-                None => true,
-            };
-            let found_fresh = match &from.fresh {
-                Some(rank) => fresh_cursor.seek_both(token, rank)?,
-                None => true,
-            };
-            (found_stored && found_fresh).then_some(from)
+    // The large table's ranking is read a page of dups at a time: a busy token's walk passes
+    // every stored holder the window changed.
+    let mut resumed = None;
+    let mut stored_run = None;
+    if let Some(from) = walk.from {
+        let run = match &from.stored {
+            Some(rank) => DupRun::at(txn.cursor::<OtsTokenHolderRanks>()?, token, rank)?.map(Some),
+            None => Some(None),
+        };
+        let found_fresh = match &from.fresh {
+            Some(rank) => fresh_cursor.seek_both(token, rank)?,
+            None => true,
+        };
+        if let (Some(run), true) = (run, found_fresh) {
+            resumed = Some(from);
+            stored_run = run;
         }
-        None => None,
-    };
+    }
     let (mut stored, mut fresh, mut position) = match resumed {
         Some(from) => (from.stored, from.fresh, from.position),
-        None => (cursor.seek_exact(token)?, fresh_cursor.seek_exact(token)?, 0),
+        None => {
+            let first = DupRun::first(txn.cursor::<OtsTokenHolderRanks>()?, token)?;
+            let stored = first.map(|(run, rank)| {
+                stored_run = Some(run);
+                rank
+            });
+            (stored, fresh_cursor.seek_exact(token)?, 0)
+        }
+    };
+    let mut next_stored = || match stored_run.as_mut() {
+        Some(run) => run.next_dup(),
+        None => Ok(None),
     };
     loop {
         // The large table's next holder the window did not change.
@@ -198,7 +212,7 @@ fn ranked_page<K: TransactionKind>(
             if !changed_in_window(rank.holder)? {
                 break;
             }
-            stored = cursor.next_dup()?;
+            stored = next_stored()?;
         }
         if walk.every > 0 && position > 0 && position.is_multiple_of(walk.every) {
             mark(RankingMark { position, stored, fresh });
@@ -211,7 +225,7 @@ fn ranked_page<K: TransactionKind>(
                 new
             }
             (Some(old), _) => {
-                stored = cursor.next_dup()?;
+                stored = next_stored()?;
                 old
             }
             (None, Some(new)) => {

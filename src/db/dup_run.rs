@@ -1,0 +1,153 @@
+//! A key's dups in a DupFixed table read a leaf page at a time: one MDBX call per page of dups
+//! instead of one per dup, for walks that pass many of them (a holder page of a busy token
+//! passes every stored holder the reorg window changed before its rows).
+
+use std::{borrow::Cow, cmp::Ordering};
+
+use signet_libmdbx::tx::TransactionKind;
+
+use super::{
+    codec::{KeyCodec, ValueCodec},
+    error::{table_err, DbResult},
+    tables::{DupTable, Layout},
+    txn::{decode_value, TableCursor},
+};
+
+/// A cursor over one key's dups, from a dup it was placed on to the key's last.
+#[derive(Debug)]
+pub struct DupRun<'tx, K: TransactionKind, T: DupTable> {
+    cursor: TableCursor<'tx, K, T>,
+    key: Vec<u8>,
+    /// The leaf page of dups that holds the current one.
+    page: Cow<'tx, [u8]>,
+    /// Bytes of one dup.
+    size: usize,
+    /// The current dup's index on `page`.
+    at: usize,
+}
+
+impl<'tx, K: TransactionKind, T: DupTable> DupRun<'tx, K, T> {
+    /// Places `cursor` on `key`'s first dup; returns the run and that dup, or `None` when the
+    /// table has no `key`. The table must be DupFixed.
+    pub fn first(mut cursor: TableCursor<'tx, K, T>, key: &T::Key) -> DbResult<Option<(Self, T::Value)>> {
+        let Some(first) = cursor.seek_exact(key)? else { return Ok(None) };
+        let run = Self::placed(cursor, key, &first)?;
+        Ok(Some((run, first)))
+    }
+
+    /// Places `cursor` on `key`'s dup `value`; returns the run, or `None` when `key` has no such
+    /// dup.
+    pub fn at(mut cursor: TableCursor<'tx, K, T>, key: &T::Key, value: &T::Value) -> DbResult<Option<Self>> {
+        if !cursor.seek_both(key, value)? {
+            return Ok(None);
+        }
+        Self::placed(cursor, key, value).map(Some)
+    }
+
+    fn placed(mut cursor: TableCursor<'tx, K, T>, key: &T::Key, current: &T::Value) -> DbResult<Self> {
+        let key = key.encode_key().as_ref().to_vec();
+        if T::ID.layout() != Layout::DupFixed {
+            return Err(table_err("dup page", T::ID.name(), &key, signet_libmdbx::MdbxError::Incompatible));
+        }
+        let encoded = current.encode_value();
+        let size = encoded.len();
+        let page = cursor.dup_page()?.unwrap_or(Cow::Borrowed(&[]));
+        // The page starts at its own first dup, not at the cursor's: find the current one.
+        let at = find(&page, size, &encoded)
+            .ok_or_else(|| table_err("dup page", T::ID.name(), &key, signet_libmdbx::MdbxError::Corrupted))?;
+        Ok(Self { cursor, key, page, size, at })
+    }
+
+    /// The key's next dup, `None` after its last.
+    pub fn next_dup(&mut self) -> DbResult<Option<T::Value>> {
+        self.at += 1;
+        if (self.at + 1) * self.size > self.page.len() {
+            match self.cursor.next_dup_page()? {
+                Some(page) if page.len() >= self.size => {
+                    self.page = page;
+                    self.at = 0;
+                }
+                _ => {
+                    self.page = Cow::Borrowed(&[]);
+                    self.at = 0;
+                    return Ok(None);
+                }
+            }
+        }
+        let bytes = &self.page[self.at * self.size..(self.at + 1) * self.size];
+        decode_value::<T>(&self.key, bytes).map(Some)
+    }
+}
+
+/// The index of the `size`-byte dup `value` on a sorted `page` of them.
+fn find(page: &[u8], size: usize, value: &[u8]) -> Option<usize> {
+    if size == 0 || !page.len().is_multiple_of(size) {
+        return None;
+    }
+    let (mut low, mut high) = (0, page.len() / size);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        match page[mid * size..(mid + 1) * size].cmp(value) {
+            Ordering::Less => low = mid + 1,
+            Ordering::Greater => high = mid,
+            Ordering::Equal => return Some(mid),
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy_primitives::{Address, U256};
+
+    use super::*;
+    use crate::db::{codec::Rank, tables::OtsTokenHolderRanks, AccessMode, Db};
+
+    fn rank(i: u64) -> Rank {
+        Rank { balance: U256::from(i + 1), holder: Address::with_last_byte((i % 251) as u8) }
+    }
+
+    #[test]
+    fn a_run_reads_every_dup_from_where_it_was_placed_across_pages() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let token = Address::with_last_byte(7);
+        let other = Address::with_last_byte(8);
+        // Enough dups to fill several leaf pages of the sub-tree.
+        let mut ranks: Vec<Rank> = (0..2_000).map(rank).collect();
+        ranks.sort_by_key(|r| r.encode_value());
+        let txn = db.begin_write().expect("write");
+        for r in &ranks {
+            txn.put::<OtsTokenHolderRanks>(&token, r).expect("put");
+        }
+        txn.put::<OtsTokenHolderRanks>(&other, &rank(1)).expect("put");
+        txn.commit().expect("commit");
+
+        let txn = db.begin_read().expect("read");
+        let cursor = txn.cursor::<OtsTokenHolderRanks>().expect("cursor");
+        let (mut run, first) = DupRun::first(cursor, &token).expect("first").expect("there");
+        let mut read = vec![first];
+        while let Some(r) = run.next_dup().expect("next") {
+            read.push(r);
+        }
+        assert_eq!(read, ranks, "every dup once, in order, and none of the next key");
+
+        for from in [0, 1, 299, 300, 1_234, 1_999] {
+            let cursor = txn.cursor::<OtsTokenHolderRanks>().expect("cursor");
+            let mut run = DupRun::at(cursor, &token, &ranks[from]).expect("at").expect("there");
+            let mut read = Vec::new();
+            while let Some(r) = run.next_dup().expect("next") {
+                read.push(r);
+            }
+            assert_eq!(read, ranks[from + 1..], "from dup {from}");
+        }
+        let cursor = txn.cursor::<OtsTokenHolderRanks>().expect("cursor");
+        assert!(DupRun::at(cursor, &token, &rank(5_000)).expect("at").is_none(), "no such dup");
+        let cursor = txn.cursor::<OtsTokenHolderRanks>().expect("cursor");
+        let (mut run, only) = DupRun::first(cursor, &other).expect("first").expect("there");
+        assert_eq!(only, rank(1));
+        assert!(run.next_dup().expect("next").is_none(), "a key of one dup");
+        let cursor = txn.cursor::<OtsTokenHolderRanks>().expect("cursor");
+        assert!(DupRun::first(cursor, &Address::ZERO).expect("first").is_none(), "no such key");
+    }
+}
