@@ -21,7 +21,8 @@ fn http_request(host: &str, body: &str) -> Vec<u8> {
 #[derive(Clone)]
 struct Request {
     bytes: Vec<u8>,
-    /// An Etherscan answer (success: `"status":"1"`, which the server writes last), else a
+    /// An Etherscan answer (success: `"status":"1"`, which the server writes first, and builds
+    /// before 2026-11-28 wrote last), else a
     /// JSON-RPC one (success: a `"result"` member, which it writes near the front).
     etherscan: bool,
 }
@@ -57,7 +58,7 @@ async fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>, etherscan: boo
     // scanning a large answer whole for it cost the client as much as the server's work.
     let body = &buf[head_end..head_end + length];
     if etherscan {
-        return Ok(body.ends_with(b"\"status\":\"1\"}"));
+        return Ok(body.starts_with(b"{\"status\":\"1\"") || body.ends_with(b"\"status\":\"1\"}"));
     }
     let front = &body[..body.len().min(64)];
     Ok(front.windows(8).any(|w| w == b"\"result\""))

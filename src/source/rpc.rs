@@ -34,8 +34,15 @@ use crate::{
     notices::{RefusedProbe, SharedNotices},
 };
 
-/// Headers asked for in one JSON-RPC batch (nodes cap a batch at 1,000 calls by default).
-const HEADERS_PER_BATCH: u64 = 500;
+/// Headers asked for in one JSON-RPC batch.
+const HEADERS_PER_BATCH: u64 = CALLS_PER_BATCH as u64;
+
+/// Calls sent in one JSON-RPC batch at most: nodes refuse larger batches whole (Erigon's default
+/// limit is 100 calls, geth's 1,000), and a page of a thousand rows asks for more than that.
+const CALLS_PER_BATCH: usize = 100;
+
+/// Batches of one [`NodeClient::batch`] in flight at once.
+const BATCHES_IN_FLIGHT: usize = 4;
 
 /// Batches of headers in flight at once.
 const HEADER_BATCHES_IN_FLIGHT: usize = 4;
@@ -426,8 +433,25 @@ impl NodeClient {
             .map_err(|e| SourceError::Request { method, source: TransportError::deser_err(e, "") })
     }
 
-    /// Sends `calls` as one JSON-RPC batch; answers in order. An empty list sends nothing.
+    /// Sends `calls` as JSON-RPC batches of at most [`CALLS_PER_BATCH`], a few in flight at
+    /// once; answers in order. An empty list sends nothing.
     pub async fn batch(&self, calls: &[(&'static str, Value)]) -> Result<Vec<Value>, SourceError> {
+        if calls.len() <= CALLS_PER_BATCH {
+            return self.one_batch(calls).await;
+        }
+        let mut answers = Vec::with_capacity(calls.len());
+        let chunks: Vec<&[(&'static str, Value)]> = calls.chunks(CALLS_PER_BATCH).collect();
+        for together in chunks.chunks(BATCHES_IN_FLIGHT) {
+            let sent: Vec<_> = together.iter().map(|chunk| self.one_batch(chunk)).collect();
+            for batch in futures::future::try_join_all(sent).await? {
+                answers.extend(batch);
+            }
+        }
+        Ok(answers)
+    }
+
+    /// Sends `calls` as one JSON-RPC batch; answers in order. An empty list sends nothing.
+    async fn one_batch(&self, calls: &[(&'static str, Value)]) -> Result<Vec<Value>, SourceError> {
         if calls.is_empty() {
             return Ok(Vec::new());
         }

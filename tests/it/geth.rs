@@ -400,3 +400,33 @@ async fn pending_activity_from_geth() {
         assert_eq!(json!(format!("{index:#x}")), receipt["transactionIndex"]);
     }
 }
+
+/// geth refuses a JSON-RPC batch of more than 1,000 calls whole ("batch too large"), and an API
+/// page of a thousand rows asks the node for more than that: the client's batches stay under
+/// every common node's cap and come back in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_larger_than_the_nodes_cap_is_answered_whole_and_in_order() {
+    let geth = Geth::start();
+    let one =
+        |i: u32| json!({"jsonrpc": "2.0", "id": i, "method": "web3_sha3", "params": [format!("{i:#010x}")]});
+    let refused: Value = reqwest::Client::new()
+        .post(&geth.url)
+        .json(&(0..1_001).map(one).collect::<Vec<_>>())
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
+    assert!(refused.to_string().contains("batch too large"), "geth's cap is real: {refused}");
+
+    let node = NodeClient::connect(&geth.url, Duration::from_secs(30)).expect("node");
+    let calls: Vec<(&'static str, Value)> =
+        (0..2_500u32).map(|i| ("web3_sha3", json!([format!("{i:#010x}")]))).collect();
+    let answers = node.batch(&calls).await.expect("answered");
+    assert_eq!(answers.len(), calls.len());
+    for (i, answer) in (0..2_500u32).zip(&answers) {
+        let expected = alloy::primitives::keccak256(i.to_be_bytes());
+        assert_eq!(answer, &json!(format!("{expected:#x}")), "call {i}");
+    }
+}

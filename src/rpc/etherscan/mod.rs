@@ -209,8 +209,8 @@ pub struct EtherscanService<S> {
     api: Arc<Etherscan>,
 }
 
-fn json_response(answer: &Answer) -> HttpResponse {
-    let mut response = HttpResponse::new(HttpBody::from(answer.to_json().to_string()));
+fn json_response(answer: Answer) -> HttpResponse {
+    let mut response = HttpResponse::new(HttpBody::from(answer.into_body()));
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
@@ -239,9 +239,7 @@ where
                 match request.into_body().collect().await {
                     Ok(body) => body.to_bytes().to_vec(),
                     Err(_) => {
-                        return Ok(json_response(&Answer::refuse(
-                            "Error! The request body could not be read",
-                        )))
+                        return Ok(json_response(Answer::refuse("Error! The request body could not be read")))
                     }
                 }
             } else {
@@ -249,7 +247,7 @@ where
             };
             let params = Params::parse([query.as_slice(), body.as_slice()]);
             let answer = api.answer(version, &params).await;
-            Ok(json_response(&answer))
+            Ok(json_response(answer))
         })
     }
 }

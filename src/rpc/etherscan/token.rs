@@ -3,6 +3,7 @@
 //! balances of one holder.
 
 use alloy_primitives::{Address, U256};
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::{envelope::Answer, params::Params, Etherscan};
@@ -30,6 +31,16 @@ pub(super) fn holder_count_of(api: &Etherscan, params: &Params) -> Answer {
         .map_or_else(|e| e, |count| Answer::Ok(json!(count.to_string())))
 }
 
+/// A row of `tokenholderlist`.
+#[derive(Serialize)]
+struct HolderRow {
+    #[serde(rename = "TokenHolderAddress")]
+    address: String,
+    /// Decimal.
+    #[serde(rename = "TokenHolderQuantity")]
+    quantity: String,
+}
+
 /// `tokenholderlist`: a page of the token's holders, largest balance first (ties by address).
 pub(super) fn holder_list(api: &Etherscan, params: &Params) -> Answer {
     let token = match params.address("contractaddress") {
@@ -44,13 +55,15 @@ pub(super) fn holder_list(api: &Etherscan, params: &Params) -> Answer {
     match page {
         Err(refusal) => refusal,
         Ok(rows) if rows.is_empty() => Answer::NoRows("No token holder found"),
-        Ok(rows) => Answer::Ok(Value::Array(
-            rows.into_iter()
-                .map(|(holder, balance)| {
-                    json!({"TokenHolderAddress": lower_hex(&holder), "TokenHolderQuantity": balance.to_string()})
+        Ok(rows) => Answer::rows(
+            &rows
+                .into_iter()
+                .map(|(holder, balance)| HolderRow {
+                    address: lower_hex(&holder),
+                    quantity: balance.to_string(),
                 })
-                .collect(),
-        )),
+                .collect::<Vec<_>>(),
+        ),
     }
 }
 
