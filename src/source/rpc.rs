@@ -3,7 +3,7 @@
 use std::{
     borrow::Cow,
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         Arc,
     },
     time::Duration,
@@ -23,7 +23,7 @@ use alloy_primitives::{Address, Bytes, B256};
 use ots_classifiers::{BlockData, BoxFuture, CallFrame, CallOutcome, ChainError, ChainView, FrameKind};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use serde_json::{json, value::RawValue, Value};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::{
     chain_block, structlog,
@@ -40,6 +40,9 @@ const HEADERS_PER_BATCH: u64 = CALLS_PER_BATCH as u64;
 /// Calls sent in one JSON-RPC batch at most: nodes refuse larger batches whole (Erigon's default
 /// limit is 100 calls, geth's 1,000), and a page of a thousand rows asks for more than that.
 const CALLS_PER_BATCH: usize = 100;
+
+/// What a failed batch's error names as its method.
+const ONE_BATCH: &str = "JSON-RPC batch";
 
 /// Batches of one [`NodeClient::batch`] in flight at once.
 const BATCHES_IN_FLIGHT: usize = 4;
@@ -216,6 +219,9 @@ pub struct NodeClient {
     /// Whether the node answers `eth_getBlockReceipts` (until it says it does not): shared by
     /// the clones that fetch blocks in parallel.
     block_receipts: Arc<AtomicBool>,
+    /// Calls sent in one JSON-RPC batch at most: [`CALLS_PER_BATCH`] until the node refuses a
+    /// batch whole, then halved (shared by the clones).
+    batch_cap: Arc<AtomicUsize>,
     /// What this client met that the operator should know of.
     notices: SharedNotices,
 }
@@ -260,6 +266,7 @@ impl NodeClient {
             pubsub: false,
             check_header_hash: true,
             block_receipts: Arc::new(AtomicBool::new(true)),
+            batch_cap: Arc::new(AtomicUsize::new(CALLS_PER_BATCH)),
             notices: SharedNotices::default(),
         })
     }
@@ -282,6 +289,7 @@ impl NodeClient {
             pubsub: true,
             check_header_hash: true,
             block_receipts: Arc::new(AtomicBool::new(true)),
+            batch_cap: Arc::new(AtomicUsize::new(CALLS_PER_BATCH)),
             notices: SharedNotices::default(),
         })
     }
@@ -434,17 +442,27 @@ impl NodeClient {
     }
 
     /// Sends `calls` as JSON-RPC batches of at most [`CALLS_PER_BATCH`], a few in flight at
-    /// once; answers in order. An empty list sends nothing.
+    /// once; answers in order. An empty list sends nothing. A node that refuses a batch whole
+    /// (a cap on its size below ours) gets batches half as large from then on, down to one
+    /// call: a refusal of that is the node's answer.
     pub async fn batch(&self, calls: &[(&'static str, Value)]) -> Result<Vec<Value>, SourceError> {
-        if calls.len() <= CALLS_PER_BATCH {
-            return self.one_batch(calls).await;
-        }
         let mut answers = Vec::with_capacity(calls.len());
-        let chunks: Vec<&[(&'static str, Value)]> = calls.chunks(CALLS_PER_BATCH).collect();
-        for together in chunks.chunks(BATCHES_IN_FLIGHT) {
-            let sent: Vec<_> = together.iter().map(|chunk| self.one_batch(chunk)).collect();
-            for batch in futures::future::try_join_all(sent).await? {
-                answers.extend(batch);
+        let mut rest = calls;
+        while !rest.is_empty() {
+            let cap = self.batch_cap.load(Ordering::Relaxed).max(1);
+            let (now, later) = rest.split_at(rest.len().min(cap * BATCHES_IN_FLIGHT));
+            let sent: Vec<_> = now.chunks(cap).map(|chunk| self.one_batch(chunk)).collect();
+            match futures::future::try_join_all(sent).await {
+                Ok(batches) => {
+                    answers.extend(batches.into_iter().flatten());
+                    rest = later;
+                }
+                Err(e) if cap > 1 && refused_whole(&e) => {
+                    let smaller = cap / 2;
+                    self.batch_cap.fetch_min(smaller, Ordering::Relaxed);
+                    warn!(target: "ots::source", calls = cap, now = smaller, error = %e, "the node refused a JSON-RPC batch whole; sending smaller ones");
+                }
+                Err(e) => return Err(e),
             }
         }
         Ok(answers)
@@ -460,7 +478,7 @@ impl NodeClient {
             .iter()
             .map(|(method, params)| batch.add_call::<_, Value>(*method, params).map_err(request_err(method)))
             .collect::<Result<Vec<_>, _>>()?;
-        batch.send().await.map_err(request_err("JSON-RPC batch"))?;
+        batch.send().await.map_err(request_err(ONE_BATCH))?;
         let mut answers = Vec::with_capacity(waiters.len());
         for (waiter, (method, _)) in waiters.into_iter().zip(calls) {
             answers.push(waiter.await.map_err(request_err(method))?);
@@ -594,7 +612,7 @@ impl NodeClient {
             ),
             TraceMode::StructLog | TraceMode::None => None,
         };
-        batch.send().await.map_err(request_err("JSON-RPC batch"))?;
+        batch.send().await.map_err(request_err(ONE_BATCH))?;
 
         let block = block.await.map_err(request_err("eth_getBlockByNumber"))?;
         if block.is_null() {
@@ -831,6 +849,20 @@ pub fn needs_archive(message: &str) -> bool {
 }
 
 /// Whether an error answer says the node is busy or not there yet: worth waiting for.
+/// Whether a batch failed as a whole by the node's answer (an error object, or HTTP 413, in place
+/// of the batch's answers): what a node says of a batch larger than it takes. A node that cannot
+/// be reached fails otherwise.
+fn refused_whole(e: &SourceError) -> bool {
+    match e {
+        SourceError::Request { method: ONE_BATCH, source: RpcError::ErrorResp(_) } => true,
+        SourceError::Request {
+            method: ONE_BATCH,
+            source: RpcError::Transport(TransportErrorKind::HttpError(http)),
+        } => http.status == 413,
+        _ => false,
+    }
+}
+
 fn is_transient_answer(code: i64, message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     code == -32005

@@ -30,6 +30,11 @@ pub struct Geth {
 impl Geth {
     /// Starts a fresh dev chain.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a fresh dev chain with geth's flags `extra` beside the usual ones.
+    pub fn start_with(extra: &[&str]) -> Self {
         ensure_testbed();
         let bin = testbed_dir().join("bin/geth");
         let data = tempfile::tempdir().expect("tempdir");
@@ -68,6 +73,7 @@ impl Geth {
                         "eth,net,web3,debug,txpool",
                     ])
                     .args(["--authrpc.port", "0", "--port", "0", "--verbosity", "1"])
+                    .args(extra)
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
                     .stderr(Stdio::inherit())

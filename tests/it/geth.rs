@@ -403,7 +403,8 @@ async fn pending_activity_from_geth() {
 
 /// geth refuses a JSON-RPC batch of more than 1,000 calls whole ("batch too large"), and an API
 /// page of a thousand rows asks the node for more than that: the client's batches stay under
-/// every common node's cap and come back in order.
+/// every common node's cap, shrink to a smaller one when the node refuses them, and come back
+/// in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_larger_than_the_nodes_cap_is_answered_whole_and_in_order() {
     let geth = Geth::start();
@@ -420,13 +421,24 @@ async fn a_batch_larger_than_the_nodes_cap_is_answered_whole_and_in_order() {
         .expect("json");
     assert!(refused.to_string().contains("batch too large"), "geth's cap is real: {refused}");
 
-    let node = NodeClient::connect(&geth.url, Duration::from_secs(30)).expect("node");
-    let calls: Vec<(&'static str, Value)> =
-        (0..2_500u32).map(|i| ("web3_sha3", json!([format!("{i:#010x}")]))).collect();
-    let answers = node.batch(&calls).await.expect("answered");
-    assert_eq!(answers.len(), calls.len());
-    for (i, answer) in (0..2_500u32).zip(&answers) {
+    sha3_batch_in_order(&geth.url, 2_500).await;
+
+    // A node whose cap is below the client's batches: it refuses them whole, and the client
+    // halves its batches until they pass.
+    let small = Geth::start_with(&["--rpc.batch-request-limit", "7"]);
+    sha3_batch_in_order(&small.url, 250).await;
+    sha3_batch_in_order(&small.url, 30).await;
+}
+
+/// `calls` `web3_sha3` calls through the client's batches come back whole and in order.
+async fn sha3_batch_in_order(url: &str, calls: u32) {
+    let node = NodeClient::connect(url, Duration::from_secs(30)).expect("node");
+    let batch: Vec<(&'static str, Value)> =
+        (0..calls).map(|i| ("web3_sha3", json!([format!("{i:#010x}")]))).collect();
+    let answers = node.batch(&batch).await.expect("answered");
+    assert_eq!(answers.len(), batch.len());
+    for (i, answer) in (0..calls).zip(&answers) {
         let expected = alloy::primitives::keccak256(i.to_be_bytes());
-        assert_eq!(answer, &json!(format!("{expected:#x}")), "call {i}");
+        assert_eq!(answer, &json!(format!("{expected:#x}")), "call {i} of {calls}");
     }
 }
