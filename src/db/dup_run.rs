@@ -121,6 +121,12 @@ mod tests {
             txn.put::<OtsTokenHolderRanks>(&token, r).expect("put");
         }
         txn.put::<OtsTokenHolderRanks>(&other, &rank(1)).expect("put");
+        let few = Address::with_last_byte(9);
+        let mut small: Vec<Rank> = (0..5).map(rank).collect();
+        small.sort_by_key(|r| r.encode_value());
+        for r in &small {
+            txn.put::<OtsTokenHolderRanks>(&few, r).expect("put");
+        }
         txn.commit().expect("commit");
 
         let txn = db.begin_read().expect("read");
@@ -149,5 +155,15 @@ mod tests {
         assert!(run.next_dup().expect("next").is_none(), "a key of one dup");
         let cursor = txn.cursor::<OtsTokenHolderRanks>().expect("cursor");
         assert!(DupRun::first(cursor, &Address::ZERO).expect("first").is_none(), "no such key");
+        // A key of a few dups keeps them on a page of its own inside its leaf node.
+        for from in 0..small.len() {
+            let cursor = txn.cursor::<OtsTokenHolderRanks>().expect("cursor");
+            let mut run = DupRun::at(cursor, &few, &small[from]).expect("at").expect("there");
+            let mut read = Vec::new();
+            while let Some(r) = run.next_dup().expect("next") {
+                read.push(r);
+            }
+            assert_eq!(read, small[from + 1..], "a few dups, from dup {from}");
+        }
     }
 }
