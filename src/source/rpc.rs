@@ -17,7 +17,10 @@ use alloy::{
         client::ClientBuilder,
         types::{Header, TransactionRequest},
     },
-    transports::{http::reqwest, layers::RetryBackoffLayer, RpcError, TransportError, TransportErrorKind},
+    transports::{
+        http::reqwest, layers::RetryBackoffLayer, RpcError, TransportError, TransportErrorKind,
+        TransportResult,
+    },
 };
 use alloy_primitives::{Address, Bytes, B256};
 use ots_classifiers::{BlockData, BoxFuture, CallFrame, CallOutcome, ChainError, ChainView, FrameKind};
@@ -443,33 +446,61 @@ impl NodeClient {
 
     /// Sends `calls` as JSON-RPC batches of at most [`CALLS_PER_BATCH`], a few in flight at
     /// once; answers in order. An empty list sends nothing. A node that refuses a batch whole
-    /// (a cap on its size below ours) gets batches half as large from then on, down to one
-    /// call: a refusal of that is the node's answer.
+    /// (a cap on its size below ours) gets batches half as large from then on; one that refuses
+    /// a batch of one call (it takes no batches at all) gets plain requests.
     pub async fn batch(&self, calls: &[(&'static str, Value)]) -> Result<Vec<Value>, SourceError> {
         let mut answers = Vec::with_capacity(calls.len());
         let mut rest = calls;
         while !rest.is_empty() {
-            let cap = self.batch_cap.load(Ordering::Relaxed).max(1);
-            let (now, later) = rest.split_at(rest.len().min(cap * BATCHES_IN_FLIGHT));
-            let sent: Vec<_> = now.chunks(cap).map(|chunk| self.one_batch(chunk)).collect();
+            let cap = self.batch_cap.load(Ordering::Relaxed);
+            let per_batch = cap.max(1);
+            let (now, later) = rest.split_at(rest.len().min(per_batch * BATCHES_IN_FLIGHT));
+            let sent: Vec<_> = now
+                .chunks(per_batch)
+                .map(|chunk| async move {
+                    let each =
+                        if cap == 0 { self.plain_each(chunk).await } else { self.batch_each(chunk).await? };
+                    each.into_iter()
+                        .zip(chunk)
+                        .map(|(answer, (method, _))| answer.map_err(request_err(method)))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .collect();
             match futures::future::try_join_all(sent).await {
                 Ok(batches) => {
                     answers.extend(batches.into_iter().flatten());
                     rest = later;
                 }
-                Err(e) if cap > 1 && refused_whole(&e) => {
-                    let smaller = cap / 2;
-                    self.batch_cap.fetch_min(smaller, Ordering::Relaxed);
-                    warn!(target: "ots::source", calls = cap, now = smaller, error = %e, "the node refused a JSON-RPC batch whole; sending smaller ones");
-                }
+                Err(e) if cap > 0 && refused_whole(&e, now) => self.lower_batch_cap(cap, cap / 2, &e),
                 Err(e) => return Err(e),
             }
         }
         Ok(answers)
     }
 
-    /// Sends `calls` as one JSON-RPC batch; answers in order. An empty list sends nothing.
-    async fn one_batch(&self, calls: &[(&'static str, Value)]) -> Result<Vec<Value>, SourceError> {
+    /// Each call's answer or error: in one batch when the node takes batches of that many calls,
+    /// else (or when it refuses this one whole) as plain requests.
+    async fn answers_each(
+        &self,
+        calls: &[(&'static str, Value)],
+    ) -> Result<Vec<TransportResult<Value>>, SourceError> {
+        let cap = self.batch_cap.load(Ordering::Relaxed);
+        if calls.len() <= cap {
+            match self.batch_each(calls).await {
+                Err(e) if refused_whole(&e, calls) => self.lower_batch_cap(cap, calls.len() - 1, &e),
+                other => return other,
+            }
+        }
+        Ok(self.plain_each(calls).await)
+    }
+
+    /// Sends `calls` as one JSON-RPC batch; each call's answer or error, in order. Fails whole
+    /// when the batch got no answers of its own (refused whole, or not sent). An empty list
+    /// sends nothing.
+    async fn batch_each(
+        &self,
+        calls: &[(&'static str, Value)],
+    ) -> Result<Vec<TransportResult<Value>>, SourceError> {
         if calls.is_empty() {
             return Ok(Vec::new());
         }
@@ -479,11 +510,28 @@ impl NodeClient {
             .map(|(method, params)| batch.add_call::<_, Value>(*method, params).map_err(request_err(method)))
             .collect::<Result<Vec<_>, _>>()?;
         batch.send().await.map_err(request_err(ONE_BATCH))?;
-        let mut answers = Vec::with_capacity(waiters.len());
-        for (waiter, (method, _)) in waiters.into_iter().zip(calls) {
-            answers.push(waiter.await.map_err(request_err(method))?);
+        Ok(futures::future::join_all(waiters).await)
+    }
+
+    /// Sends `calls` as plain requests, all in flight at once; each call's answer or error, in
+    /// order.
+    async fn plain_each(&self, calls: &[(&'static str, Value)]) -> Vec<TransportResult<Value>> {
+        let sent = calls
+            .iter()
+            .map(|(method, params)| self.provider.raw_request::<_, Value>(Cow::Borrowed(*method), params));
+        futures::future::join_all(sent).await
+    }
+
+    /// Sends batches of `to` calls at most from now on (none at all if `to` is 0), after the node
+    /// refused one of `from` whole.
+    fn lower_batch_cap(&self, from: usize, to: usize, refusal: &SourceError) {
+        if self.batch_cap.fetch_min(to, Ordering::Relaxed) > to {
+            if to == 0 {
+                warn!(target: "ots::source", calls = from, error = %refusal, "the node refused a JSON-RPC batch of one call; sending plain requests");
+            } else {
+                warn!(target: "ots::source", calls = from, now = to, error = %refusal, "the node refused a JSON-RPC batch whole; sending smaller ones");
+            }
         }
-        Ok(answers)
     }
 
     /// Sends a request that an API client made, unchanged, and returns the node's answer as it
@@ -584,43 +632,32 @@ impl NodeClient {
 
     async fn fetch_block(&self, number: u64, block_receipts: bool) -> Result<BlockData, SourceError> {
         let n = format!("{number:#x}");
-        let client = self.provider.client();
-        let mut batch = alloy::rpc::client::BatchRequest::new(client);
-        let ser = |method: &'static str| move |source| SourceError::Request { method, source };
-        let block = batch
-            .add_call::<_, Value>("eth_getBlockByNumber", &(n.clone(), true))
-            .map_err(ser("eth_getBlockByNumber"))?;
-        let receipts = if block_receipts {
-            Some(
-                batch
-                    .add_call::<_, Value>("eth_getBlockReceipts", &[n.as_str()])
-                    .map_err(ser("eth_getBlockReceipts"))?,
-            )
-        } else {
-            None
-        };
-        let traces = match self.trace_mode {
-            TraceMode::Parity => {
-                Some(batch.add_call::<_, Value>("trace_block", &[n.as_str()]).map_err(ser("trace_block"))?)
-            }
+        let mut calls = vec![("eth_getBlockByNumber", json!([n, true]))];
+        if block_receipts {
+            calls.push(("eth_getBlockReceipts", json!([n])));
+        }
+        match self.trace_mode {
+            TraceMode::Parity => calls.push(("trace_block", json!([n]))),
             // Genesis has no transactions, and geth refuses to trace it.
-            TraceMode::Geth if number == 0 => None,
-            TraceMode::Geth => Some(
-                batch
-                    .add_call::<_, Value>("debug_traceBlockByNumber", &json!([n, {"tracer": "callTracer"}]))
-                    .map_err(ser("debug_traceBlockByNumber"))?,
-            ),
-            TraceMode::StructLog | TraceMode::None => None,
+            TraceMode::Geth if number == 0 => {}
+            TraceMode::Geth => calls.push(("debug_traceBlockByNumber", json!([n, {"tracer": "callTracer"}]))),
+            TraceMode::StructLog | TraceMode::None => {}
+        }
+        let mut answers = self.answers_each(&calls).await?.into_iter();
+        let (block, receipts) = match (answers.next(), block_receipts) {
+            (Some(block), false) => (block, None),
+            (Some(block), true) => (block, answers.next()),
+            (None, _) => (Ok(Value::Null), None),
         };
-        batch.send().await.map_err(request_err(ONE_BATCH))?;
+        let traces = answers.next();
 
-        let block = block.await.map_err(request_err("eth_getBlockByNumber"))?;
+        let block = block.map_err(request_err("eth_getBlockByNumber"))?;
         if block.is_null() {
             return Err(SourceError::Missing { what: "block", block: number });
         }
         let receipts = match receipts {
             None => self.receipts_one_by_one(number, &block).await?,
-            Some(receipts) => match receipts.await {
+            Some(receipts) => match receipts {
                 Ok(Value::Array(v)) => v,
                 Ok(Value::Null) => return Err(SourceError::Missing { what: "receipts", block: number }),
                 Ok(other) => {
@@ -651,9 +688,9 @@ impl NodeClient {
         let frames = match traces {
             None if self.trace_mode == TraceMode::Geth => Some(Vec::new()),
             None => None,
-            Some(waiter) => {
+            Some(answer) => {
                 let method = self.trace_mode.name();
-                let answer = waiter.await.map_err(request_err(method))?;
+                let answer = answer.map_err(request_err(method))?;
                 let parsed = match self.trace_mode {
                     TraceMode::Geth => parse_geth(tx_count, answer),
                     _ => parse_parity(tx_count, answer),
@@ -848,13 +885,18 @@ pub fn needs_archive(message: &str) -> bool {
                 .any(|n| m.contains(n)))
 }
 
-/// Whether an error answer says the node is busy or not there yet: worth waiting for.
-/// Whether a batch failed as a whole by the node's answer (an error object, or HTTP 413, in place
-/// of the batch's answers): what a node says of a batch larger than it takes. A node that cannot
-/// be reached fails otherwise.
-fn refused_whole(e: &SourceError) -> bool {
+/// Whether a batch of `calls` was refused as a whole (HTTP 413, or an error answer about the
+/// batch) rather than answered: what a node says of a batch larger than it takes (geth "batch too
+/// large", Nethermind "Batch size limit exceeded", jsonrpsee "The batch request was too large"),
+/// or of any batch when it takes none. The client's retry layer fails a batch on its first error
+/// answer, so an error about one call ("header not found", a reverted `eth_call`, a method the
+/// node lacks) fails it too: that is the call's answer, not a cap, and must not shrink the batches.
+fn refused_whole(e: &SourceError, calls: &[(&'static str, Value)]) -> bool {
     match e {
-        SourceError::Request { method: ONE_BATCH, source: RpcError::ErrorResp(_) } => true,
+        SourceError::Request { method: ONE_BATCH, source: RpcError::ErrorResp(p) } => {
+            p.message.to_ascii_lowercase().contains("batch")
+                && !calls.iter().any(|(method, _)| p.message.contains(method))
+        }
         SourceError::Request {
             method: ONE_BATCH,
             source: RpcError::Transport(TransportErrorKind::HttpError(http)),
@@ -863,6 +905,7 @@ fn refused_whole(e: &SourceError) -> bool {
     }
 }
 
+/// Whether an error answer says the node is busy or not there yet: worth waiting for.
 fn is_transient_answer(code: i64, message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     code == -32005
@@ -950,5 +993,44 @@ impl ChainView for NodeClient {
                 .await
                 .map_err(|e| ChainError { method: "eth_getCode", block, message: e.to_string() })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(method: &'static str, code: i64, message: &str) -> SourceError {
+        let payload =
+            serde_json::from_value(json!({"code": code, "message": message})).expect("an error object");
+        SourceError::Request { method, source: RpcError::ErrorResp(payload) }
+    }
+
+    fn batch_answered(code: i64, message: &str) -> SourceError {
+        answered(ONE_BATCH, code, message)
+    }
+
+    #[test]
+    fn only_an_answer_about_the_batch_is_a_refusal_of_it() {
+        let calls =
+            [("eth_getBlockByNumber", json!(["0x1", false])), ("eth_getBlockReceipts", json!(["0x1"]))];
+        for about_the_batch in [
+            "batch too large",
+            "Batch size limit exceeded",
+            "The batch request was too large",
+            "Batch requests are not supported",
+        ] {
+            assert!(refused_whole(&batch_answered(-32600, about_the_batch), &calls), "{about_the_batch}");
+        }
+        for about_one_call in [
+            "header not found",
+            "execution reverted",
+            "tracer not found",
+            "the method eth_getBlockReceipts does not exist/is not available",
+        ] {
+            assert!(!refused_whole(&batch_answered(-32000, about_one_call), &calls), "{about_one_call}");
+        }
+        let one_call = answered("eth_getBlockByNumber", -32600, "batch too large");
+        assert!(!refused_whole(&one_call, &calls), "a plain request's answer");
     }
 }

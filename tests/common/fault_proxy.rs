@@ -46,6 +46,9 @@ pub enum Fault {
     /// in its node's answers (its documentation's fields: no signature, `ticketId`, `refundTo`,
     /// `maxRefund`, `submissionFeeRefund`; receipts with `gasUsedForL1` and `l1BlockNumber`).
     ArbitrumShapes = 10,
+    /// JSON-RPC batches are refused whole, as by a node or gateway that takes none; single
+    /// requests pass.
+    NoBatches = 11,
 }
 
 /// The running endpoint.
@@ -216,12 +219,18 @@ async fn serve(
         8 => Fault::PrunedState,
         9 => Fault::UnreadableSender,
         10 => Fault::ArbitrumShapes,
+        11 => Fault::NoBatches,
         _ => Fault::Healthy,
     };
     let (status, answer) = match fault {
         Fault::Garbage => ("200 OK", b"{\"jsonrpc\":\"2.0\",\"id\":1,\"resu".to_vec()),
         Fault::TooManyRequests => ("429 Too Many Requests", b"rate limited".to_vec()),
         Fault::ServerError => ("500 Internal Server Error", b"<html>oops</html>".to_vec()),
+        Fault::NoBatches if body.trim_ascii_start().starts_with(b"[") => (
+            "200 OK",
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Batch requests are not supported"}}"#
+                .to_vec(),
+        ),
         _ => {
             let upstream_answer = client
                 .post(upstream)
@@ -231,7 +240,7 @@ async fn serve(
                 .await
                 .ok()?;
             let bytes = upstream_answer.bytes().await.ok()?.to_vec();
-            if fault == Fault::Healthy {
+            if matches!(fault, Fault::Healthy | Fault::NoBatches) {
                 ("200 OK", bytes)
             } else {
                 let request: Value = serde_json::from_slice(&body).ok()?;

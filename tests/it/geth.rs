@@ -428,6 +428,35 @@ async fn a_batch_larger_than_the_nodes_cap_is_answered_whole_and_in_order() {
     let small = Geth::start_with(&["--rpc.batch-request-limit", "7"]);
     sha3_batch_in_order(&small.url, 250).await;
     sha3_batch_in_order(&small.url, 30).await;
+
+    // With its call tracer a block is asked for in a batch of three calls: a node that takes two
+    // refuses each whole, and the block's calls go out as plain requests instead of being asked
+    // again for ever.
+    let two = Geth::start_with(&["--rpc.batch-request-limit", "2"]);
+    let dev = Dev::of(&two).await;
+    for i in 0..3u64 {
+        dev.send(Some(Address::repeat_byte(0x42)), 1 + i, Bytes::new()).await;
+    }
+    let client = NodeClient::connect(&two.url, Duration::from_secs(30))
+        .expect("node")
+        .with_traces(TraceChoice::Auto)
+        .await
+        .expect("tracer");
+    assert_eq!(client.trace_mode().name(), "debug_traceBlockByNumber");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+    let indexer =
+        Indexer::open(db.clone(), client.clone(), vec![Box::new(Erc20Classifier)], SyncConfig::default())
+            .await
+            .expect("indexer");
+    let head = client.head().await.expect("head");
+    assert!(head >= 3, "geth sealed a block per transaction: {head}");
+    tokio::time::timeout(Duration::from_secs(60), indexer.sync_to(head))
+        .await
+        .expect("no endless retry")
+        .expect("indexed");
+    indexer.close().await.expect("close");
+    check(&db.begin_read().expect("read")).expect("check");
 }
 
 /// `calls` `web3_sha3` calls through the client's batches come back whole and in order.

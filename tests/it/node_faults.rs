@@ -269,3 +269,51 @@ async fn transactions_of_another_chains_type_index_as_their_common_fields() {
     }
     assert_eq!(hashes[0], hashes[1], "every table equals the plain chain's");
 }
+
+/// A node (or a gateway in front of it) that takes no JSON-RPC batches answers each one with an
+/// error object: the client sends plain requests from then on, and the index, traces included,
+/// is the one a node that takes batches gives. Before, each block's batch was refused and asked
+/// again for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_takes_no_batches_is_sent_plain_requests() {
+    use common::fault_proxy::{Fault, FaultProxy};
+    use ots_indexer::{index::check::dump_hash, source::TraceChoice};
+
+    let anvil = Anvil::start(&[]);
+    workload::run(&anvil.url).await;
+    let batches = FaultProxy::start(&anvil.url).await;
+    let plain = FaultProxy::start(&anvil.url).await;
+    plain.set(Fault::NoBatches);
+    let mut hashes = Vec::new();
+    for proxy in [&batches, &plain] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let node = NodeClient::connect(&proxy.url, Duration::from_secs(5))
+            .expect("node")
+            .with_traces(TraceChoice::Auto)
+            .await
+            .expect("tracer");
+        assert_eq!(node.trace_mode().name(), "trace_block");
+        let indexer = Indexer::open(db.clone(), node.clone(), vec![Box::new(Erc20Classifier)], config())
+            .await
+            .expect("open");
+        let head = node.head().await.expect("head");
+        tokio::time::timeout(Duration::from_secs(120), indexer.sync_to(head))
+            .await
+            .expect("no endless retry")
+            .expect("indexed");
+        indexer.close().await.expect("close");
+        ots_indexer::index::check::check(&db.begin_read().expect("read")).expect("check");
+        hashes.push(dump_hash(&db).expect("hash"));
+
+        // A list of calls comes back whole and in order either way.
+        let calls: Vec<(&'static str, serde_json::Value)> = (0..=head)
+            .map(|n| ("eth_getBlockByNumber", serde_json::json!([format!("{n:#x}"), false])))
+            .collect();
+        let answers = node.batch(&calls).await.expect("answered");
+        for (n, answer) in (0..=head).zip(&answers) {
+            assert_eq!(answer["number"], serde_json::json!(format!("{n:#x}")), "block {n}");
+        }
+    }
+    assert_eq!(hashes[0], hashes[1], "plain requests index what batches do");
+}
