@@ -128,6 +128,15 @@ mod tests {
             txn.put::<OtsTokenHolderRanks>(&few, r).expect("put");
         }
         txn.commit().expect("commit");
+        {
+            // A page of dups the transaction changed.
+            let txn = db.begin_write().expect("write");
+            txn.delete::<OtsTokenHolderRanks>(&token, Some(&ranks[700])).expect("delete");
+            let mut left = ranks.clone();
+            left.remove(700);
+            let dups = txn.cursor::<OtsTokenHolderRanks>().expect("cursor").dups(&token).expect("dups");
+            assert_eq!(dups, left, "a dirty page");
+        }
 
         let txn = db.begin_read().expect("read");
         let cursor = txn.cursor::<OtsTokenHolderRanks>().expect("cursor");
@@ -165,5 +174,12 @@ mod tests {
             }
             assert_eq!(read, small[from + 1..], "a few dups, from dup {from}");
         }
+
+        // `dups` reads a DupFixed key's pages the same way, committed or dirty.
+        let mut cursor = txn.cursor::<OtsTokenHolderRanks>().expect("cursor");
+        assert_eq!(cursor.dups(&token).expect("dups"), ranks);
+        assert_eq!(cursor.dups(&other).expect("dups"), [rank(1)]);
+        assert_eq!(cursor.dups(&few).expect("dups"), small);
+        assert!(cursor.dups(&Address::ZERO).expect("dups").is_empty());
     }
 }

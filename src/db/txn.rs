@@ -368,15 +368,34 @@ impl<'tx, K: TransactionKind, T: DupTable> TableCursor<'tx, K, T> {
         self.value("last dup", raw, &[])
     }
 
-    /// Every dup at `key`, in order.
+    /// Every dup at `key`, in order: a DupFixed table's a leaf page at a time (a holder of
+    /// thousands of tokens is read in a few calls, not thousands).
     pub fn dups(&mut self, key: &T::Key) -> DbResult<Vec<T::Value>> {
+        let Some(first) = self.seek_exact(key)? else { return Ok(Vec::new()) };
+        // On the key's first dup, which opens its first page of dups.
+        let page = match T::ID.layout() {
+            Layout::DupFixed => self.dup_page()?,
+            _ => None,
+        };
+        let size = first.encode_value().len();
+        let Some(mut bytes) = page.filter(|p| p.len() >= size) else {
+            let mut out = vec![first];
+            while let Some(v) = self.next_dup()? {
+                out.push(v);
+            }
+            return Ok(out);
+        };
+        let k = key.encode_key();
         let mut out = Vec::new();
-        let mut next = self.seek_exact(key)?;
-        while let Some(v) = next {
-            out.push(v);
-            next = self.next_dup()?;
+        loop {
+            for dup in bytes.chunks_exact(size) {
+                out.push(decode_value::<T>(k.as_ref(), dup)?);
+            }
+            match self.next_dup_page()? {
+                Some(next) if next.len() >= size => bytes = next,
+                _ => return Ok(out),
+            }
         }
-        Ok(out)
     }
 
     /// The bytes of every dup on the leaf page that holds the cursor's current dup, from the

@@ -94,18 +94,28 @@ where
     let mut out = Vec::with_capacity(keys.len());
     let first_unwound = to + 1;
     for key in keys {
-        if window.seek_sub_key(&key, &first_unwound)?.is_none() {
+        // The unwound dups are the key's last ones (a dup's sub-key is its block).
+        let Some(first) = window.seek_exact(&key)? else { continue };
+        if first.block >= first_unwound {
+            // Most keys the unwound blocks changed changed in no older window block: all go.
+            let before = window.last_dup()?.map(|row| row.value);
+            txn.delete::<W>(&key, None)?;
+            out.push((key, before, None));
             continue;
         }
-        let before = window.last_dup()?.map(|row| row.value);
-        while window.seek_sub_key(&key, &first_unwound)?.is_some() {
-            window.delete_current()?;
+        let Some(mut last) = window.last_dup()? else { continue };
+        if last.block < first_unwound {
+            continue;
         }
-        let after = match window.seek_exact(&key)? {
-            Some(_) => window.last_dup()?.map(|row| row.value),
-            None => None,
-        };
-        out.push((key, before, after));
+        let before = Some(last.value);
+        // From the last dup back: the key keeps its older dups, so the cursor stays on it.
+        while last.block >= first_unwound {
+            window.delete_current()?;
+            last = window.last_dup()?.ok_or_else(|| {
+                broken::<W>(key.encode_key().as_ref(), "its dups before the unwound blocks went too".into())
+            })?;
+        }
+        out.push((key, before, Some(last.value)));
     }
     for block in &blocks {
         txn.delete::<U>(&BlockNumber(*block), None)?;
