@@ -181,6 +181,13 @@ pub struct SyncArgs {
     /// stops").
     #[arg(long, env = "OTS_STOPPED_RECHECK_SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     pub stopped_recheck_secs: u64,
+
+    /// Seconds the node may answer the same way that it lacks a block below its head, or that a
+    /// block's parts do not add up, before the loop stops on it as above (a lagging replica
+    /// behind a load balancer catches up in seconds; a node still syncing its old blocks does
+    /// not).
+    #[arg(long, env = "OTS_SAME_ANSWER_STOPS_SECS", default_value_t = 120)]
+    pub same_answer_stops_secs: u64,
 }
 
 /// `--stage-journal`.
@@ -248,6 +255,7 @@ impl SyncArgs {
                 journal,
             },
             stopped_recheck: Duration::from_secs(self.stopped_recheck_secs),
+            same_answer_stops: Duration::from_secs(self.same_answer_stops_secs),
         }
     }
 

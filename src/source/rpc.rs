@@ -170,6 +170,14 @@ impl SourceError {
         matches!(self, Self::Request { source, .. } if is_method_missing(source))
     }
 
+    /// Whether the node says it no longer keeps the block's history (EIP-4444: geth's
+    /// `--history.chain postmerge`, code 4444 "pruned history unavailable"): asking again will
+    /// not bring it back.
+    pub fn is_pruned_history(&self) -> bool {
+        matches!(self, Self::Request { source: RpcError::ErrorResp(p), .. }
+            if p.code == 4444 || p.message.to_ascii_lowercase().contains("pruned history"))
+    }
+
     /// Whether the node answered with a JSON-RPC error (it is there, and refused the call).
     pub fn is_error_answer(&self) -> bool {
         matches!(self, Self::Request { source: RpcError::ErrorResp(_), .. })

@@ -70,6 +70,9 @@ pub struct SyncConfig {
     /// How long the loop, stopped on an answer that asking again at once cannot change (a
     /// block it cannot read, state the node no longer has), waits before it looks again.
     pub stopped_recheck: Duration,
+    /// How long the node may give the same answer about a block that it lacks or that does not
+    /// add up before the loop stops on it as on an answer retrying cannot change.
+    pub same_answer_stops: Duration,
 }
 
 /// Which write path indexes blocks older than the reorg window (docs/architecture.md, "Two write
@@ -132,6 +135,7 @@ impl Default for SyncConfig {
             write_path: WritePath::Auto,
             stage: StageLimits::default(),
             stopped_recheck: DEFAULT_STOPPED_RECHECK,
+            same_answer_stops: DEFAULT_SAME_ANSWER_STOPS,
         }
     }
 }
@@ -158,6 +162,13 @@ const BATCH_LOG_INTERVAL: Duration = Duration::from_secs(5);
 /// How long a stopped loop waits by default before it looks once more (the node may have been
 /// fixed, or pointed elsewhere).
 pub const DEFAULT_STOPPED_RECHECK: Duration = Duration::from_secs(300);
+
+/// How long the same answer about a missing or inconsistent block is retried by default before
+/// the loop stops on it: longer than a lagging replica behind a load balancer takes to catch up
+/// (seconds), short enough that an operator sees the reason in `status` rather than in a WARN
+/// every 30 s for ever (a node still syncing its old blocks, one that answers a chain's blocks in
+/// a shape that does not add up).
+pub const DEFAULT_SAME_ANSWER_STOPS: Duration = Duration::from_secs(120);
 
 /// Default reorg window, in blocks.
 pub const DEFAULT_REORG_WINDOW: u64 = 128;
@@ -226,6 +237,9 @@ impl SyncError {
             Self::Source(e @ (SourceError::Unreadable { .. } | SourceError::ForeignHeader { .. })) => {
                 Some(e.to_string())
             }
+            Self::Source(e) if e.is_pruned_history() => Some(format!(
+                "{e}: the node no longer keeps this block's history (EIP-4444); point --rpc-url at a node that keeps the whole chain (geth: --history.chain all)"
+            )),
             Self::Chain(e) if crate::source::needs_archive(&e.message) => Some(format!(
                 "{e}: classifying contracts needs the state of past blocks, which this node no longer keeps; point --rpc-url at an archive node"
             )),
@@ -243,6 +257,31 @@ impl SyncError {
             Self::Source(SourceError::BadUrl { .. }) => false,
             Self::Source(_) | Self::Chain(_) | Self::Moved { .. } => true,
             _ => false,
+        }
+    }
+}
+
+/// The answer about a missing or inconsistent block that the loop has met on every try since a
+/// moment, if any.
+#[derive(Debug, Default)]
+struct SameAnswer {
+    seen: Option<(String, Instant)>,
+}
+
+impl SameAnswer {
+    /// Notes `e`; whether it is such an answer, met on every try for at least `limit`.
+    fn for_too_long(&mut self, e: &SyncError, limit: Duration) -> bool {
+        if !matches!(e, SyncError::Source(SourceError::Missing { .. } | SourceError::Inconsistent { .. })) {
+            self.seen = None;
+            return false;
+        }
+        let said = e.to_string();
+        match &self.seen {
+            Some((before, since)) if *before == said => since.elapsed() >= limit,
+            _ => {
+                self.seen = Some((said, Instant::now()));
+                limit.is_zero()
+            }
         }
     }
 }
@@ -811,12 +850,14 @@ impl Indexer {
         if heads.is_some() {
             info!(target: "ots::sync", "following the head by newHeads subscription");
         }
+        let mut same = SameAnswer::default();
         loop {
             if *stop.borrow() {
                 return Ok(());
             }
             let stepped = self.step().await;
             if stepped.is_ok() {
+                same = SameAnswer::default();
                 self.resume().await?;
             }
             self.save_notices().await?;
@@ -827,6 +868,14 @@ impl Indexer {
                 }
                 Err(e) if e.stop_reason().is_some() => {
                     self.stopped(e.stop_reason().unwrap_or_default()).await?;
+                    self.config.stopped_recheck
+                }
+                Err(e) if same.for_too_long(&e, self.config.same_answer_stops) => {
+                    let reason = format!(
+                        "{e} (the same answer for {:?}: a node still syncing its old blocks, or one whose answers for this block do not add up)",
+                        self.config.same_answer_stops
+                    );
+                    self.stopped(reason).await?;
                     self.config.stopped_recheck
                 }
                 // With a subscription, polling is only the fallback for a lost notification.
@@ -977,4 +1026,28 @@ fn bind(db: &Db, chain: ChainIdentity, names: &[String]) -> Result<(), SyncError
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, SyncError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| SyncError::Writer(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn missing(block: u64) -> SyncError {
+        SyncError::Source(SourceError::Missing { what: "block", block })
+    }
+
+    #[test]
+    fn only_the_same_answer_about_a_block_counts_and_anything_else_starts_again() {
+        let limit = Duration::from_millis(30);
+        let mut same = SameAnswer::default();
+        assert!(!same.for_too_long(&missing(7), limit), "first seen");
+        std::thread::sleep(limit);
+        assert!(same.for_too_long(&missing(7), limit), "the same for the whole limit");
+        assert!(!same.for_too_long(&missing(8), limit), "another block starts again");
+        std::thread::sleep(limit);
+        let other = SyncError::Source(SourceError::BadUrl { url: "x".into(), reason: "y".into() });
+        assert!(!same.for_too_long(&other, limit), "not an answer about a block");
+        assert!(!same.for_too_long(&missing(8), limit), "counted again from here");
+        assert!(SameAnswer::default().for_too_long(&missing(1), Duration::ZERO), "no patience at all");
+    }
 }

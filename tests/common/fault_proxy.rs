@@ -49,6 +49,9 @@ pub enum Fault {
     /// JSON-RPC batches are refused whole, as by a node or gateway that takes none; single
     /// requests pass.
     NoBatches = 11,
+    /// Blocks and their receipts are answered as geth answers them once it pruned the chain's
+    /// history (EIP-4444, `--history.chain postmerge`): error 4444.
+    PrunedHistory = 12,
 }
 
 /// The running endpoint.
@@ -140,6 +143,12 @@ fn refuse(response: &mut Value, code: i64, message: &str) {
 }
 
 fn tamper(response: &mut Value, method: &str, fault: Fault) {
+    if fault == Fault::PrunedHistory {
+        if matches!(method, "eth_getBlockByNumber" | "eth_getBlockReceipts") {
+            refuse(response, 4444, "pruned history unavailable");
+        }
+        return;
+    }
     if matches!(fault, Fault::RefusedCall | Fault::PrunedState) {
         if method == "eth_call" {
             let code_and_message = if fault == Fault::RefusedCall {
@@ -220,6 +229,7 @@ async fn serve(
         9 => Fault::UnreadableSender,
         10 => Fault::ArbitrumShapes,
         11 => Fault::NoBatches,
+        12 => Fault::PrunedHistory,
         _ => Fault::Healthy,
     };
     let (status, answer) = match fault {

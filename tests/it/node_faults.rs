@@ -172,8 +172,8 @@ async fn a_probe_the_node_refuses_twice_is_a_no_and_the_index_reaches_the_head()
 }
 
 /// Answers that asking again at once cannot change: state a pruned node no longer has, a
-/// block whose transactions cannot be read even as any chain's, and a block whose hash is not
-/// its header's. The loop stops with the reason
+/// block whose transactions cannot be read even as any chain's, a block whose hash is not its
+/// header's, and a block whose history the node pruned (EIP-4444). The loop stops with the reason
 /// (in `status` here and from another process, and the metrics) instead of retrying for ever,
 /// writes nothing, looks again after `stopped_recheck`, and resumes once the node is fixed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,6 +200,7 @@ async fn an_answer_retrying_cannot_change_stops_the_loop_with_its_reason() {
             Fault::ForgedHash,
             vec!["block 2: its hash 0xabab", "is not the hash of its header", "--no-header-check"],
         ),
+        (Fault::PrunedHistory, vec!["pruned history unavailable", "EIP-4444", "--history.chain all"]),
     ] {
         proxy.set(fault);
         let err = indexer.sync_to(head).await.expect_err("stops");
@@ -316,4 +317,57 @@ async fn a_node_that_takes_no_batches_is_sent_plain_requests() {
         }
     }
     assert_eq!(hashes[0], hashes[1], "plain requests index what batches do");
+}
+
+/// A node that gives the same answer about a block that does not add up (here another block's
+/// number in its place) on every try was retried every 30 s for ever, with only a WARN to show
+/// for it. After `same_answer_stops` of the same answer the loop stops on it with the reason, as
+/// on an answer retrying cannot change, looks again after `stopped_recheck`, and resumes once the
+/// node answers well; a different failure in between starts the count again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_inconsistent_answer_for_too_long_stops_the_loop_with_its_reason() {
+    use common::fault_proxy::{Fault, FaultProxy};
+
+    let anvil = Anvil::start(&[]);
+    workload::run(&anvil.url).await;
+    let proxy = FaultProxy::start(&anvil.url).await;
+    let config = SyncConfig {
+        stopped_recheck: Duration::from_millis(500),
+        same_answer_stops: Duration::from_millis(300),
+        ..config()
+    };
+    let (_dir, db, indexer, node) = indexer_behind(&proxy, config).await;
+    let head = node.head().await.expect("head");
+    indexer.sync_to(1).await.expect("healthy start");
+
+    proxy.set(Fault::WrongBlockNumber);
+    let progress = indexer.progress();
+    let follower = common::follower::Follower::start(indexer);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while progress.notices().get().stopped.is_none() {
+        assert!(std::time::Instant::now() < deadline, "the loop did not stop on the same answer");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stopped = progress.notices().get().stopped.expect("stopped");
+    assert!(stopped.starts_with("stopped at block 2:"), "{stopped}");
+    for needle in ["asked for block 2, got block 30583", "the same answer for 300ms"] {
+        assert!(stopped.contains(needle), "{needle:?} in {stopped}");
+    }
+    assert_eq!(
+        state::read_state(&db.begin_read().expect("read")).expect("state").checkpoint.map(|c| c.number),
+        Some(1)
+    );
+
+    proxy.set(Fault::Healthy);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let tip = state::read_state(&db.begin_read().expect("read")).expect("state").checkpoint;
+        if tip.map(|t| t.number) == Some(head) && progress.notices().get().stopped.is_none() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "sync did not resume");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    follower.stop().await;
+    ots_indexer::index::check::check(&db.begin_read().expect("read")).expect("check");
 }
