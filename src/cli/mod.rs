@@ -23,7 +23,7 @@ use tracing::{info, warn};
 use crate::{
     db::{state, AccessMode, Db},
     source::NodeClient,
-    sync::Indexer,
+    sync::{Indexer, SyncError},
 };
 
 /// Otterscan V2 token-attribution indexer: runs beside an Ethereum node, indexes contracts and
@@ -289,6 +289,16 @@ pub(crate) async fn start_indexer(
             Ok(mut i) => {
                 i.stop_on(stop.clone());
                 return Ok(Some(with_reporting(i, sync_args).await?));
+            }
+            Err(SyncError::Source(e)) if e.not_a_node().is_some() => {
+                let why = e.not_a_node().unwrap_or_default();
+                // The answer's first line: an HTTP error quotes the whole page it came with.
+                let said: String =
+                    e.to_string().lines().next().unwrap_or_default().chars().take(160).collect();
+                anyhow::bail!(
+                    "{} is not an Ethereum node's JSON-RPC endpoint: {why} ({said}); give --rpc-url the node's HTTP or WebSocket JSON-RPC URL (for example http://127.0.0.1:8545)",
+                    node_args.rpc_url
+                );
             }
             Err(e) if e.is_transient() => {
                 let url = &node_args.rpc_url;

@@ -170,6 +170,27 @@ impl SourceError {
         matches!(self, Self::Request { source, .. } if is_method_missing(source))
     }
 
+    /// Why an answer to the first requests (the tracer probes, `eth_chainId`) says the URL is
+    /// not an Ethereum JSON-RPC endpoint at all, if it does: an HTTP server that takes no
+    /// JSON-RPC there (404, 405, 501: a consensus client's REST port, a web page), a body that
+    /// is not JSON-RPC, or a JSON-RPC server without `eth_chainId`. Asking it again will not
+    /// change that; a node still starting (connection refused, 502, 503) answers otherwise.
+    pub fn not_a_node(&self) -> Option<String> {
+        let Self::Request { method, source } = self else { return None };
+        match source {
+            RpcError::Transport(TransportErrorKind::HttpError(http))
+                if matches!(http.status, 404 | 405 | 501) =>
+            {
+                Some(format!("it answers HTTP {} to a JSON-RPC request", http.status))
+            }
+            RpcError::DeserError { .. } => Some("its answer is not JSON-RPC".to_owned()),
+            e if *method == "eth_chainId" && is_method_missing(e) => {
+                Some("it does not know eth_chainId".to_owned())
+            }
+            _ => None,
+        }
+    }
+
     /// Whether the node says it no longer keeps the block's history (EIP-4444: geth's
     /// `--history.chain postmerge`, code 4444 "pruned history unavailable"): asking again will
     /// not bring it back.

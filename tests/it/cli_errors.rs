@@ -69,6 +69,41 @@ fn a_node_url_that_can_never_work_stops_at_start() {
     assert!(!stderr.contains("retrying"), "a bad URL is not retried: {stderr}");
 }
 
+/// A URL that reaches an HTTP server but no JSON-RPC (here a static file server, which answers
+/// POST with 501; a consensus client's REST port answers 404) was retried every 2 s for ever.
+/// Now it stops at start with what the server said and which URL is wanted.
+#[test]
+fn a_url_that_answers_no_json_rpc_stops_at_start() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let files = tempfile::tempdir().expect("tempdir");
+    let mut server = Command::new("python3")
+        .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
+        .current_dir(files.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3's http.server");
+    let url = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(20), "http.server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let datadir = dir.path().to_str().expect("utf-8 path");
+    let out = run_bounded(
+        &["run", "--rpc-url", &url, "--datadir", datadir, "--http-addr", "127.0.0.1:0"],
+        Duration::from_secs(30),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "exit status {:?}", out.status);
+    assert!(stderr.contains(&format!("{url} is not an Ethereum node's JSON-RPC endpoint")), "{stderr}");
+    assert!(stderr.contains("HTTP 501"), "{stderr}");
+    assert!(!stderr.contains("retrying"), "not retried: {stderr}");
+}
+
 #[test]
 fn serving_a_directory_without_a_database_says_which_command_creates_one() {
     let dir = tempfile::tempdir().expect("tempdir");
