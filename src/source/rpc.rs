@@ -917,13 +917,17 @@ pub fn needs_archive(message: &str) -> bool {
 /// Whether a batch of `calls` was refused as a whole (HTTP 413, or an error answer about the
 /// batch) rather than answered: what a node says of a batch larger than it takes (geth "batch too
 /// large", Nethermind "Batch size limit exceeded", jsonrpsee "The batch request was too large"),
-/// or of any batch when it takes none. The client's retry layer fails a batch on its first error
-/// answer, so an error about one call ("header not found", a reverted `eth_call`, a method the
-/// node lacks) fails it too: that is the call's answer, not a cap, and must not shrink the batches.
+/// of a batch whose answers outgrow its cap on a response's size (geth's
+/// `--rpc.batch-response-max-size`, 25 MB by default, answers the calls past it "response too
+/// large": a hundred blocks' receipts of a busy chain pass it), or of any batch when it takes
+/// none. The client's retry layer fails a batch on its first error answer, so an error about one
+/// call ("header not found", a reverted `eth_call`, a method the node lacks) fails it too: that
+/// is the call's answer, not a cap, and must not shrink the batches.
 fn refused_whole(e: &SourceError, calls: &[(&'static str, Value)]) -> bool {
     match e {
         SourceError::Request { method: ONE_BATCH, source: RpcError::ErrorResp(p) } => {
-            p.message.to_ascii_lowercase().contains("batch")
+            let m = p.message.to_ascii_lowercase();
+            (m.contains("batch") || m.contains("too large"))
                 && !calls.iter().any(|(method, _)| p.message.contains(method))
         }
         SourceError::Request {
@@ -1048,6 +1052,7 @@ mod tests {
             "Batch size limit exceeded",
             "The batch request was too large",
             "Batch requests are not supported",
+            "response too large",
         ] {
             assert!(refused_whole(&batch_answered(-32600, about_the_batch), &calls), "{about_the_batch}");
         }

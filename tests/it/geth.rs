@@ -97,12 +97,7 @@ async fn geth_dev_indexes_with_its_call_tracer_and_follows_set_head() {
     txs.push(failed);
 
     // geth's callTracer is found although geth will not trace its genesis block.
-    let client = NodeClient::connect(&geth.url, Duration::from_secs(30))
-        .expect("node")
-        .with_traces(TraceChoice::Auto)
-        .await
-        .expect("tracer");
-    assert_eq!(client.trace_mode().name(), "debug_traceBlockByNumber");
+    let client = call_traced(&geth.url).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
     let config = SyncConfig { batch_blocks: 4, reorg_window: 64, ..SyncConfig::default() };
@@ -429,6 +424,11 @@ async fn a_batch_larger_than_the_nodes_cap_is_answered_whole_and_in_order() {
     sha3_batch_in_order(&small.url, 250).await;
     sha3_batch_in_order(&small.url, 30).await;
 
+    // A node that caps a batch's answers by size answers the calls past the cap with an error
+    // ("response too large"): smaller batches fit.
+    let narrow = Geth::start_with(&["--rpc.batch-response-max-size", "2000"]);
+    sha3_batch_in_order(&narrow.url, 250).await;
+
     // With its call tracer a block is asked for in a batch of three calls: a node that takes two
     // refuses each whole, and the block's calls go out as plain requests instead of being asked
     // again for ever.
@@ -437,12 +437,7 @@ async fn a_batch_larger_than_the_nodes_cap_is_answered_whole_and_in_order() {
     for i in 0..3u64 {
         dev.send(Some(Address::repeat_byte(0x42)), 1 + i, Bytes::new()).await;
     }
-    let client = NodeClient::connect(&two.url, Duration::from_secs(30))
-        .expect("node")
-        .with_traces(TraceChoice::Auto)
-        .await
-        .expect("tracer");
-    assert_eq!(client.trace_mode().name(), "debug_traceBlockByNumber");
+    let client = call_traced(&two.url).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
     let indexer =
@@ -457,6 +452,18 @@ async fn a_batch_larger_than_the_nodes_cap_is_answered_whole_and_in_order() {
         .expect("indexed");
     indexer.close().await.expect("close");
     check(&db.begin_read().expect("read")).expect("check");
+}
+
+/// A client of the geth at `url` that takes call frames from its `callTracer`, as
+/// `--traces auto` finds it.
+async fn call_traced(url: &str) -> NodeClient {
+    let client = NodeClient::connect(url, Duration::from_secs(30))
+        .expect("node")
+        .with_traces(TraceChoice::Auto)
+        .await
+        .expect("tracer");
+    assert_eq!(client.trace_mode().name(), "debug_traceBlockByNumber");
+    client
 }
 
 /// `calls` `web3_sha3` calls through the client's batches come back whole and in order.

@@ -117,6 +117,31 @@ async fn a_misbehaving_node_changes_nothing_and_sync_resumes() {
     ots_indexer::index::check::check(&db.begin_read().expect("read")).expect("check");
 }
 
+/// Waits until the follow loop says it stopped; returns why.
+async fn stopped_with(progress: &ots_indexer::status::SharedProgress) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(stopped) = progress.notices().get().stopped {
+            return stopped;
+        }
+        assert!(std::time::Instant::now() < deadline, "the loop did not say it stopped");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until the follow loop indexed up to `head` and no longer says it is stopped.
+async fn resumed_to(db: &Db, progress: &ots_indexer::status::SharedProgress, head: u64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let tip = state::read_state(&db.begin_read().expect("read")).expect("state").checkpoint;
+        if tip.map(|t| t.number) == Some(head) && progress.notices().get().stopped.is_none() {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "sync did not resume");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A database of its own in front of `proxy`, with frames from nowhere (the proxy's tampering
 /// is the subject, not the tracer).
 async fn indexer_behind(
@@ -216,12 +241,7 @@ async fn an_answer_retrying_cannot_change_stops_the_loop_with_its_reason() {
     proxy.set(Fault::UnreadableSender);
     let progress = indexer.progress();
     let follower = common::follower::Follower::start(indexer);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while progress.notices().get().stopped.is_none() {
-        assert!(std::time::Instant::now() < deadline, "the loop did not say it stopped");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let stopped = progress.notices().get().stopped.expect("stopped");
+    let stopped = stopped_with(&progress).await;
     assert!(stopped.starts_with("stopped at block 2: block 2 cannot be read"), "{stopped}");
     // Another process sees it too.
     let elsewhere = read_status(&db, None, None).expect("status");
@@ -234,15 +254,7 @@ async fn an_answer_retrying_cannot_change_stops_the_loop_with_its_reason() {
 
     // Fixed: the next look resumes, and the stop is cleared everywhere.
     proxy.set(Fault::Healthy);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let tip = state::read_state(&db.begin_read().expect("read")).expect("state").checkpoint;
-        if tip.map(|t| t.number) == Some(head) && progress.notices().get().stopped.is_none() {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "sync did not resume");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    resumed_to(&db, &progress, head).await;
     assert_eq!(read_status(&db, None, None).expect("status").notices.stopped, None);
     follower.stop().await;
     ots_indexer::index::check::check(&db.begin_read().expect("read")).expect("check");
@@ -343,12 +355,7 @@ async fn the_same_inconsistent_answer_for_too_long_stops_the_loop_with_its_reaso
     proxy.set(Fault::WrongBlockNumber);
     let progress = indexer.progress();
     let follower = common::follower::Follower::start(indexer);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while progress.notices().get().stopped.is_none() {
-        assert!(std::time::Instant::now() < deadline, "the loop did not stop on the same answer");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let stopped = progress.notices().get().stopped.expect("stopped");
+    let stopped = stopped_with(&progress).await;
     assert!(stopped.starts_with("stopped at block 2:"), "{stopped}");
     for needle in ["asked for block 2, got block 30583", "the same answer for 300ms"] {
         assert!(stopped.contains(needle), "{needle:?} in {stopped}");
@@ -359,15 +366,7 @@ async fn the_same_inconsistent_answer_for_too_long_stops_the_loop_with_its_reaso
     );
 
     proxy.set(Fault::Healthy);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let tip = state::read_state(&db.begin_read().expect("read")).expect("state").checkpoint;
-        if tip.map(|t| t.number) == Some(head) && progress.notices().get().stopped.is_none() {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "sync did not resume");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    resumed_to(&db, &progress, head).await;
     follower.stop().await;
     ots_indexer::index::check::check(&db.begin_read().expect("read")).expect("check");
 }
