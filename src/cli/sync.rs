@@ -42,7 +42,7 @@ pub async fn sync(args: SyncCmdArgs) -> anyhow::Result<()> {
         let head = args.exit_at_block.map_or(head, |block| block.min(head));
         // The loop looks at the stop request between batches, and a bulk stage commits what it
         // gathered.
-        indexer.sync_to(head).await
+        indexer.sync_to_retrying(head).await
     } else {
         indexer.follow(stop).await
     };

@@ -253,8 +253,9 @@ impl SyncError {
             return false;
         }
         match self {
-            // A URL that cannot work now never will: waiting would hide the mistake.
-            Self::Source(SourceError::BadUrl { .. }) => false,
+            // A URL that cannot work now never will, nor will a recording read again: waiting
+            // would hide the mistake.
+            Self::Source(SourceError::BadUrl { .. } | SourceError::Fixture { .. }) => false,
             Self::Source(_) | Self::Chain(_) | Self::Moved { .. } => true,
             _ => false,
         }
@@ -806,6 +807,39 @@ impl Indexer {
             next = to + 1;
         }
         self.save_notices().await
+    }
+
+    /// [`Indexer::sync_to`], retrying what the follow loop retries (a node down or failing for a
+    /// while: pauses that double up to 30 s, a WARN each) until `target` is indexed or a stop is
+    /// asked for. An answer retrying cannot change, or the same answer about a block for
+    /// `same_answer_stops`, ends it with that error: what `sync --exit-at-head` does, where one
+    /// failed request of a catch-up of hours ended the command.
+    pub async fn sync_to_retrying(&self, target: u64) -> Result<(), SyncError> {
+        let mut backoff = self.config.poll_interval;
+        let mut same = SameAnswer::default();
+        let mut from = self.next_block()?;
+        loop {
+            let e = match self.sync_to(target).await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            if e.stop_reason().is_some()
+                || !e.is_transient()
+                || same.for_too_long(&e, self.config.same_answer_stops)
+            {
+                return Err(e);
+            }
+            let now = self.next_block()?;
+            if now > from {
+                backoff = self.config.poll_interval;
+                from = now;
+            }
+            warn!(target: "ots::sync", error = %e, retry_in_ms = backoff.as_millis() as u64, "node request failed; will retry");
+            if self.unless_stopped(tokio::time::sleep(backoff)).await.is_none() {
+                return Ok(());
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(30));
+        }
     }
 
     /// One info line per batch once at the head; while catching up, one every few seconds at

@@ -370,3 +370,37 @@ async fn the_same_inconsistent_answer_for_too_long_stops_the_loop_with_its_reaso
     follower.stop().await;
     ots_indexer::index::check::check(&db.begin_read().expect("read")).expect("check");
 }
+
+/// `sync --exit-at-head` (`Indexer::sync_to_retrying`) waits out a node that fails for a while,
+/// as the follow loop does, where one failed request ended a catch-up of hours; an answer
+/// retrying cannot change still ends it, with its reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catch_up_to_the_head_waits_out_a_failing_node_and_stops_on_a_verdict() {
+    use common::fault_proxy::{Fault, FaultProxy};
+
+    let anvil = Anvil::start(&[]);
+    workload::run(&anvil.url).await;
+    let proxy = FaultProxy::start(&anvil.url).await;
+    let (_dir, db, indexer, node) = indexer_behind(&proxy, config()).await;
+    let head = node.head().await.expect("head");
+    indexer.sync_to(1).await.expect("healthy start");
+
+    proxy.set(Fault::UnreadableSender);
+    let err = indexer.sync_to_retrying(head).await.expect_err("a verdict ends it");
+    assert!(err.stop_reason().is_some_and(|r| r.contains("block 2 cannot be read")), "{err}");
+
+    proxy.set(Fault::ServerError);
+    let healer = proxy.clone();
+    let healed = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        healer.set(Fault::Healthy);
+    });
+    tokio::time::timeout(Duration::from_secs(60), indexer.sync_to_retrying(head))
+        .await
+        .expect("caught up once the node answers")
+        .expect("no error left");
+    healed.await.expect("healer");
+    let tip = state::read_state(&db.begin_read().expect("read")).expect("state").checkpoint;
+    assert_eq!(tip.map(|t| t.number), Some(head));
+    ots_indexer::index::check::check(&db.begin_read().expect("read")).expect("check");
+}
