@@ -199,6 +199,17 @@ impl SourceError {
             if p.code == 4444 || p.message.to_ascii_lowercase().contains("pruned history"))
     }
 
+    /// Whether the node answered with an error object of its own that is not a request to
+    /// slow down (a rate limit, "busy", "try again"): the same one every time says something
+    /// about what was asked, not about the load.
+    pub fn is_node_verdict(&self) -> bool {
+        matches!(self, Self::Request { source: RpcError::ErrorResp(p), .. } if {
+            let m = p.message.to_ascii_lowercase();
+            p.code != -32005
+                && !["rate limit", "too many", "busy", "try again", "overloaded"].iter().any(|n| m.contains(n))
+        })
+    }
+
     /// Whether the node answered with a JSON-RPC error (it is there, and refused the call).
     pub fn is_error_answer(&self) -> bool {
         matches!(self, Self::Request { source: RpcError::ErrorResp(_), .. })

@@ -270,9 +270,17 @@ struct SameAnswer {
 }
 
 impl SameAnswer {
-    /// Notes `e`; whether it is such an answer, met on every try for at least `limit`.
+    /// Notes `e`; whether it is such an answer, met on every try for at least `limit`. An error
+    /// object the node answers with counts too (its tracer timing out on one heavy block, "header
+    /// not found" for a block below its head): the node is there and says the same every time;
+    /// but not one asking to slow down (a rate limit), which waiting serves.
     fn for_too_long(&mut self, e: &SyncError, limit: Duration) -> bool {
-        if !matches!(e, SyncError::Source(SourceError::Missing { .. } | SourceError::Inconsistent { .. })) {
+        let about_a_block = match e {
+            SyncError::Source(SourceError::Missing { .. } | SourceError::Inconsistent { .. }) => true,
+            SyncError::Source(e) => e.is_node_verdict(),
+            _ => false,
+        };
+        if !about_a_block {
             self.seen = None;
             return false;
         }
@@ -1083,5 +1091,24 @@ mod tests {
         assert!(!same.for_too_long(&other, limit), "not an answer about a block");
         assert!(!same.for_too_long(&missing(8), limit), "counted again from here");
         assert!(SameAnswer::default().for_too_long(&missing(1), Duration::ZERO), "no patience at all");
+        let answered = |message: &str| {
+            let payload = serde_json::from_value(serde_json::json!({"code": -32000, "message": message}))
+                .expect("an error object");
+            SyncError::Source(SourceError::Request {
+                method: "debug_traceBlockByNumber",
+                source: alloy::transports::RpcError::ErrorResp(payload),
+            })
+        };
+        let mut same = SameAnswer::default();
+        assert!(!same.for_too_long(&answered("execution timeout"), limit));
+        std::thread::sleep(limit);
+        assert!(same.for_too_long(&answered("execution timeout"), limit), "the node's own error, every time");
+        let mut same = SameAnswer::default();
+        assert!(!same.for_too_long(&answered("rate limit exceeded"), limit));
+        std::thread::sleep(limit);
+        assert!(
+            !same.for_too_long(&answered("rate limit exceeded"), limit),
+            "asked to slow down: waited for"
+        );
     }
 }
