@@ -392,6 +392,7 @@ impl ServeArgs {
             etherscan_max_offset: self.etherscan_max_offset.max(1),
             etherscan_keys: self.etherscan_api_keys.clone(),
             etherscan_key_rate: self.etherscan_key_rate,
+            walk_marks: None,
         }
     }
 }

@@ -242,6 +242,23 @@ async fn with_reporting(indexer: Indexer, sync_args: &args::SyncArgs) -> anyhow:
     Ok(indexer)
 }
 
+/// The Etherscan walks' counts kept beside the database at `datadir`, for the chain it indexes.
+pub(crate) fn walk_marks(
+    datadir: &std::path::Path,
+    db: &Db,
+) -> Option<std::sync::Arc<crate::rpc::etherscan::marks_file::MarksFile>> {
+    use crate::rpc::etherscan::marks_file::{MarksFile, FILE_NAME};
+    let chain = db.begin_read().ok().and_then(|t| state::read_state(&t).ok()).and_then(|s| s.chain)?;
+    Some(MarksFile::open(&datadir.join(FILE_NAME), chain))
+}
+
+/// Saves the walks' counts once more as the server stops (a failure is said once, as a WARN).
+pub(crate) fn save_walk_marks(marks: Option<&crate::rpc::etherscan::marks_file::MarksFile>) {
+    if let Some(marks) = marks {
+        let _ = marks.save();
+    }
+}
+
 /// Opens the database and refuses it if this build must not read or write it (another format,
 /// left inconsistent).
 pub(crate) fn open_usable(datadir: &std::path::Path, mode: AccessMode) -> anyhow::Result<Db> {

@@ -45,12 +45,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         window_holders: rpc::window_holders::WindowHoldersCache::default(),
         tx_frames: crate::rpc::TxFrames::Auto,
     };
-    let (addr, server) = rpc::serve(args.serve.http_addr, ctx, &args.serve.options()).await?;
+    let mut options = args.serve.options();
+    options.walk_marks = super::walk_marks(&args.db.datadir, &db);
+    let (addr, server) = rpc::serve(args.serve.http_addr, ctx, &options).await?;
     info!(target: "ots::cli", %addr, datadir = %args.db.datadir.display(), node = %args.node.rpc_url, "ots-indexer running");
 
     let result = indexer.follow(stop).await;
     let _ = server.stop();
     server.stopped().await;
+    super::save_walk_marks(options.walk_marks.as_deref());
     indexer.close().await.context("marking the database closed")?;
     result.context("indexing stopped")?;
     info!(target: "ots::cli", "stopped cleanly");

@@ -50,12 +50,15 @@ pub async fn serve(args: ServeCmdArgs) -> anyhow::Result<()> {
         window_holders: rpc::window_holders::WindowHoldersCache::default(),
         tx_frames: crate::rpc::TxFrames::Auto,
     };
+    let mut options = args.serve.options();
+    options.walk_marks = super::walk_marks(&args.db.datadir, &db);
     let (addr, server) =
-        rpc::serve(args.serve.http_addr, ctx, &args.serve.options()).await.context("starting the server")?;
+        rpc::serve(args.serve.http_addr, ctx, &options).await.context("starting the server")?;
     info!(target: "ots::cli", %addr, datadir = %args.db.datadir.display(), "serving read-only");
     shutdown_signal().await;
     let _ = server.stop();
     server.stopped().await;
+    super::save_walk_marks(options.walk_marks.as_deref());
     info!(target: "ots::cli", "stopped cleanly");
     Ok(())
 }

@@ -7,16 +7,25 @@
 use crate::common;
 use crate::etherscan_node::{get, lower, number, shown, wei};
 
-use std::time::Duration;
+use std::{
+    sync::{atomic::Ordering, Arc},
+    time::Duration,
+};
 
 use alloy::{
     primitives::{Address, U256},
     sol,
     sol_types::SolCall,
 };
-use common::{anvil::Anvil, workload::Chain, Client};
+use common::{anvil::Anvil, fault_proxy::FaultProxy, workload::Chain, Client};
+use jsonrpsee::server::ServerHandle;
 use ots_indexer::{
-    db::{AccessMode, Db},
+    db::{state, AccessMode, Db},
+    rpc::{
+        self,
+        etherscan::marks_file::{self, MarksFile},
+        RpcContext, ServerOptions,
+    },
     source::NodeClient,
     sync::{Indexer, SyncConfig},
 };
@@ -123,10 +132,17 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
     let config = SyncConfig { batch_blocks: 4, reorg_window: 2, ..Default::default() };
     let indexer = Indexer::open(db.clone(), node.clone(), classifiers, config).await.expect("indexer");
     indexer.sync_to(head).await.expect("sync");
-    let (client, server) = common::serve(&db, node).await;
+    // The walks' counts kept in a file, as `serve` and `run` keep them in the datadir.
+    let marks_path = dir.path().join(marks_file::FILE_NAME);
+    let chain = state::read_state(&db.begin_read().expect("read")).expect("state").chain.expect("bound");
+    let marks = MarksFile::open(&marks_path, chain);
+    let (client, server) = serve_with(&db, node.clone(), Some(marks.clone())).await;
     let http = reqwest::Client::new();
 
-    // txlist: every transaction the busy account sent, from the blocks and their receipts.
+    // txlist: every transaction the busy account sent, from the blocks and their receipts;
+    // and every one its recipient received.
+    let recipient = a[21];
+    let mut received = Vec::new();
     let mut txs = Vec::new();
     for n in 0..=head {
         let block = node_client.call("eth_getBlockByNumber", json!([format!("{n:#x}"), true])).await;
@@ -134,6 +150,9 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
         let receipts = receipts.as_array().expect("receipts").clone();
         let time = number(&block["timestamp"]).to_string();
         for (t, r) in block["transactions"].as_array().expect("transactions").iter().zip(receipts) {
+            if lower(&t["to"]) == format!("{recipient:#x}") {
+                received.push(t["hash"].clone());
+            }
             let who = format!("{busy:#x}");
             if ![lower(&t["from"]), lower(&t["to"]), lower(&r["contractAddress"])].contains(&who) {
                 continue;
@@ -243,6 +262,48 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
         )
         .await;
     }
+
+    // A restart: the recipient's first deep page after it (before the reorg window: blocks of
+    // hundreds of transactions) asks the node only for the page's transactions when the counts
+    // of its groups were kept in the file, and for every transaction before the page when they
+    // were not.
+    let deep = format!("module=account&action=txlist&address={recipient}&page=800&offset=10&sort=asc");
+    let rows = |answer: &Value| -> Vec<Value> {
+        answer["result"].as_array().expect("rows").iter().map(|r| r["hash"].clone()).collect()
+    };
+    assert!(received.len() >= 9_900, "{} received", received.len());
+    let want = received[7_990..8_000].to_vec();
+    assert_eq!(rows(&get(&http, &client.url, &deep).await), want, "{deep}");
     server.stop().expect("stop");
     server.stopped().await;
+    assert!(marks.save().expect("save marks"), "the walks counted groups");
+    drop(marks);
+
+    for kept in [true, false] {
+        let proxy = FaultProxy::start(&anvil.url).await;
+        let node = NodeClient::connect(&proxy.url, Duration::from_secs(30)).expect("node");
+        let marks = kept.then(|| MarksFile::open(&marks_path, chain));
+        let (client, server) = serve_with(&db, node, marks).await;
+        let before = proxy.requests.load(Ordering::SeqCst);
+        assert_eq!(rows(&get(&http, &client.url, &deep).await), want, "{deep} after a restart");
+        let asked = proxy.requests.load(Ordering::SeqCst) - before;
+        eprintln!("after a restart, txlist rows 7,990-7,999 of a received-only account: {asked} node requests with the kept counts: {kept}");
+        if kept {
+            assert!(asked <= 5, "the kept counts skip the 7,990 rows before the page: {asked} requests");
+        } else {
+            assert!(asked >= 50, "without them the walk reads every transaction before: {asked} requests");
+        }
+        server.stop().expect("stop");
+        server.stopped().await;
+    }
+}
+
+/// The server over `db`, keeping its walks' counts in `marks` when given.
+async fn serve_with(db: &Db, node: NodeClient, marks: Option<Arc<MarksFile>>) -> (Client, ServerHandle) {
+    let options = ServerOptions { walk_marks: marks, ..Default::default() };
+    let (addr, server) =
+        rpc::serve("127.0.0.1:0".parse().expect("addr"), RpcContext::new(db.clone(), node), &options)
+            .await
+            .expect("serve");
+    (Client::new(&format!("http://{addr}")), server)
 }

@@ -62,12 +62,17 @@ pub(super) struct Group {
     /// The contracts whose transfer-shaped logs its receipts hold, with the kinds the index gave
     /// them when the rows were counted (token lists only).
     pub emitters: Box<[(Address, TokenKinds)]>,
+    /// Read from the marks file and not yet checked against the index: the database beside it
+    /// may have been built anew since (`marks_file`).
+    pub loaded: bool,
 }
 
 #[derive(Debug, Default)]
 struct Kept {
     groups: HashMap<Stream, HashMap<u64, Arc<Group>>>,
     count: usize,
+    /// Changes made since the marks began, for the marks file to tell whether to save.
+    changes: u64,
 }
 
 /// The groups walks have counted, shared by every request of a server.
@@ -93,11 +98,12 @@ impl WalkMarks {
         let mut kept = self.lock();
         if kept.count >= BUDGET {
             tracing::debug!(target: "ots::rpc", groups = kept.count, "walk marks start afresh");
-            *kept = Kept::default();
+            *kept = Kept { changes: kept.changes + 1, ..Kept::default() };
         }
         if kept.groups.entry(stream).or_default().insert(index, Arc::new(group)).is_none() {
             kept.count += 1;
         }
+        kept.changes += 1;
     }
 
     /// Drops group `index` of `stream` (a contract in it was classified since it was counted).
@@ -105,7 +111,30 @@ impl WalkMarks {
         let mut kept = self.lock();
         if kept.groups.get_mut(stream).and_then(|g| g.remove(&index)).is_some() {
             kept.count -= 1;
+            kept.changes += 1;
         }
+    }
+
+    /// Every group kept, and how many changes they are the result of.
+    pub(super) fn snapshot(&self) -> (Vec<(Stream, u64, Arc<Group>)>, u64) {
+        let kept = self.lock();
+        let groups = kept
+            .groups
+            .iter()
+            .flat_map(|(stream, groups)| groups.iter().map(|(&index, g)| (*stream, index, g.clone())))
+            .collect();
+        (groups, kept.changes)
+    }
+
+    /// Marks holding `groups` (read from a file), as many as the budget takes.
+    pub(super) fn from_groups(groups: impl IntoIterator<Item = (Stream, u64, Group)>) -> Self {
+        let mut kept = Kept::default();
+        for (stream, index, group) in groups.into_iter().take(BUDGET) {
+            if kept.groups.entry(stream).or_default().insert(index, Arc::new(group)).is_none() {
+                kept.count += 1;
+            }
+        }
+        Self { kept: Mutex::new(kept) }
     }
 
     /// Lists with groups kept, and groups kept.
@@ -120,7 +149,7 @@ mod tests {
     use super::*;
 
     fn group(first: u64) -> Group {
-        Group { first, last: first + 99, rows: 3, emitters: Box::new([]) }
+        Group { first, last: first + 99, rows: 3, emitters: Box::new([]), loaded: false }
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod keys;
 mod lists;
 mod logs;
 pub mod marks;
+pub mod marks_file;
 pub mod params;
 mod proxy;
 mod token;
@@ -91,6 +92,13 @@ impl Etherscan {
     #[must_use]
     pub fn with_keys(mut self, keys: &[String], rate: u32) -> Self {
         self.keys = keys::ApiKeys::new(keys, rate).map(Arc::new);
+        self
+    }
+
+    /// Counts its walks into `marks` (kept in a file across restarts) instead of its own.
+    #[must_use]
+    pub fn with_marks(mut self, marks: Arc<marks::WalkMarks>) -> Self {
+        self.marks = marks;
         self
     }
 

@@ -227,6 +227,15 @@ impl Walk {
             let at = self.position(t)?;
             let Some(index) = self.group_ahead(at).filter(|_| before_page > 0) else { return Ok(()) };
             let group = match marks.get(&self.stream, index) {
+                Some(group) if group.loaded => {
+                    if !self.still_holds(t, index, &group)? {
+                        marks.forget(&self.stream, index);
+                        return Ok(());
+                    }
+                    let checked = Group { loaded: false, ..(*group).clone() };
+                    marks.keep(self.stream, index, checked.clone());
+                    Arc::new(checked)
+                }
                 Some(group) => group,
                 None => match self.counted_by_index(t, at)? {
                     Some(group) => {
@@ -266,6 +275,23 @@ impl Walk {
         }
     }
 
+    /// Whether group `index` of the source is still settled and still spans `group`'s ids: its
+    /// first id at its first position, its last at its last. A group read from the marks file is
+    /// checked so before its count is used, since the index beside the file may have been built
+    /// anew (and a chain's settled lists only ever grow at their end).
+    fn still_holds(&self, t: &ReadTxn, index: u64, group: &Group) -> DbResult<bool> {
+        let start = index * GROUP;
+        let (Some(after_first), Some(after_last)) = (group.first.checked_add(1), group.last.checked_add(1))
+        else {
+            return Ok(false);
+        };
+        Ok(start + GROUP <= self.source.settled(t)?
+            && self.source.rank(t, group.first)? == start
+            && self.source.rank(t, after_first)? == start + 1
+            && self.source.rank(t, group.last)? == start + GROUP - 1
+            && self.source.rank(t, after_last)? == start + GROUP)
+    }
+
     /// The group ahead of position `at`, counted from the index alone where it can be: a settled
     /// group of an address's appearances that it sent every one of makes one `txlist` row each
     /// (a sent transaction is top-level), so an account's history needs no node to be skipped.
@@ -285,7 +311,7 @@ impl Walk {
         if ids.len() as u64 != GROUP || appearances::settled_sent_within(t, &address, first, last)? != GROUP {
             return Ok(None);
         }
-        Ok(Some(Group { first, last, rows: GROUP, emitters: Box::new([]) }))
+        Ok(Some(Group { first, last, rows: GROUP, emitters: Box::new([]), loaded: false }))
     }
 
     /// The next step of ids to turn into rows, after skipping what the server's marks counted;
@@ -373,7 +399,11 @@ impl Walk {
                 kinds.push((a, TokenKinds::of(&attributes(t, &a)?)));
             }
         }
-        marks.keep(self.stream, index, Group { first, last, rows, emitters: kinds.into_boxed_slice() });
+        marks.keep(
+            self.stream,
+            index,
+            Group { first, last, rows, emitters: kinds.into_boxed_slice(), loaded: false },
+        );
         Ok(())
     }
 
@@ -579,6 +609,51 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The marks as a file hands them back after a restart: unchecked.
+    fn reloaded(marks: &WalkMarks) -> WalkMarks {
+        let (groups, _) = marks.snapshot();
+        WalkMarks::from_groups(
+            groups.into_iter().map(|(s, i, g)| (s, i, Group { loaded: true, ..(*g).clone() })),
+        )
+    }
+
+    /// Marks read back from a file skip their groups once the index confirms each still spans
+    /// the same ids; against an index built anew with other ids they are dropped and the page
+    /// is walked, and still right.
+    #[test]
+    fn marks_read_back_are_checked_against_the_index_before_use() {
+        let (_dir, db) = database();
+        let stream = Stream::Transactions(HOLDER);
+        let whole = (0, u64::MAX);
+        let deep = Window { skip: 900, rows: 30 };
+        let counted = WalkMarks::default();
+        let (rows, first_time) = read(&db, &counted, stream, whole, deep, Sort::Asc);
+        assert_eq!(rows, expected(whole, deep, Sort::Asc));
+        assert!(first_time >= 600, "{first_time}");
+
+        let restarted = reloaded(&counted);
+        let (rows, walked) = read(&db, &restarted, stream, whole, deep, Sort::Asc);
+        assert_eq!(rows, expected(whole, deep, Sort::Asc));
+        assert!(walked <= 3 * GROUP as usize, "a restart keeps what was counted: {walked}");
+        let (rows, walked) = read(&db, &restarted, stream, whole, deep, Sort::Desc);
+        assert_eq!(rows, expected(whole, deep, Sort::Desc));
+        assert!(walked <= 3 * GROUP as usize, "{walked}");
+
+        // The same holder's list one id shorter at its start: every group spans other ids.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let other = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let txn = other.begin_write().expect("write");
+        let settled: Vec<u64> = (1..SETTLED).map(id).collect();
+        append_ids::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn, &HOLDER, &settled)
+            .expect("append");
+        txn.commit().expect("commit");
+        let stale = reloaded(&counted);
+        let want: Vec<Value> = (1..SETTLED).flat_map(|n| rows_of(TxId(id(n)))).collect();
+        let (rows, walked) = read(&other, &stale, stream, whole, deep, Sort::Asc);
+        assert_eq!(rows, page_of(want, deep), "stale marks are not used");
+        assert!(walked >= 600, "the page is walked: {walked}");
     }
 
     /// A token list's group is walked again once a contract in it is classified otherwise than

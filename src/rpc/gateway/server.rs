@@ -10,7 +10,10 @@ use jsonrpsee::{
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 
 use crate::rpc::{
-    etherscan::{Etherscan, EtherscanLayer},
+    etherscan::{
+        marks_file::{self, MarksFile},
+        Etherscan, EtherscanLayer,
+    },
     gateway::oversized::OversizedBodyLayer,
     gateway::proxy::ProxyPolicy,
     gateway::{Gateway, GatewayConfig},
@@ -99,6 +102,9 @@ pub struct ServerOptions {
     pub etherscan_keys: Vec<String>,
     /// Calls a second each key may make (0: no limit).
     pub etherscan_key_rate: u32,
+    /// Where the Etherscan list walks' counts are kept across restarts; none keeps them in
+    /// memory only.
+    pub walk_marks: Option<Arc<MarksFile>>,
 }
 
 /// Defaults of [`ServerOptions`], for the flags' help.
@@ -134,6 +140,7 @@ impl Default for ServerOptions {
             etherscan_max_offset: crate::rpc::etherscan::DEFAULT_MAX_OFFSET,
             etherscan_keys: Vec::new(),
             etherscan_key_rate: crate::rpc::etherscan::DEFAULT_KEY_RATE,
+            walk_marks: None,
         }
     }
 }
@@ -146,10 +153,13 @@ pub async fn serve(
     options: &ServerOptions,
 ) -> Result<(SocketAddr, ServerHandle), ServeError> {
     let node = ctx.node.clone();
-    let etherscan = EtherscanLayer::new(
-        Etherscan::new(ctx.clone(), options.etherscan_max_offset, options.proxy.clone())
-            .with_keys(&options.etherscan_keys, options.etherscan_key_rate),
-    );
+    let mut etherscan = Etherscan::new(ctx.clone(), options.etherscan_max_offset, options.proxy.clone())
+        .with_keys(&options.etherscan_keys, options.etherscan_key_rate);
+    if let Some(file) = &options.walk_marks {
+        etherscan = etherscan.with_marks(file.marks());
+        file.keep_saving(marks_file::SAVE_EVERY);
+    }
+    let etherscan = EtherscanLayer::new(etherscan);
     let methods = module(ctx)?;
     let ours: HashMap<String, bool> = methods
         .method_names()
