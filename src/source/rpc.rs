@@ -203,11 +203,7 @@ impl SourceError {
     /// slow down (a rate limit, "busy", "try again"): the same one every time says something
     /// about what was asked, not about the load.
     pub fn is_node_verdict(&self) -> bool {
-        matches!(self, Self::Request { source: RpcError::ErrorResp(p), .. } if {
-            let m = p.message.to_ascii_lowercase();
-            p.code != -32005
-                && !["rate limit", "too many", "busy", "try again", "overloaded"].iter().any(|n| m.contains(n))
-        })
+        matches!(self, Self::Request { source: RpcError::ErrorResp(p), .. } if !asks_to_slow_down(p.code, &p.message))
     }
 
     /// Whether the node answered with a JSON-RPC error (it is there, and refused the call).
@@ -952,21 +948,18 @@ fn refused_whole(e: &SourceError, calls: &[(&'static str, Value)]) -> bool {
 /// Whether an error answer says the node is busy or not there yet: worth waiting for.
 fn is_transient_answer(code: i64, message: &str) -> bool {
     let m = message.to_ascii_lowercase();
+    asks_to_slow_down(code, message)
+        || ["header not found", "unknown block", "block not found", "timeout", "timed out"]
+            .iter()
+            .any(|n| m.contains(n))
+}
+
+/// Whether a JSON-RPC error answer asks the caller to slow down or come back (a rate limit, a
+/// busy node: -32005 is EIP-1474's "limit exceeded"), rather than saying something of the call.
+fn asks_to_slow_down(code: i64, message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
     code == -32005
-        || [
-            "header not found",
-            "unknown block",
-            "block not found",
-            "timeout",
-            "timed out",
-            "rate limit",
-            "too many",
-            "busy",
-            "try again",
-            "overloaded",
-        ]
-        .iter()
-        .any(|n| m.contains(n))
+        || ["rate limit", "too many", "busy", "try again", "overloaded"].iter().any(|n| m.contains(n))
 }
 
 /// What one `eth_call` answer says about a probe.
