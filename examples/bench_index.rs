@@ -261,6 +261,8 @@ fn index(
 }
 
 fn main() -> anyhow::Result<()> {
+    // As the binary does at start: the write path's figures are the binary's.
+    ots_indexer::db::keep_freed_heap();
     let logs = arg(1, 5_000_000);
     let addresses = arg(2, 200_000);
     let logs_per_block = arg(3, 500);

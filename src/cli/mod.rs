@@ -114,6 +114,7 @@ pub async fn main() -> std::process::ExitCode {
 /// `registry` to choose from: a program with classifiers of its own calls this from its
 /// `main` after [`ots_classifiers::Registry::with`], and needs no change to this crate.
 pub async fn main_with(registry: ots_classifiers::Registry) -> std::process::ExitCode {
+    crate::db::keep_freed_heap();
     let args: Vec<String> = std::env::args().collect();
     let mut cmd = Cli::command();
     if let Some(path) = config_file::config_path(&args) {

@@ -14,4 +14,5 @@ mod txn;
 pub use dup_run::DupRun;
 pub use env::{AccessMode, Db, DATA_FILE, GROWTH_STEP, MAX_DB_SIZE, PAGE_SIZE};
 pub use error::{DbError, DbResult};
+pub use residency::keep_freed_heap;
 pub use txn::{ReadTxn, TableCursor, TableStats, Txn, WriteTxn};
