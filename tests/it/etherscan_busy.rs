@@ -2,7 +2,8 @@
 //! account sends more than 10,000 transactions and more than 10,000 token transfers (a batcher
 //! moving its tokens 420 at a time): `txlist` and `tokentx` pages past row 10,000, both sorts,
 //! several page sizes, equal the rows computed here from the node's blocks, receipts and logs —
-//! the later pages read partly from the row counts earlier pages left (`etherscan::marks`).
+//! the later pages read partly from the row counts earlier pages left (`etherscan::marks`), and
+//! after a restart of `serve` from the counts it kept in the datadir (`walk-marks`).
 
 use crate::common;
 use crate::etherscan_node::{get, lower, number, shown, wei};
@@ -277,24 +278,102 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
     server.stop().expect("stop");
     server.stopped().await;
     assert!(marks.save().expect("save marks"), "the walks counted groups");
+    assert_eq!(MarksFile::open(&marks_path, chain).marks().usage(), marks.marks().usage(), "read back whole");
     drop(marks);
+    let mut in_process = Vec::new();
+
+    // The same through the binary: `serve` writes the file as it stops on SIGTERM, and the next
+    // `serve` reads it.
+    std::fs::remove_file(&marks_path).expect("remove the marks file");
+    let first = Serve::start(dir.path(), &anvil.url);
+    first.wait_ready(&http).await;
+    assert_eq!(rows(&get(&http, &first.url, &deep).await), want, "{deep} from serve");
+    first.stop();
+    assert!(marks_path.exists(), "serve wrote its marks as it stopped");
 
     for kept in [true, false] {
         let proxy = FaultProxy::start(&anvil.url).await;
-        let node = NodeClient::connect(&proxy.url, Duration::from_secs(30)).expect("node");
-        let marks = kept.then(|| MarksFile::open(&marks_path, chain));
-        let (client, server) = serve_with(&db, node, marks).await;
+        let (url, stop) = if kept {
+            let serve = Serve::start(dir.path(), &proxy.url);
+            serve.wait_ready(&http).await;
+            (serve.url.clone(), Some(serve))
+        } else {
+            let node = NodeClient::connect(&proxy.url, Duration::from_secs(30)).expect("node");
+            let (client, server) = serve_with(&db, node, None).await;
+            in_process.push(server);
+            (client.url, None)
+        };
         let before = proxy.requests.load(Ordering::SeqCst);
-        assert_eq!(rows(&get(&http, &client.url, &deep).await), want, "{deep} after a restart");
+        assert_eq!(rows(&get(&http, &url, &deep).await), want, "{deep} after a restart");
         let asked = proxy.requests.load(Ordering::SeqCst) - before;
-        eprintln!("after a restart, txlist rows 7,990-7,999 of a received-only account: {asked} node requests with the kept counts: {kept}");
+        eprintln!(
+            "after a restart, txlist rows 7,990-7,999 of a received-only account: {asked} node requests (counts kept: {kept})"
+        );
         if kept {
-            assert!(asked <= 5, "the kept counts skip the 7,990 rows before the page: {asked} requests");
+            assert!(asked <= 10, "the kept counts skip the 7,990 rows before the page: {asked} requests");
         } else {
             assert!(asked >= 50, "without them the walk reads every transaction before: {asked} requests");
         }
+        if let Some(serve) = stop {
+            serve.stop();
+        }
+    }
+    for server in in_process {
         server.stop().expect("stop");
         server.stopped().await;
+    }
+}
+
+/// An `ots-indexer serve` process over a datadir, killed if the test ends before it stops.
+struct Serve {
+    child: Option<std::process::Child>,
+    url: String,
+}
+
+impl Serve {
+    fn start(datadir: &std::path::Path, node: &str) -> Self {
+        let port =
+            std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_ots-indexer"))
+            .args(["serve", "--datadir"])
+            .arg(datadir)
+            .args(["--rpc-url", node, "--http-addr", &format!("127.0.0.1:{port}")])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn serve");
+        Self { child: Some(child), url: format!("http://127.0.0.1:{port}") }
+    }
+
+    async fn wait_ready(&self, http: &reqwest::Client) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while http
+            .get(format!("{}/api?module=block&action=getblockcountdown&blockno=1", self.url))
+            .send()
+            .await
+            .is_err()
+        {
+            assert!(std::time::Instant::now() < deadline, "serve did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGTERM, and a clean exit.
+    fn stop(mut self) {
+        let mut child = self.child.take().expect("running");
+        let status = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        assert!(status.expect("kill").success());
+        let exit = child.wait().expect("wait");
+        assert!(exit.success(), "serve exited with {exit}");
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
