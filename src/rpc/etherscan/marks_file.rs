@@ -7,7 +7,7 @@
 //! [`SAVE_EVERY`] when the marks changed, and once more when it stops; a write goes to a
 //! temporary file first and replaces the old one whole, so a kill leaves the old file or the new.
 //! A group read from it is checked against the index before its count is used (`Group::loaded`):
-//! the database beside it may have been built anew. Its bytes are in docs/etherscan.md.
+//! the database beside it may have been built anew. Its bytes are in docs/format.md.
 
 use std::{
     io::{self, Write},
