@@ -486,14 +486,20 @@ mod tests {
     }
 
     fn database() -> (tempfile::TempDir, Db) {
+        database_of(0..SETTLED, SETTLED..SETTLED + RECENT)
+    }
+
+    /// The holder's transfer list: ids `id(n)` of `settled` in the table, of `recent` in the
+    /// window.
+    fn database_of(settled: std::ops::Range<u64>, recent: std::ops::Range<u64>) -> (tempfile::TempDir, Db) {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
         let txn = db.begin_write().expect("write");
-        let settled: Vec<u64> = (0..SETTLED).map(id).collect();
+        let settled: Vec<u64> = settled.map(id).collect();
         append_ids::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn, &HOLDER, &settled)
             .expect("append");
         let key = RecentKey { kind: IndexKind::Erc20Transfers, address: HOLDER };
-        for n in SETTLED..SETTLED + RECENT {
+        for n in recent {
             txn.put::<OtsRecentIdsByAddress>(&key, &ListId(id(n))).expect("recent");
         }
         txn.commit().expect("commit");
@@ -642,13 +648,7 @@ mod tests {
         assert!(walked <= 3 * GROUP as usize, "{walked}");
 
         // The same holder's list one id shorter at its start: every group spans other ids.
-        let dir = tempfile::tempdir().expect("tempdir");
-        let other = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
-        let txn = other.begin_write().expect("write");
-        let settled: Vec<u64> = (1..SETTLED).map(id).collect();
-        append_ids::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn, &HOLDER, &settled)
-            .expect("append");
-        txn.commit().expect("commit");
+        let (_other_dir, other) = database_of(1..SETTLED, 0..0);
         let stale = reloaded(&counted);
         let want: Vec<Value> = (1..SETTLED).flat_map(|n| rows_of(TxId(id(n)))).collect();
         let (rows, walked) = read(&other, &stale, stream, whole, deep, Sort::Asc);
