@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stage-count equality at scale: indexes one generated mainnet-shaped recording of SIZE
 # transactions (default 2,000,000) batch by batch (the incremental path) and in bulk stages —
-# one stage, 10 and 100 stages of equal block counts — and prints each database's
+# one stage, 10 and 100 stages of equal block counts, stages bounded by their run files (compressed
+# after the first, `--stage-compress-runs auto`) — and prints each database's
 # `check --hash`, seconds and file size. Fails unless every hash is the same and `check` passes
 # on each: the tables must not depend on how many stages wrote them.
 #
@@ -43,10 +44,13 @@ for stages in 10 100; do
   index "$stages-stages" --write-path bulk --stage-max-blocks $(((last + stages) / stages))
   rm -rf "${WORK:?}/$stages-stages"
 done
+# Stages that end on their run files' bound: the first writes them plain, the rest compressed.
+index run-bound --write-path bulk --stage-max-run-mib 48 --stage-compress-runs auto
+rm -rf "${WORK:?}/run-bound"
 index batches --write-path incremental
 rm -rf "${WORK:?}/batches"
 if [ "$(sort -u "$WORK/hashes" | wc -l)" -ne 1 ]; then
   echo "FAILED: the tables differ with the number of stages" >&2
   exit 1
 fi
-echo "ok: 1, 10 and 100 stages and batches give the same tables ($last blocks)"
+echo "ok: 1, 10 and 100 stages, stages with compressed run files and batches give the same tables ($last blocks)"

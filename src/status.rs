@@ -33,6 +33,8 @@ pub struct Progress {
     pub batches: u64,
     /// Bulk stages committed.
     pub stages: u64,
+    /// Of those, the stages whose run files were compressed (`--stage-compress-runs`).
+    pub compressed_stages: u64,
     /// The most bytes a stage's run files held at once, over the stages committed.
     pub run_bytes_peak: u64,
     /// Seconds spent in batch writes (the MDBX transaction), in total.

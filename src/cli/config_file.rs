@@ -186,6 +186,28 @@ mod tests {
     }
 
     #[test]
+    fn stages_compress_their_runs_once_one_fills_its_bound_unless_told() {
+        use crate::sync::RunCompression;
+        let compress = |config: &str, args: &[&str]| match parse(config, args) {
+            Ok(Cli { command: Sub::Sync(sync), .. }) => sync.sync.config().stage.compress_runs,
+            other => panic!("sync parses: {other:?}"),
+        };
+        assert_eq!(compress("", &["ots-indexer", "sync"]), RunCompression::Auto);
+        assert_eq!(
+            compress("stage-compress-runs = \"never\"\n", &["ots-indexer", "sync"]),
+            RunCompression::Never
+        );
+        assert_eq!(
+            compress(
+                "stage-compress-runs = \"never\"\n",
+                &["ots-indexer", "sync", "--stage-compress-runs", "always"]
+            ),
+            RunCompression::Always
+        );
+        assert!(parse("", &["ots-indexer", "sync", "--stage-compress-runs", "yes"]).is_err());
+    }
+
+    #[test]
     fn a_stage_fed_by_a_node_is_journalled_and_unbounded_in_time() {
         use std::time::Duration;
         let stage = |args: &[&str]| match parse("", args) {

@@ -61,6 +61,7 @@ pub async fn sync(args: SyncCmdArgs) -> anyhow::Result<()> {
         appearances = w.appearances,
         batches = p.batches,
         stages = p.stages,
+        compressed_stages = p.compressed_stages,
         run_bytes_peak = p.run_bytes_peak,
         seconds = started.elapsed().as_secs_f64(),
         write_seconds = p.write_seconds_total,

@@ -36,6 +36,8 @@ pub struct StageOptions {
     pub buffer_bytes: usize,
     /// Whether to write the appearance family (see [`super::BatchOptions::appearances`]).
     pub appearances: bool,
+    /// Whether the stage's run files are written compressed ([`RunDir::compressing`]).
+    pub compress_runs: bool,
 }
 
 /// What a committed stage wrote.
@@ -49,6 +51,8 @@ pub struct StageSummary {
     pub stats: BatchStats,
     /// The most bytes its run files held at once.
     pub run_bytes_peak: u64,
+    /// Whether its run files were compressed.
+    pub compressed_runs: bool,
     /// Seconds the merge and commit took.
     pub merge_seconds: f64,
 }
@@ -83,7 +87,8 @@ pub fn journal_path(dir: &std::path::Path) -> std::path::PathBuf {
 impl Stage {
     /// Begins a stage on the indexed tip: takes the writer lock and empties the run directory.
     pub fn begin(db: &Db, options: StageOptions) -> Result<Self, WriteError> {
-        let runs = RunDir::create(&run_dir(db)).map_err(crate::db::DbError::from)?;
+        let runs =
+            RunDir::compressing(&run_dir(db), options.compress_runs).map_err(crate::db::DbError::from)?;
         let mut txn = db.begin_write()?;
         if journal::journal_start(&txn)?.is_some() {
             // The reorg window's blocks (from an earlier follow of the head) leave it first, in
@@ -163,6 +168,7 @@ impl Stage {
             to: tip.number,
             stats,
             run_bytes_peak: runs.peak_bytes(),
+            compressed_runs: runs.compresses(),
             merge_seconds: started.elapsed().as_secs_f64(),
         };
         debug!(target: "ots::index", from, to = tip.number, run_bytes_peak = summary.run_bytes_peak, merge_seconds = summary.merge_seconds, "stage committed");

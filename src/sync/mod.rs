@@ -109,6 +109,23 @@ pub struct StageLimits {
     /// Whether the stage keeps what it fetched in a journal beside the database
     /// ([`stage_journal`]), so that a crash loses none of the node's work.
     pub journal: bool,
+    /// When a stage writes its run files compressed.
+    pub compress_runs: RunCompression,
+}
+
+/// When a bulk stage writes its run files compressed (zstd): about 45 % of their bytes, so a
+/// stage bounded by its run files holds about twice the blocks, for about a tenth more time per
+/// stage (docs/operations.md, "Bulk stages").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunCompression {
+    /// Once a stage of this process has ended on its run files' bound: the catch-up is longer
+    /// than the disk holds at once, and fewer stages save more than compressing costs.
+    #[default]
+    Auto,
+    /// Every stage.
+    Always,
+    /// No stage.
+    Never,
 }
 
 impl Default for StageLimits {
@@ -119,6 +136,7 @@ impl Default for StageLimits {
             max_time: Duration::from_secs(20 * 60),
             max_blocks: u64::MAX,
             journal: false,
+            compress_runs: RunCompression::Auto,
         }
     }
 }
@@ -309,6 +327,8 @@ pub struct Indexer {
     settled: std::sync::Mutex<std::collections::HashSet<alloy_primitives::Address>>,
     /// Turns true when a stop is asked for: a bulk stage then commits what it gathered.
     stop: Option<watch::Receiver<bool>>,
+    /// Set once a stage ends on its run files' bound (see [`RunCompression::Auto`]).
+    run_bound_reached: std::sync::atomic::AtomicBool,
 }
 
 /// Where the loop reads what the index knows of a batch's addresses.
@@ -354,6 +374,7 @@ impl Indexer {
             last_batch_log: Default::default(),
             settled: Default::default(),
             stop: None,
+            run_bound_reached: std::sync::atomic::AtomicBool::new(false),
         };
         let indexed = indexer.checkpoint()?.map_or(0, |c| c.number);
         indexer.progress.update(|p| p.indexed = indexed);
@@ -522,7 +543,12 @@ impl Indexer {
             }
         }
         let limits = self.config.stage;
-        let options = StageOptions { buffer_bytes: limits.buffer_bytes, appearances: true };
+        let compress_runs = match limits.compress_runs {
+            RunCompression::Always => true,
+            RunCompression::Never => false,
+            RunCompression::Auto => self.run_bound_reached.load(std::sync::atomic::Ordering::Relaxed),
+        };
+        let options = StageOptions { buffer_bytes: limits.buffer_bytes, appearances: true, compress_runs };
         let run_budget = limits.max_run_bytes.bytes_for(self.db.dir());
         let (journal, journalled) = self.open_journal(limits.journal).await?;
         let writer = StageWriter::begin(self.db.clone(), options, self.progress.clone()).await?;
@@ -536,7 +562,7 @@ impl Indexer {
                 ..Default::default()
             }
         });
-        info!(target: "ots::sync", from, until, run_budget, "bulk stage started");
+        info!(target: "ots::sync", from, until, run_budget, compress_runs, "bulk stage started");
         let stage_batch = self.config.batch_blocks.clamp(1, STAGE_BATCH_BLOCKS);
         self.source.batches_of(stage_batch);
         let gathering = Gathering { range: (from, until), batch: stage_batch, run_budget, started };
@@ -570,6 +596,7 @@ impl Indexer {
         self.progress.update(|p| {
             p.batches += 1;
             p.stages += 1;
+            p.compressed_stages += u64::from(summary.compressed_runs);
             p.run_bytes_peak = p.run_bytes_peak.max(summary.run_bytes_peak);
             p.written.add(&summary.stats);
             p.indexed = summary.to;
@@ -582,6 +609,7 @@ impl Indexer {
             blocks_per_sec = ((summary.to + 1 - summary.from) as f64 / secs).round(),
             transfer_logs = summary.stats.transfer_logs,
             run_bytes_peak = summary.run_bytes_peak,
+            compressed_runs = summary.compressed_runs,
             merge_seconds = summary.merge_seconds,
             "bulk stage committed"
         );
@@ -667,11 +695,11 @@ impl Indexer {
             pending = Some((writer.add(blocks, activity).await?, first));
             let run_bytes =
                 self.progress.get().stage.run_bytes + journal.as_ref().map_or(0, JournalWriter::bytes);
-            if run_bytes >= run_budget
-                || next - from >= limits.max_blocks
-                || started.elapsed() >= limits.max_time
-                || self.stopping()
-            {
+            if run_bytes >= run_budget {
+                self.run_bound_reached.store(true, std::sync::atomic::Ordering::Relaxed);
+                break;
+            }
+            if next - from >= limits.max_blocks || started.elapsed() >= limits.max_time || self.stopping() {
                 break;
             }
         }

@@ -21,7 +21,11 @@ use ots_indexer::{
         fixture::Fixture,
         synthetic::{Shape, SyntheticChain},
     },
-    sync::{stage_journal::STAGE_JOURNAL_FILE, Indexer, RunBudget, StageLimits, SyncConfig, WritePath},
+    status::Progress,
+    sync::{
+        stage_journal::STAGE_JOURNAL_FILE, Indexer, RunBudget, RunCompression, StageLimits, SyncConfig,
+        WritePath,
+    },
 };
 
 const BIN: &str = env!("CARGO_BIN_EXE_ots-indexer");
@@ -37,14 +41,15 @@ async fn generate(dir: &Path, transactions: u64) -> PathBuf {
     out
 }
 
-/// Indexes `recording` into a new database at `path`; returns it, the head and the stages run.
-async fn index(recording: &Path, path: &Path, config: SyncConfig) -> (Db, u64, u64) {
+/// Indexes `recording` into a new database at `path`; returns it, the head and the loop's
+/// progress (the stages run, …).
+async fn index(recording: &Path, path: &Path, config: SyncConfig) -> (Db, u64, Progress) {
     index_to(recording, path, config, None).await
 }
 
 /// Indexes `recording` into the database at `path` (new or not) up to block `to` (the head when
-/// `None`); returns it, the head and the stages run.
-async fn index_to(recording: &Path, path: &Path, config: SyncConfig, to: Option<u64>) -> (Db, u64, u64) {
+/// `None`); returns it, the head and the loop's progress.
+async fn index_to(recording: &Path, path: &Path, config: SyncConfig, to: Option<u64>) -> (Db, u64, Progress) {
     let db = Db::open(path, AccessMode::ReadWrite).expect("db");
     let fixture = Fixture::load(recording).expect("load");
     let head = fixture.block_count() - 1;
@@ -53,7 +58,7 @@ async fn index_to(recording: &Path, path: &Path, config: SyncConfig, to: Option<
     indexer.sync_to(to.unwrap_or(head)).await.expect("indexes");
     indexer.close().await.expect("close");
     assert!(!path.join(RUN_DIR_NAME).exists(), "a committed stage leaves no run files");
-    (db, head, progress.get().stages)
+    (db, head, progress.get())
 }
 
 fn config(write_path: WritePath, stage: StageLimits) -> SyncConfig {
@@ -69,19 +74,19 @@ fn hash(db: &Db) -> alloy_primitives::B256 {
 async fn bulk_stages_give_the_tables_batches_give() {
     let dir = tempfile::tempdir().expect("tempdir");
     let recording = generate(dir.path(), 100_000).await;
-    let (incremental, head, stages) = index(
+    let (incremental, head, progress) = index(
         &recording,
         &dir.path().join("incremental"),
         config(WritePath::Incremental, StageLimits::default()),
     )
     .await;
-    assert_eq!(stages, 0);
+    assert_eq!(progress.stages, 0);
     let want = hash(&incremental);
 
     // One stage, rows in memory until the merge.
-    let (one, _, stages) =
+    let (one, _, progress) =
         index(&recording, &dir.path().join("one"), config(WritePath::Bulk, StageLimits::default())).await;
-    assert_eq!(stages, 1);
+    assert_eq!((progress.stages, progress.compressed_stages), (1, 0));
     assert_eq!(hash(&one), want, "one bulk stage");
 
     // Many stages, every buffer spilled into runs merged back: tiny buffers and stage limits.
@@ -91,15 +96,28 @@ async fn bulk_stages_give_the_tables_batches_give() {
         max_time: Duration::from_secs(600),
         ..Default::default()
     };
-    let (many, _, stages) = index(&recording, &dir.path().join("many"), config(WritePath::Bulk, tiny)).await;
+    let (many, _, progress) =
+        index(&recording, &dir.path().join("many"), config(WritePath::Bulk, tiny)).await;
+    let stages = progress.stages;
     assert!(stages >= 3, "{stages} stages");
-    assert_eq!(hash(&many), want, "many bulk stages with spilled runs");
+    // The first stage ended on its run files' bound: every later one compressed its runs.
+    assert_eq!(progress.compressed_stages, stages - 1, "{stages} stages");
+    assert_eq!(hash(&many), want, "many bulk stages with spilled, compressed runs");
+    // The same with plain run files: the same tables.
+    let plain = StageLimits { compress_runs: RunCompression::Never, ..tiny };
+    let (many_plain, _, progress) =
+        index(&recording, &dir.path().join("many-plain"), config(WritePath::Bulk, plain)).await;
+    assert_eq!(progress.compressed_stages, 0);
+    assert!(progress.stages >= stages, "{} plain stages, {stages} compressed", progress.stages);
+    assert_eq!(hash(&many_plain), want, "many bulk stages with spilled, plain runs");
+    drop(many_plain);
 
     // Stages of a fixed number of blocks (`--stage-max-blocks`), shorter than a batch: each
     // holds exactly that many, but the last.
     let by_blocks = StageLimits { max_blocks: 25, ..Default::default() };
-    let (fixed, _, stages) =
+    let (fixed, _, progress) =
         index(&recording, &dir.path().join("fixed"), config(WritePath::Bulk, by_blocks)).await;
+    let stages = progress.stages;
     let bulk_blocks = head + 1 - 16;
     assert!(
         (bulk_blocks.div_ceil(25)..=bulk_blocks.div_ceil(25) + 1).contains(&stages),
@@ -119,9 +137,9 @@ async fn bulk_stages_give_the_tables_batches_give() {
     .await;
     assert!(half.begin_read().expect("read").entries::<OtsRecentBalances>().expect("entries") > 0);
     drop(half);
-    let (resumed, _, stages) =
+    let (resumed, _, progress) =
         index_to(&recording, &resumed, config(WritePath::Bulk, StageLimits::default()), None).await;
-    assert_eq!(stages, 1);
+    assert_eq!(progress.stages, 1);
     assert_eq!(hash(&resumed), want, "batches, then a stage");
 
     // The newest window went batch by batch: unwinding into it works on both, alike.
@@ -150,8 +168,8 @@ async fn a_stage_in_short_batches_then_a_long_batch_from_a_recording() {
         write_path: WritePath::Bulk,
         ..Default::default()
     };
-    let (db, head, stages) = index(&recording, &dir.path().join("db"), config).await;
-    assert_eq!(stages, 1);
+    let (db, head, progress) = index(&recording, &dir.path().join("db"), config).await;
+    assert_eq!(progress.stages, 1);
     assert!(head > window + 250, "the stage takes more than one 250-block batch (head {head})");
     let txn = db.begin_read().expect("read");
     assert_eq!(state::read_state(&txn).expect("state").checkpoint.map(|c| c.number), Some(head));
