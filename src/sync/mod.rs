@@ -113,7 +113,7 @@ pub struct StageLimits {
     pub compress_runs: RunCompression,
 }
 
-/// When a bulk stage writes its run files compressed (zstd): about 45 % of their bytes, so a
+/// When a bulk stage writes its run files compressed (zstd): about 48 % of their bytes, so a
 /// stage bounded by its run files holds about twice the blocks, for about a tenth more time per
 /// stage (docs/operations.md, "Bulk stages").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
