@@ -5,6 +5,7 @@ pub mod capture;
 pub mod check;
 pub mod compact;
 pub mod config_file;
+pub mod heap;
 pub mod migrate;
 pub mod progress;
 pub mod refresh;
@@ -115,6 +116,7 @@ pub async fn main() -> std::process::ExitCode {
 /// `main` after [`ots_classifiers::Registry::with`], and needs no change to this crate.
 pub async fn main_with(registry: ots_classifiers::Registry) -> std::process::ExitCode {
     crate::db::keep_freed_heap();
+    heap::huge_pages(false);
     let args: Vec<String> = std::env::args().collect();
     let mut cmd = Cli::command();
     if let Some(path) = config_file::config_path(&args) {
@@ -182,6 +184,9 @@ fn quiet_on_closed_pipe() {
 
 /// Runs the chosen subcommand.
 pub async fn dispatch(command: Command) -> anyhow::Result<()> {
+    if matches!(command, Command::Run(_) | Command::Sync(_) | Command::Capture(_) | Command::Migrate(_)) {
+        heap::huge_pages(true);
+    }
     match command {
         Command::Run(a) => run::run(a).await,
         Command::Sync(a) => sync::sync(a).await,
