@@ -3,14 +3,15 @@
 //! changed holders the server keeps per snapshot) and the answer written as JSON, each timed
 //! over many pages read as the server reads them, one snapshot each. Prints one line per round.
 //!
-//! Usage: bench_holder_page DATADIR TOKEN [IDX] [ROUNDS]
-//! (25 holders a page from position IDX, default 0; 20,000 pages a round, 3 rounds)
+//! Usage: bench_holder_page DATADIR TOKEN|busiest [IDX] [ROUNDS]
+//! (25 holders a page from position IDX, default 0; 20,000 pages a round, 3 rounds; `busiest`:
+//! the token with the most holders, printed)
 
 use std::{path::PathBuf, time::Instant};
 
 use alloy_primitives::Address;
 use ots_indexer::{
-    db::{AccessMode, Db},
+    db::{codec::Count, tables::OtsTokenHolderCounts, AccessMode, Db},
     rpc::{
         ots2::holders::{Holder, HolderPage},
         serialized::Serialized,
@@ -26,11 +27,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("usage: bench_holder_page DATADIR TOKEN [IDX] [ROUNDS]");
         std::process::exit(2);
     };
-    let token: Address = token.parse()?;
+    let db = Db::open(&PathBuf::from(datadir), AccessMode::ReadOnly)?;
+    let token: Address = if token == "busiest" { busiest(&db)? } else { token.parse()? };
     let idx: u64 = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(0);
     let rounds: u32 = args.get(4).map(|s| s.parse()).transpose()?.unwrap_or(3);
-    let db = Db::open(&PathBuf::from(datadir), AccessMode::ReadOnly)?;
     let cache = WindowHoldersCache::default();
+    {
+        // The first page of a snapshot no page has marked: the walk from the top.
+        let txn = db.begin_read()?;
+        let started = Instant::now();
+        let page = cache.page(&txn, &token, idx, 25)?;
+        println!(
+            "first page at {idx} (the walk from the top, leaving marks): {:.3} ms, {} rows",
+            started.elapsed().as_secs_f64() * 1e3,
+            page.len()
+        );
+    }
     for round in 1..=rounds {
         let (mut count_s, mut page_s, mut json_s, mut bytes) = (0.0, 0.0, 0.0, 0);
         let started = Instant::now();
@@ -64,4 +76,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     Ok(())
+}
+
+/// The token with the most holders (printed).
+fn busiest(db: &Db) -> Result<Address, Box<dyn std::error::Error>> {
+    let txn = db.begin_read()?;
+    let mut cursor = txn.walking_cursor::<OtsTokenHolderCounts>()?;
+    let (mut best, mut most) = (Address::ZERO, 0);
+    let mut next = cursor.first()?;
+    while let Some((token, Count(n))) = next {
+        if n > most {
+            (best, most) = (token, n);
+        }
+        next = cursor.next_entry()?;
+    }
+    println!("busiest token {best}: {most} holders before the reorg window");
+    Ok(best)
 }

@@ -9,7 +9,7 @@ use signet_libmdbx::tx::TransactionKind;
 use super::{
     codec::{KeyCodec, ValueCodec},
     error::{table_err, DbResult},
-    tables::{DupTable, Layout},
+    tables::{DupSubKey, DupTable, Layout},
     txn::{decode_value, TableCursor},
 };
 
@@ -33,15 +33,6 @@ impl<'tx, K: TransactionKind, T: DupTable> DupRun<'tx, K, T> {
         let Some(first) = cursor.seek_exact(key)? else { return Ok(None) };
         let run = Self::placed(cursor, key, &first)?;
         Ok(Some((run, first)))
-    }
-
-    /// Places `cursor` on `key`'s dup `value`; returns the run, or `None` when `key` has no such
-    /// dup.
-    pub fn at(mut cursor: TableCursor<'tx, K, T>, key: &T::Key, value: &T::Value) -> DbResult<Option<Self>> {
-        if !cursor.seek_both(key, value)? {
-            return Ok(None);
-        }
-        Self::placed(cursor, key, value).map(Some)
     }
 
     fn placed(mut cursor: TableCursor<'tx, K, T>, key: &T::Key, current: &T::Value) -> DbResult<Self> {
@@ -76,6 +67,20 @@ impl<'tx, K: TransactionKind, T: DupTable> DupRun<'tx, K, T> {
         }
         let bytes = &self.page[self.at * self.size..(self.at + 1) * self.size];
         decode_value::<T>(&self.key, bytes).map(Some)
+    }
+}
+
+impl<'tx, K: TransactionKind, T: DupSubKey> DupRun<'tx, K, T> {
+    /// Places `cursor` on `key`'s first dup whose sub-key is `sub` or later; returns the run and
+    /// that dup, or `None` when `key` has no such dup.
+    pub fn at_or_after(
+        mut cursor: TableCursor<'tx, K, T>,
+        key: &T::Key,
+        sub: &T::SubKey,
+    ) -> DbResult<Option<(Self, T::Value)>> {
+        let Some(first) = cursor.seek_sub_key(key, sub)? else { return Ok(None) };
+        let run = Self::placed(cursor, key, &first)?;
+        Ok(Some((run, first)))
     }
 }
 
@@ -148,16 +153,22 @@ mod tests {
         assert_eq!(read, ranks, "every dup once, in order, and none of the next key");
 
         for from in [0, 1, 299, 300, 1_234, 1_999] {
-            let cursor = txn.cursor::<OtsTokenHolderRanks>().expect("cursor");
-            let mut run = DupRun::at(cursor, &token, &ranks[from]).expect("at").expect("there");
-            let mut read = Vec::new();
-            while let Some(r) = run.next_dup().expect("next") {
-                read.push(r);
+            // At a dup, and at a rank between it and the one before (balances are unique).
+            let between = Rank { balance: ranks[from].balance, holder: Address::ZERO };
+            for seek in [ranks[from], between] {
+                let cursor = txn.cursor::<OtsTokenHolderRanks>().expect("cursor");
+                let (mut run, at) = DupRun::at_or_after(cursor, &token, &seek).expect("at").expect("there");
+                assert_eq!(at, ranks[from], "from dup {from}");
+                let mut read = Vec::new();
+                while let Some(r) = run.next_dup().expect("next") {
+                    read.push(r);
+                }
+                assert_eq!(read, ranks[from + 1..], "from dup {from}");
             }
-            assert_eq!(read, ranks[from + 1..], "from dup {from}");
         }
         let cursor = txn.cursor::<OtsTokenHolderRanks>().expect("cursor");
-        assert!(DupRun::at(cursor, &token, &rank(5_000)).expect("at").is_none(), "no such dup");
+        let past = Rank { balance: U256::ZERO, holder: Address::ZERO };
+        assert!(DupRun::at_or_after(cursor, &token, &past).expect("at").is_none(), "past the last dup");
         let cursor = txn.cursor::<OtsTokenHolderRanks>().expect("cursor");
         let (mut run, only) = DupRun::first(cursor, &other).expect("first").expect("there");
         assert_eq!(only, rank(1));
@@ -167,7 +178,7 @@ mod tests {
         // A key of a few dups keeps them on a page of its own inside its leaf node.
         for from in 0..small.len() {
             let cursor = txn.cursor::<OtsTokenHolderRanks>().expect("cursor");
-            let mut run = DupRun::at(cursor, &few, &small[from]).expect("at").expect("there");
+            let (mut run, _) = DupRun::at_or_after(cursor, &few, &small[from]).expect("at").expect("there");
             let mut read = Vec::new();
             while let Some(r) = run.next_dup().expect("next") {
                 read.push(r);

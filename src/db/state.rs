@@ -196,6 +196,14 @@ pub fn read_tip<K: TransactionKind>(txn: &Txn<K>) -> DbResult<Option<u64>> {
     }
 }
 
+/// The indexed tip with its hash alone (`None`: nothing indexed).
+pub fn read_checkpoint<K: TransactionKind>(txn: &Txn<K>) -> DbResult<Option<Checkpoint>> {
+    let Some(number) = read_tip(txn)? else { return Ok(None) };
+    // `read_tip` checked the row's 40 bytes: number (8) ‖ hash (32).
+    let hash = get(txn, LAST_BLOCK_KEY)?.and_then(|v| v.get(8..40).map(B256::from_slice));
+    Ok(hash.map(|hash| Checkpoint { number, hash }))
+}
+
 /// Reads the whole state.
 pub fn read_state<K: TransactionKind>(txn: &Txn<K>) -> Result<IndexerState, StateError> {
     let format_version = get(txn, FORMAT_VERSION_KEY)?.map(|v| u64_of(FORMAT_VERSION_KEY, &v)).transpose()?;

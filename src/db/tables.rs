@@ -359,6 +359,8 @@ sub_keys! {
     OtsRecentHolderCounts by u64: |v| v.block, |s| WindowValue { block: *s, value: 0i64 }.encode_value();
     OtsRecentMultiBalances by u64: |v| v.block, |s| WindowValue { block: *s, value: U256::ZERO }.encode_value();
     OtsRecentOwners by u64: |v| v.block, |s| WindowValue { block: *s, value: Address::ZERO }.encode_value();
+    // A ranking's dups sort by the whole rank (largest balance first, then holder).
+    OtsTokenHolderRanks, OtsRecentHolderRanks by Rank: |v| *v, |s| s.encode_value();
     // An address-index counter's dups sort by the cumulative count (the 1-byte form is alone).
     OtsERC20TransferCounter, OtsERC721TransferCounter, OtsERC1155TransferCounter, OtsWithdrawalsCounter,
     OtsBlocksRewardedCounter by u64: |v| v.cumulative(), |s| s.to_be_bytes().to_vec();
@@ -433,5 +435,26 @@ mod tests {
         ];
         seeks_land_at_or_before::<OtsERC20TransferCounter>(&counters);
         seeks_land_at_or_before::<OtsBlocksRewardedCounter>(&counters);
+        let ranks = [Rank { balance: U256::from(3), holder: a }, Rank { balance: U256::MAX, holder: b }];
+        seeks_land_at_or_before::<OtsTokenHolderRanks>(&ranks);
+        seeks_land_at_or_before::<OtsRecentHolderRanks>(&ranks);
+    }
+
+    /// Ranks order as their bytes do: the larger balance first, then the smaller holder.
+    #[test]
+    fn ranks_order_as_their_bytes() {
+        let (a, b) = (Address::repeat_byte(0xa1), Address::repeat_byte(0xb2));
+        let mut ranks = vec![
+            Rank { balance: U256::from(3), holder: b },
+            Rank { balance: U256::from(3), holder: a },
+            Rank { balance: U256::from(300), holder: b },
+            Rank { balance: U256::from(1), holder: a },
+            Rank { balance: U256::MAX, holder: b },
+        ];
+        let mut by_bytes = ranks.clone();
+        by_bytes.sort_by_key(ValueCodec::encode_value);
+        ranks.sort();
+        assert_eq!(ranks, by_bytes);
+        assert_eq!(ranks[0].balance, U256::MAX);
     }
 }

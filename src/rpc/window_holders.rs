@@ -7,8 +7,12 @@
 //! Beside each set, the token's holder count (the large table's plus every window block's
 //! change: a busy token's adds one per block) and the marks its pages left in the token's
 //! ranking (`RankingMark`, one every [`MARK_EVERY`] holders): MDBX cannot seek a key's dups by
-//! position, so a page far down a ranking walks from the top — once per snapshot; later pages
-//! start from the nearest mark.
+//! position, so a page far down a ranking would walk from the top; later pages start from the
+//! nearest mark. Marks outlive their snapshot: when a block commits, a token's marks are
+//! carried into the new snapshot the first time one of its pages is read there, each moved by
+//! the holders the new blocks moved across it (read from the window's rows of those blocks), so
+//! a deep page after a block costs the block's changes, not the holders before it. A reorg
+//! below the marks' block, or blocks that left the window since, drop them.
 
 use std::{
     collections::HashMap,
@@ -16,10 +20,16 @@ use std::{
 };
 
 use alloy_primitives::{Address, U256};
+use tracing::debug;
 
 use crate::{
-    db::{DbResult, ReadTxn},
-    index::families::balances::{holder_count, holders_page_marked, RankingMark, WindowHolders},
+    db::{
+        state::{self, Checkpoint},
+        DbResult, ReadTxn,
+    },
+    index::families::balances::{
+        holder_count, holders_page_marked, rank_moves_since, RankingMark, WindowHolders,
+    },
 };
 
 /// Holders kept at most, over every token (about 24 bytes each in their sets).
@@ -38,12 +48,52 @@ const BUDGET_COUNTS: usize = 1 << 16;
 #[derive(Debug, Default)]
 struct Sets {
     snapshot: u64,
+    /// The indexed tip of `snapshot`, read when it was first seen.
+    tip: Option<Checkpoint>,
     by_token: HashMap<Address, Arc<WindowHolders>>,
     holders: usize,
     marks: HashMap<Address, Vec<RankingMark>>,
     mark_count: usize,
+    /// Marks of older snapshots not yet carried into this one, by token, with the tip they
+    /// were valid at.
+    earlier: HashMap<Address, (Checkpoint, Vec<RankingMark>)>,
     /// Holder counts by token (the large table's count plus every window block's change).
     counts: HashMap<Address, u64>,
+    /// Tokens whose marks were carried into a newer snapshot, and dropped, since the start.
+    carried: u64,
+    dropped: u64,
+}
+
+impl Sets {
+    /// The sets of a newer `snapshot` whose tip is `tip`: the marks kept so far wait to be
+    /// carried into it.
+    fn renewed(&mut self, snapshot: u64, tip: Option<Checkpoint>) {
+        let old = std::mem::take(self);
+        let mut earlier = old.earlier;
+        if let Some(old_tip) = old.tip {
+            for (token, marks) in old.marks {
+                earlier.insert(token, (old_tip, marks));
+            }
+        }
+        if earlier.values().map(|(_, m)| m.len()).sum::<usize>() > BUDGET_MARKS {
+            earlier.clear();
+        }
+        let (carried, dropped) = (old.carried, old.dropped);
+        *self = Self { snapshot, tip, earlier, carried, dropped, ..Self::default() };
+    }
+}
+
+/// What [`WindowHoldersCache::marks`] reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MarksKept {
+    /// Marks kept for the newest snapshot.
+    pub newest: usize,
+    /// Marks of earlier snapshots waiting to be carried into it.
+    pub waiting: usize,
+    /// Tokens whose marks were carried into a newer snapshot, since the start.
+    pub carried: u64,
+    /// Tokens whose marks could not be (a reorg below them, or blocks since left the window).
+    pub dropped: u64,
 }
 
 /// The window's changed holders by token, for one snapshot; shared by the handlers.
@@ -67,9 +117,7 @@ impl WindowHoldersCache {
         // Built outside the lock: other tokens' pages go on meanwhile.
         let set = Arc::new(WindowHolders::of(txn, token)?);
         if let Ok(mut sets) = self.sets.lock() {
-            if snapshot > sets.snapshot {
-                *sets = Sets { snapshot, ..Sets::default() };
-            }
+            renew(&mut sets, txn, snapshot)?;
             if snapshot == sets.snapshot && set.len() <= BUDGET_HOLDERS {
                 if sets.holders + set.len() > BUDGET_HOLDERS {
                     sets.by_token.clear();
@@ -98,9 +146,7 @@ impl WindowHoldersCache {
         }
         let count = holder_count(txn, token)?;
         if let Ok(mut sets) = self.sets.lock() {
-            if snapshot > sets.snapshot {
-                *sets = Sets { snapshot, ..Sets::default() };
-            }
+            renew(&mut sets, txn, snapshot)?;
             if snapshot == sets.snapshot {
                 if sets.counts.len() >= BUDGET_COUNTS {
                     sets.counts.clear();
@@ -123,6 +169,7 @@ impl WindowHoldersCache {
     ) -> DbResult<Vec<(Address, U256)>> {
         let changed = self.of(txn, token)?;
         let snapshot = txn.snapshot_id()?;
+        self.carry_marks(txn, snapshot, token)?;
         let (from, after) = match self.sets.lock() {
             Ok(sets) if sets.snapshot == snapshot => {
                 let marks = sets.marks.get(token).map_or(&[][..], Vec::as_slice);
@@ -150,10 +197,68 @@ impl WindowHoldersCache {
         Ok(page)
     }
 
+    /// Brings `token`'s marks of an earlier snapshot into `snapshot` (`txn`'s, the newest seen),
+    /// moved by what the blocks since did to its ranking, or drops them when that cannot be told.
+    fn carry_marks(&self, txn: &ReadTxn, snapshot: u64, token: &Address) -> DbResult<()> {
+        let (since, marks) = match self.sets.lock() {
+            Ok(mut sets) if sets.snapshot == snapshot && !sets.marks.contains_key(token) => {
+                match sets.earlier.remove(token) {
+                    Some(earlier) => earlier,
+                    None => return Ok(()),
+                }
+            }
+            _ => return Ok(()),
+        };
+        // Read outside the lock: other tokens' pages go on meanwhile.
+        let tokens = std::iter::once(*token).collect();
+        let carried = rank_moves_since(txn, since, &tokens)?.and_then(|mut moves| {
+            let moves = moves.remove(token).unwrap_or_default();
+            marks.into_iter().map(|m| m.moved(&moves)).collect::<Option<Vec<_>>>()
+        });
+        if let Ok(mut sets) = self.sets.lock() {
+            match carried {
+                Some(carried)
+                    if sets.snapshot == snapshot
+                        && !sets.marks.contains_key(token)
+                        && sets.mark_count + carried.len() <= BUDGET_MARKS =>
+                {
+                    sets.carried += 1;
+                    sets.mark_count += carried.len();
+                    sets.marks.insert(*token, carried);
+                }
+                Some(_) => {}
+                None => {
+                    sets.dropped += 1;
+                    debug!(target: "ots::rpc", %token, since = since.number, "holder ranking marks dropped");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The marks kept, and how often they outlived their snapshot.
+    pub fn marks(&self) -> MarksKept {
+        self.sets.lock().map_or(MarksKept::default(), |s| MarksKept {
+            newest: s.mark_count,
+            waiting: s.earlier.values().map(|(_, m)| m.len()).sum(),
+            carried: s.carried,
+            dropped: s.dropped,
+        })
+    }
+
     /// Tokens and holders kept now.
     pub fn usage(&self) -> (usize, usize) {
         self.sets.lock().map_or((0, 0), |s| (s.by_token.len(), s.holders))
     }
+}
+
+/// Moves `sets` to `snapshot` when it is newer than theirs, reading its tip from `txn`.
+fn renew(sets: &mut Sets, txn: &ReadTxn, snapshot: u64) -> DbResult<()> {
+    if snapshot > sets.snapshot {
+        let tip = state::read_checkpoint(txn)?;
+        sets.renewed(snapshot, tip);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -453,3 +453,50 @@ async fn reads_join_the_window_exactly_as_if_its_blocks_had_left_it() {
     txn.commit().expect("commit");
     assert!(large_tables() == before, "the unwind wrote to a large table");
 }
+
+/// A busy token's deep holder page after a block starts from the marks the pages of the block
+/// before left, moved by what the block changed in the ranking, instead of walking from the
+/// top; every page reads as the plain walk does. An unwind below the marks' block drops them.
+#[test]
+fn holder_ranking_marks_outlive_their_block() {
+    use ots_indexer::rpc::window_holders::WindowHoldersCache;
+    let (_dir, db) = indexed(120, 1);
+    let token = Address::repeat_byte(0x20);
+    let cache = WindowHoldersCache::default();
+    let plain = |db: &Db, idx, count| {
+        let txn = db.begin_read().expect("read");
+        balances::holders_page(&txn, &token, idx, count).expect("plain")
+    };
+    let read = db.begin_read().expect("read");
+    let total = balances::holder_count(&read, &token).expect("count");
+    assert!(total > 1_500, "{total} holders");
+    let deep = total - 30;
+    assert_eq!(cache.page(&read, &token, deep, 25).expect("deep"), plain(&db, deep, 25));
+    let left = cache.marks();
+    assert!(left.newest as u64 >= deep / 256, "a mark every 256 holders the walk passed: {left:?}");
+    drop(read);
+
+    for block in 120..123 {
+        transfer_chain::index(&db, block, block + 1, 1);
+        let read = db.begin_read().expect("read");
+        let total = balances::holder_count(&read, &token).expect("count");
+        for idx in [deep, 0, 255, 256, 700, 1_024, total - 25, total] {
+            assert_eq!(
+                cache.page(&read, &token, idx, 25).expect("page"),
+                plain(&db, idx, 25),
+                "block {block}, {idx}"
+            );
+        }
+    }
+    let kept = cache.marks();
+    assert_eq!((kept.carried, kept.dropped, kept.waiting), (3, 0, 0), "{kept:?}");
+    assert!(kept.newest >= left.newest, "{kept:?}");
+
+    let txn = db.begin_write().expect("write");
+    unwind_to(&txn, 110).expect("unwind");
+    txn.commit().expect("commit");
+    let read = db.begin_read().expect("read");
+    assert_eq!(cache.page(&read, &token, deep, 25).expect("deep"), plain(&db, deep, 25));
+    let after = cache.marks();
+    assert_eq!((after.carried, after.dropped), (3, 1), "{after:?}");
+}

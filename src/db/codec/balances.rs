@@ -202,6 +202,25 @@ pub struct Rank {
     pub holder: Address,
 }
 
+impl Rank {
+    /// Where it stands in a ranking: the order of its bytes (largest balance first, then holder).
+    fn order(&self) -> (U256, Address) {
+        (!self.balance, self.holder)
+    }
+}
+
+impl Ord for Rank {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.order().cmp(&other.order())
+    }
+}
+
+impl PartialOrd for Rank {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl ValueCodec for Rank {
     fn encode_value(&self) -> Vec<u8> {
         let mut out = (!self.balance).to_be_bytes::<32>().to_vec();

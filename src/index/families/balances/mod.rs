@@ -26,7 +26,7 @@ pub use bulk::BulkBalances;
 pub use holders::rebuild as rebuild_window_holders;
 pub use read::{
     balance, holder_count, holders_page, holders_page_knowing, holders_page_marked, multi_balance,
-    multi_balances, owned_ids, owner, HolderPage, RankingMark, WindowHolders,
+    multi_balances, owned_ids, owner, rank_moves_since, HolderPage, RankMoves, RankingMark, WindowHolders,
 };
 pub use window::{fold, prune, unwind};
 

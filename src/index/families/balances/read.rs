@@ -7,7 +7,8 @@ use signet_libmdbx::tx::TransactionKind;
 
 use super::window::newest;
 use crate::db::{
-    codec::{Balance, Count, MultiKey, PairKey, Rank, TokenIdKey},
+    codec::{Balance, BlockNumber, Count, MultiKey, PairKey, Rank, TokenIdKey, UndoRecordHash},
+    state::Checkpoint,
     tables::*,
     DbResult, DupRun, Txn,
 };
@@ -86,7 +87,7 @@ pub fn holders_page<K: TransactionKind>(
 ) -> DbResult<Vec<(Address, U256)>> {
     let mut window_balances = txn.cursor::<OtsRecentBalances>()?;
     let changed = |holder| Ok(window_balances.seek_exact(&PairKey { token: *token, holder })?.is_some());
-    Ok(ranked_page(txn, token, idx, count, changed, RankingWalk { from: None, every: 0 }, |_| {})?.0)
+    ranked_page(txn, token, idx, count, changed, RankingWalk { from: None, every: 0 }, |_| {})
 }
 
 /// [`holders_page`] with the holders the window changed already known (`changed`, read from the
@@ -99,37 +100,60 @@ pub fn holders_page_knowing<K: TransactionKind>(
     changed: &WindowHolders,
 ) -> DbResult<Vec<(Address, U256)>> {
     let walk = RankingWalk { from: None, every: 0 };
-    Ok(ranked_page(txn, token, idx, count, |holder| Ok(changed.contains(&holder)), walk, |_| {})?.0)
+    ranked_page(txn, token, idx, count, |holder| Ok(changed.contains(&holder)), walk, |_| {})
 }
 
 /// A page of holders: each with its balance, largest first.
 pub type HolderPage = Vec<(Address, U256)>;
 
-/// Where a walk of a token's holder ranking stood after passing `position` holders: the next
-/// holder of the large table's ranking (the window's changed ones already passed over) and of
-/// the window's. Valid for the snapshot it was taken from only.
+/// Where a walk of a token's holder ranking stood after passing `position` holders: the rank
+/// of the next holder (`None`: the ranking's end). Every holder ranked before that rank was
+/// passed and none after, so a walk can resume at it in any snapshot whose number of holders
+/// ranked before it is `position` — the snapshot the mark was left in, or a later one once the
+/// holders that moved since are counted ([`RankingMark::moved`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RankingMark {
     /// Holders passed.
     pub position: u64,
-    stored: Option<Rank>,
-    fresh: Option<Rank>,
+    next: Option<Rank>,
+}
+
+impl RankingMark {
+    /// The mark in a later snapshot, given each holder whose rank changed since, with its rank
+    /// then and now (`None`: it held nothing); `None` when the moves cannot have led there (more
+    /// holders left before the mark than were there).
+    pub fn moved(self, moves: &RankMoves) -> Option<Self> {
+        let before = |ranks: &[Rank]| match self.next {
+            Some(next) => ranks.partition_point(|r| *r < next) as u64,
+            None => ranks.len() as u64,
+        };
+        let position = (self.position + before(&moves.now)).checked_sub(before(&moves.then))?;
+        Some(Self { position, next: self.next })
+    }
+}
+
+/// The ranks that holders of one token had and have, for the holders whose balance changed
+/// between two snapshots: each list sorted, holders with nothing left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RankMoves {
+    then: Vec<Rank>,
+    now: Vec<Rank>,
 }
 
 /// How a ranking walk starts and which marks it leaves.
 #[derive(Debug, Clone, Copy)]
 struct RankingWalk {
-    /// A mark of the same snapshot at or before the page, to start from instead of the top.
+    /// A mark valid for this snapshot at or before the page, to start from instead of the top.
     from: Option<RankingMark>,
     /// A mark is left every this many holders passed (0: none).
     every: u64,
 }
 
-/// [`holders_page_knowing`] starting from `from` (a mark an earlier page of the same snapshot
-/// left at or before `idx`) instead of the ranking's top, and leaving a mark every `every`
-/// holders it passes beyond position `after` (where the marks already kept end): once some page
-/// of the snapshot walked that far, a page costs its rows and fewer than `every` holders before
-/// them. Returns the page and the marks it left, in order.
+/// [`holders_page_knowing`] starting from `from` (a mark valid for `txn`'s snapshot at or before
+/// `idx`) instead of the ranking's top, and leaving a mark every `every` holders it passes
+/// beyond position `after` (where the marks already kept end): once some page walked that far,
+/// a page costs its rows and fewer than `every` holders before them. Returns the page and the
+/// marks it left, in order.
 #[allow(clippy::too_many_arguments)] // the page, the snapshot's knowledge, the marks' spacing
 pub fn holders_page_marked<K: TransactionKind>(
     txn: &Txn<K>,
@@ -145,20 +169,65 @@ pub fn holders_page_marked<K: TransactionKind>(
     let mut left = Vec::new();
     let walk = RankingWalk { from, every };
     let changed_in_window = |holder| Ok(changed.contains(&holder));
-    let (page, resumed) = ranked_page(txn, token, idx, count, changed_in_window, walk, |mark| {
+    let page = ranked_page(txn, token, idx, count, changed_in_window, walk, |mark| {
         if mark.position > after {
             left.push(mark);
         }
     })?;
-    if !resumed && from.is_some() {
-        // A mark that no longer finds its holder is of another snapshot: the walk ran from the
-        // top, and the caller's marks are not to be extended.
-        left.clear();
-    }
     Ok((page, left))
 }
 
-/// The walk of a page; returns it and whether it started from `walk.from`.
+/// The holders of each of `tokens` whose balance the blocks after `since` changed, with their
+/// ranks at `since` and now; `None` when `txn` cannot tell: `since` is not the block of that
+/// number on the indexed chain (a reorg replaced it), or blocks after it have left the reorg
+/// window (their changes are in the large tables, mixed with older ones), or none is indexed.
+pub fn rank_moves_since<K: TransactionKind>(
+    txn: &Txn<K>,
+    since: Checkpoint,
+    tokens: &foldhash::HashSet<Address>,
+) -> DbResult<Option<foldhash::HashMap<Address, RankMoves>>> {
+    match txn.get_as::<OtsUndoJournal, UndoRecordHash>(&BlockNumber(since.number))? {
+        Some(UndoRecordHash(hash)) if hash == since.hash => {}
+        _ => return Ok(None),
+    }
+    let mut keys = Vec::new();
+    let mut rows = txn.cursor::<OtsRecentBalancesByBlock>()?;
+    let mut row = rows.seek(&BlockNumber(since.number + 1))?;
+    while let Some((_, prior)) = row {
+        if tokens.contains(&prior.key.token) {
+            keys.push(prior.key);
+        }
+        row = rows.next_entry()?;
+    }
+    keys.sort_unstable_by_key(|k| (k.token, k.holder));
+    keys.dedup();
+    let mut moves: foldhash::HashMap<Address, RankMoves> = foldhash::HashMap::default();
+    let mut window = txn.cursor::<OtsRecentBalances>()?;
+    let rank = |holder, balance: U256| (!balance.is_zero()).then_some(Rank { balance, holder });
+    for key in keys {
+        // The key's first dup after `since` is there (its block changed it): the dup before it,
+        // if any, is its value at `since`; else the large table's is.
+        if window.seek_sub_key(&key, &(since.number + 1))?.is_none() {
+            return Ok(None);
+        }
+        let then = match window.prev_dup()? {
+            Some(row) => row.value,
+            None => txn.get::<OtsTokenBalances>(&key)?.map_or(U256::ZERO, |b| b.0),
+        };
+        window.seek_exact(&key)?;
+        let now = window.last_dup()?.map_or(U256::ZERO, |row| row.value);
+        let token = moves.entry(key.token).or_default();
+        token.then.extend(rank(key.holder, then));
+        token.now.extend(rank(key.holder, now));
+    }
+    for token in moves.values_mut() {
+        token.then.sort_unstable();
+        token.now.sort_unstable();
+    }
+    Ok(Some(moves))
+}
+
+/// The walk of a page.
 fn ranked_page<K: TransactionKind>(
     txn: &Txn<K>,
     token: &Address,
@@ -167,41 +236,33 @@ fn ranked_page<K: TransactionKind>(
     mut changed_in_window: impl FnMut(Address) -> DbResult<bool>,
     walk: RankingWalk,
     mut mark: impl FnMut(RankingMark),
-) -> DbResult<(Vec<(Address, U256)>, bool)> {
+) -> DbResult<Vec<(Address, U256)>> {
     let mut out = Vec::new();
     if count == 0 {
-        return Ok((out, false));
+        return Ok(out);
     }
     let mut fresh_cursor = txn.cursor::<OtsRecentHolderRanks>()?;
     // The large table's ranking is read a page of dups at a time: a busy token's walk passes
     // every stored holder the window changed.
-    let mut resumed = None;
     let mut stored_run = None;
-    if let Some(from) = walk.from {
-        let run = match &from.stored {
-            Some(rank) => DupRun::at(txn.cursor::<OtsTokenHolderRanks>()?, token, rank)?.map(Some),
-            None => Some(None),
-        };
-        let found_fresh = match &from.fresh {
-            Some(rank) => fresh_cursor.seek_both(token, rank)?,
-            None => true,
-        };
-        if let (Some(run), true) = (run, found_fresh) {
-            resumed = Some(from);
-            stored_run = run;
+    let stored_cursor = txn.cursor::<OtsTokenHolderRanks>()?;
+    let (start, position) = match walk.from {
+        Some(from) => (from.next, from.position),
+        None => (None, 0),
+    };
+    let (mut stored, mut fresh) = match (walk.from, start) {
+        // A mark at the ranking's end: nothing after it.
+        (Some(_), None) => (None, None),
+        (Some(_), Some(next)) => {
+            let stored = DupRun::at_or_after(stored_cursor, token, &next)?;
+            (place(&mut stored_run, stored), fresh_cursor.seek_sub_key(token, &next)?)
         }
-    }
-    let (mut stored, mut fresh, mut position) = match resumed {
-        Some(from) => (from.stored, from.fresh, from.position),
-        None => {
-            let first = DupRun::first(txn.cursor::<OtsTokenHolderRanks>()?, token)?;
-            let stored = first.map(|(run, rank)| {
-                stored_run = Some(run);
-                rank
-            });
-            (stored, fresh_cursor.seek_exact(token)?, 0)
+        (None, _) => {
+            let stored = DupRun::first(stored_cursor, token)?;
+            (place(&mut stored_run, stored), fresh_cursor.seek_exact(token)?)
         }
     };
+    let mut position = position;
     let mut next_stored = || match stored_run.as_mut() {
         Some(run) => run.next_dup(),
         None => Ok(None),
@@ -215,12 +276,15 @@ fn ranked_page<K: TransactionKind>(
             stored = next_stored()?;
         }
         if walk.every > 0 && position > 0 && position.is_multiple_of(walk.every) {
-            mark(RankingMark { position, stored, fresh });
+            let next = match (stored, fresh) {
+                (Some(old), Some(new)) => Some(old.min(new)),
+                (one, other) => one.or(other),
+            };
+            mark(RankingMark { position, next });
         }
-        // Both rankings sort as their dups do: !balance, then holder.
         let next = match (stored, fresh) {
             (None, None) => break,
-            (Some(old), Some(new)) if (!new.balance, new.holder) < (!old.balance, old.holder) => {
+            (Some(old), Some(new)) if new < old => {
                 fresh = fresh_cursor.next_dup()?;
                 new
             }
@@ -242,7 +306,15 @@ fn ranked_page<K: TransactionKind>(
             break;
         }
     }
-    Ok((out, resumed.is_some()))
+    Ok(out)
+}
+
+/// Keeps a run placed on a ranking and returns its first dup.
+fn place<R>(run: &mut Option<R>, placed: Option<(R, Rank)>) -> Option<Rank> {
+    placed.map(|(r, rank)| {
+        *run = Some(r);
+        rank
+    })
 }
 
 /// The owner of id `id` of the ERC721 `token` (none when burnt or never seen).
