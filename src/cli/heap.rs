@@ -6,8 +6,8 @@
 //! `status`) loses: every thread's first allocation and each fresh stretch of heap faults a
 //! whole 2 MiB page in, zeroed, for a few KiB used — on a virtual machine of the project's kind
 //! one such fault took 1.5–4 ms, and a 64-block unwind spent a tenth of its time in them
-//! (docs/benchmarks.md, "Reorgs"). So the program starts with huge pages off and the commands
-//! that build large heaps turn them back on.
+//! (docs/benchmarks-history.md, "Huge pages off for the short commands"). So the program
+//! starts with huge pages off and the commands that build large heaps turn them back on.
 
 /// Turns huge pages off (`false`) or back on (`true`) for the whole process, for memory faulted
 /// from now on. A refusal (a kernel without the setting) changes nothing else: it is ignored.

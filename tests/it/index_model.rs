@@ -392,69 +392,67 @@ fn ranking(model: &Model, token: &Address) -> Vec<(Address, U256)> {
     want
 }
 
-/// Marks of every token's ranking left at an earlier tip.
-type EarlierMarks = Option<(Checkpoint, Vec<(Address, Vec<RankingMark>)>)>;
+/// Each token's ranking marks.
+type TokenMarks = Vec<(Address, Vec<RankingMark>)>;
 
-/// How often marks of an earlier tip were carried into the newest snapshot, and dropped.
+/// Marks of every token's ranking left at an earlier tip, carried into each newer snapshot.
 #[derive(Default)]
-struct Carried {
+struct MarksCarrier {
+    earlier: Option<(Checkpoint, TokenMarks)>,
+    /// How often marks were carried into the newest snapshot, and dropped.
     carried: u32,
     dropped: u32,
 }
 
-/// Carries the marks `earlier` left into the newest snapshot, moved by what the blocks since did
-/// to each ranking, and checks every page read from them against the model; then leaves marks
-/// of this snapshot (one every 2 holders) for the next call.
-fn carry_marks(
-    db: &Db,
-    model: &Model,
-    world: &World,
-    earlier: &mut EarlierMarks,
-    tally: &mut Carried,
-    what: &str,
-) {
-    let txn = db.begin_read().expect("read");
-    if let Some((since, marks)) = earlier.take() {
-        let tokens = world.tokens.iter().copied().collect();
-        match rank_moves_since(&txn, since, &tokens).expect("moves") {
-            None => tally.dropped += 1,
-            Some(mut moves) => {
-                tally.carried += 1;
-                for (token, marks) in marks {
-                    let moves = moves.remove(&token).unwrap_or_default();
-                    let carried: Vec<RankingMark> = marks
-                        .iter()
-                        .map(|m| {
-                            m.moved(&moves).unwrap_or_else(|| panic!("{what}: {token}: {m:?} cannot move"))
-                        })
-                        .collect();
-                    let want = ranking(model, &token);
-                    let changed = WindowHolders::of(&txn, &token).expect("window holders");
-                    for idx in 0..=want.len() as u64 + 1 {
-                        let from = carried.iter().rev().find(|m| m.position <= idx).copied();
-                        let (page, _) =
-                            holders_page_marked(&txn, &token, idx, 2, &changed, from, u64::MAX, 2)
-                                .expect("page");
-                        let start = (idx as usize).min(want.len());
-                        let end = (start + 2).min(want.len());
-                        assert_eq!(
-                            page,
-                            want[start..end].to_vec(),
-                            "{what}: {token} page {idx} from carried {from:?}"
-                        );
+impl MarksCarrier {
+    /// Carries the marks left earlier into the newest snapshot, moved by what the blocks since
+    /// did to each ranking, and checks every page read from them against the model; then leaves
+    /// marks of this snapshot (one every 2 holders) for the next call.
+    fn carry(&mut self, db: &Db, model: &Model, world: &World, what: &str) {
+        let txn = db.begin_read().expect("read");
+        if let Some((since, marks)) = self.earlier.take() {
+            let tokens = world.tokens.iter().copied().collect();
+            match rank_moves_since(&txn, since, &tokens).expect("moves") {
+                None => self.dropped += 1,
+                Some(mut moves) => {
+                    self.carried += 1;
+                    for (token, marks) in marks {
+                        let moves = moves.remove(&token).unwrap_or_default();
+                        let carried: Vec<RankingMark> = marks
+                            .iter()
+                            .map(|m| {
+                                m.moved(&moves)
+                                    .unwrap_or_else(|| panic!("{what}: {token}: {m:?} cannot move"))
+                            })
+                            .collect();
+                        let want = ranking(model, &token);
+                        let changed = WindowHolders::of(&txn, &token).expect("window holders");
+                        for idx in 0..=want.len() as u64 + 1 {
+                            let from = carried.iter().rev().find(|m| m.position <= idx).copied();
+                            let (page, _) =
+                                holders_page_marked(&txn, &token, idx, 2, &changed, from, u64::MAX, 2)
+                                    .expect("page");
+                            let start = (idx as usize).min(want.len());
+                            let end = (start + 2).min(want.len());
+                            assert_eq!(
+                                page,
+                                want[start..end].to_vec(),
+                                "{what}: {token} page {idx} from carried {from:?}"
+                            );
+                        }
                     }
                 }
             }
         }
+        let Some(tip) = read_checkpoint(&txn).expect("tip") else { return };
+        let mut marks = Vec::new();
+        for token in &world.tokens {
+            let changed = WindowHolders::of(&txn, token).expect("window holders");
+            let (_, left) = holders_page_marked(&txn, token, 0, 10_000, &changed, None, 0, 2).expect("walk");
+            marks.push((*token, left));
+        }
+        self.earlier = Some((tip, marks));
     }
-    let Some(tip) = read_checkpoint(&txn).expect("tip") else { return };
-    let mut marks = Vec::new();
-    for token in &world.tokens {
-        let changed = WindowHolders::of(&txn, token).expect("window holders");
-        let (_, left) = holders_page_marked(&txn, token, 0, 10_000, &changed, None, 0, 2).expect("walk");
-        marks.push((*token, left));
-    }
-    *earlier = Some((tip, marks));
 }
 
 fn run(seed: u64) {
@@ -475,7 +473,7 @@ fn run(seed: u64) {
     let mut history: Vec<(Model, B256)> = Vec::new();
     let mut model = Model::default();
     let mut unwinds = 0;
-    let (mut earlier, mut tally) = (None, Carried::default());
+    let mut marks = MarksCarrier::default();
     while history.len() < 240 {
         let next = history.len() as u64;
         let batch_len = 1 + world.rng.next(6);
@@ -490,14 +488,7 @@ fn run(seed: u64) {
         // the batch itself, so nothing that would undo them is written.
         let window = if world.rng.next(4) == 0 { 1 + world.rng.next(batch_len) } else { WINDOW };
         write_batch(&db, &batch, BatchOptions::window(window)).expect("write");
-        carry_marks(
-            &db,
-            &model,
-            &world,
-            &mut earlier,
-            &mut tally,
-            &format!("seed {seed}, block {}", history.len() - 1),
-        );
+        marks.carry(&db, &model, &world, &format!("seed {seed}, block {}", history.len() - 1));
         let tip = history.len() as u64 - 1;
         if tip > 10 && world.rng.next(6) == 0 {
             let txn = db.begin_write().expect("write");
@@ -514,24 +505,17 @@ fn run(seed: u64) {
             world.generation += 1; // the blocks that follow differ, as after a reorg
             unwinds += 1;
             compare(&db, &model, &world, &format!("seed {seed}, after unwind to {to}"));
-            carry_marks(
-                &db,
-                &model,
-                &world,
-                &mut earlier,
-                &mut tally,
-                &format!("seed {seed}, after unwind to {to}"),
-            );
+            marks.carry(&db, &model, &world, &format!("seed {seed}, after unwind to {to}"));
         }
     }
     assert!(unwinds >= 3, "seed {seed}: only {unwinds} unwinds");
     // Most blocks carry the marks of the one before; unwinds below them and blocks that leave
     // the window at once drop them.
     assert!(
-        tally.carried > 20 && tally.dropped > 0,
+        marks.carried > 20 && marks.dropped > 0,
         "seed {seed}: {} carried, {} dropped",
-        tally.carried,
-        tally.dropped
+        marks.carried,
+        marks.dropped
     );
     compare(&db, &model, &world, &format!("seed {seed}, at the end"));
     let busiest = model.transfers.get(&(Kind::Erc20, world.people[0])).map_or(0, BTreeSet::len);
