@@ -4,6 +4,7 @@
 //! each offers is called (`testbed/clients/`), none fails to read an answer, and every one that
 //! maps to an action we serve returns rows. The rest get Etherscan-shaped refusals that the
 //! libraries read as such (`Missing Or invalid Action name` for the statistics and PRO actions).
+//! The gas tracker's two actions are served from the node's fee history.
 
 use crate::common;
 
@@ -122,6 +123,7 @@ async fn client_libraries_read_every_action_they_offer() {
             "get_mined_blocks_by_address_paginated": {"address": miner},
             "get_est_block_countdown_time_by_block_number": {"block_no": head + 100},
             "get_internal_txs_by_address": {"address": a[1]},
+            "get_est_confirmation_time": {"gas_price": 1_000_000_000_000u64},
             "get_internal_txs_by_address_paginated": {"address": a[1]},
         },
     });
@@ -163,8 +165,10 @@ async fn client_libraries_read_every_action_they_offer() {
         "get_erc20_token_transfer_events_by_address_and_contract_paginated",
         "get_erc20_token_transfer_events_by_contract_address_paginated",
         "get_est_block_countdown_time_by_block_number",
+        "get_est_confirmation_time",
         "get_eth_balance",
         "get_eth_balance_multiple",
+        "get_gas_oracle",
         "get_internal_txs_by_address",
         "get_internal_txs_by_address_paginated",
         "get_internal_txs_by_block_range_paginated",

@@ -7,6 +7,7 @@ mod account;
 mod block;
 mod contract;
 pub mod envelope;
+mod gas;
 mod internal;
 pub mod keys;
 mod lists;
@@ -133,8 +134,8 @@ impl Etherscan {
     /// The answer to one call.
     pub async fn answer(&self, version: Version, params: &Params) -> Answer {
         if let Some(keys) = &self.keys {
-            // Some clients (the npm etherscan-api) spell it `apiKey`.
-            let key = params.get("apikey").or_else(|| params.get("apiKey"));
+            // Names match in any case: the npm etherscan-api spells it `apiKey`.
+            let key = params.get("apikey");
             if let Err(refusal) = keys.admit(key, std::time::Instant::now()) {
                 return refusal;
             }
@@ -173,12 +174,16 @@ impl Etherscan {
             ("contract", "getabi") => contract::abi(params),
             ("contract", "getsourcecode") => contract::source_code(params),
             ("transaction", "gettxreceiptstatus") => transaction::receipt_status(self, params).await,
+            ("gastracker", "gasoracle") => gas::oracle(self).await,
+            ("gastracker", "gasestimate") => gas::estimate(self, params).await,
             ("proxy", action) if proxy::serves(action) => {
                 Answer::Bare(proxy::answer(self, action, params).await)
             }
-            ("account" | "token" | "stats" | "contract" | "transaction" | "block" | "logs" | "proxy", _) => {
-                Answer::refuse(reasons::ACTION)
-            }
+            (
+                "account" | "token" | "stats" | "contract" | "transaction" | "block" | "logs" | "proxy"
+                | "gastracker",
+                _,
+            ) => Answer::refuse(reasons::ACTION),
             _ => Answer::refuse(reasons::MODULE),
         }
     }

@@ -1,5 +1,6 @@
 //! An Etherscan call's parameters: the query string of a GET, the query string and form body of
-//! a POST, by name (the last value of a name wins, as a form's does), and their checks.
+//! a POST, by name (the last value of a name wins, as a form's does; names match whatever their
+//! case, as Etherscan's do — client libraries send `gasPrice` and `apiKey`), and their checks.
 
 use std::collections::HashMap;
 
@@ -51,7 +52,7 @@ impl Params {
         let mut map = HashMap::new();
         for piece in encoded {
             for (name, value) in form_urlencoded::parse(piece) {
-                map.insert(name.into_owned(), value.into_owned());
+                map.insert(name.to_ascii_lowercase(), value.into_owned());
             }
         }
         Self(map)
@@ -59,7 +60,12 @@ impl Params {
 
     /// The value of `name`, if given and not empty.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
+        let value = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            self.0.get(&name.to_ascii_lowercase())
+        } else {
+            self.0.get(name)
+        };
+        value.map(|v| v.trim()).filter(|v| !v.is_empty())
     }
 
     /// The address in `name`.
@@ -175,6 +181,17 @@ mod tests {
         assert_eq!(p.get("action"), Some("tokenholderlist"));
         assert_eq!(p.get("a"), Some("b c"));
         assert_eq!(p.get("missing"), None);
+    }
+
+    #[test]
+    fn names_match_in_any_case_and_values_keep_theirs() {
+        let p = Params::parse([b"gasPrice=7&ContractAddress=0xAbC&fromblock=1".as_slice()]);
+        assert_eq!(p.get("gasprice"), Some("7"));
+        assert_eq!(p.get("contractaddress"), Some("0xAbC"));
+        assert_eq!(p.get("fromBlock"), Some("1"));
+        // Spelled two ways, the later wins, as one name given twice does.
+        let p = Params::parse([b"apikey=a&apiKey=b".as_slice()]);
+        assert_eq!(p.get("apikey"), Some("b"));
     }
 
     #[test]
