@@ -6,7 +6,9 @@
 //! account was paid in likewise.
 
 use crate::common;
-use crate::etherscan_node::{compared, get, internal_rows, lower, number, shown, wei};
+use crate::etherscan_node::{
+    compared, gas_tracker_matches_the_fee_history, get, internal_rows, lower, number, shown, wei,
+};
 
 use alloy::{
     primitives::{Address, Bytes, U256},
@@ -326,6 +328,9 @@ async fn list_actions_on_geth_match_its_blocks_receipts_and_flat_traces() {
             assert_eq!(got["result"], want, "{closest} {t}");
         }
     }
+
+    // gasoracle and gasestimate from geth's fee history.
+    gas_tracker_matches_the_fee_history(&http, &base, &theirs, head, &|n| times[n as usize]).await;
 
     // getminedblocks: the dev account is paid every block's tips, newest first.
     let base_fee = |h: &Value| h.get("baseFeePerGas").map(wei).unwrap_or_default();

@@ -64,6 +64,77 @@ pub(crate) fn wei(v: &Value) -> U256 {
     serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{v}: {e}"))
 }
 
+/// The gas tracker's answers against the node's fee history of its newest blocks (the node's
+/// head is `head`), read here on its own.
+pub(crate) async fn gas_tracker_matches_the_fee_history(
+    http: &reqwest::Client,
+    base: &str,
+    theirs: &Client,
+    head: u64,
+    timestamp: &impl Fn(u64) -> u64,
+) {
+    let history = theirs.call("eth_feeHistory", json!(["0x5", "latest", [25.0, 50.0, 75.0]])).await;
+    let next_base = wei(history["baseFeePerGas"].as_array().expect("base fees").last().expect("next"));
+    let rewards = history["reward"].as_array().expect("rewards");
+    let median = |p: usize| {
+        let mut fees: Vec<U256> = rewards.iter().map(|r| wei(&r[p])).collect();
+        fees.sort();
+        fees[fees.len() / 2]
+    };
+    let ratios: Vec<String> = history["gasUsedRatio"]
+        .as_array()
+        .expect("ratios")
+        .iter()
+        .map(|r| r.as_f64().expect("ratio").to_string())
+        .collect();
+    assert_eq!(
+        get(http, base, "module=gastracker&action=gasoracle").await,
+        ok(&json!({
+            "LastBlock": head.to_string(),
+            "SafeGasPrice": in_gwei(next_base + median(0)),
+            "ProposeGasPrice": in_gwei(next_base + median(1)),
+            "FastGasPrice": in_gwei(next_base + median(2)),
+            "suggestBaseFee": in_gwei(next_base),
+            "gasUsedRatio": ratios.join(","),
+        }))
+    );
+    // gasestimate: the mean block time over the share of the newest 20 blocks (or all, if
+    // fewer) whose base fee and cheapest tenth of tips the price covers.
+    let history = theirs.call("eth_feeHistory", json!(["0x14", "latest", [10.0]])).await;
+    let oldest = number(&history["oldestBlock"]);
+    let blocks = history["gasUsedRatio"].as_array().expect("ratios").len();
+    let floors: Vec<U256> =
+        (0..blocks).map(|b| wei(&history["baseFeePerGas"][b]) + wei(&history["reward"][b][0])).collect();
+    let block_time = (timestamp(head) - timestamp(oldest)) as f64 / (head - oldest) as f64;
+    for price in
+        [U256::from(1_000_000_000_000u64), floors[blocks / 2], floors.iter().min().copied().expect("min")]
+    {
+        let accepting = floors.iter().filter(|&&f| f <= price).count();
+        let seconds = format!("{:.0}", block_time * blocks as f64 / accepting as f64);
+        assert_eq!(
+            get(http, base, &format!("module=gastracker&action=gasestimate&gasprice={price}")).await,
+            ok(&json!(seconds)),
+            "{price} wei"
+        );
+    }
+    if let Some(below) = floors.iter().min().and_then(|m| m.checked_sub(U256::from(1))) {
+        assert_eq!(
+            get(http, base, &format!("module=gastracker&action=gasestimate&gasprice={below}")).await,
+            refused(&format!(
+                "Error! No block of the newest {blocks} would have included a gas price of {below} wei"
+            ))
+        );
+    }
+    assert_eq!(
+        get(http, base, "module=gastracker&action=gasestimate&gasprice=cheap").await,
+        refused("Error! Missing Or invalid gasprice")
+    );
+    assert_eq!(
+        get(http, base, "module=gastracker&action=gasprices").await,
+        refused("Error! Missing Or invalid Action name")
+    );
+}
+
 /// `wei` in gwei as Etherscan's gas tracker writes it: up to 9 decimals, no trailing zeros.
 fn in_gwei(wei: U256) -> String {
     let (whole, fraction) = wei.div_rem(U256::from(1_000_000_000u64));
@@ -400,67 +471,7 @@ async fn node_backed_actions_match_independent_node_answers() {
         refused("Error! Block number already pass")
     );
 
-    // gastracker: the node's fee history of its newest blocks, read here on its own.
-    let history = theirs.call("eth_feeHistory", json!(["0x5", "latest", [25.0, 50.0, 75.0]])).await;
-    let next_base = wei(history["baseFeePerGas"].as_array().expect("base fees").last().expect("next"));
-    let rewards = history["reward"].as_array().expect("rewards");
-    let median = |p: usize| {
-        let mut fees: Vec<U256> = rewards.iter().map(|r| wei(&r[p])).collect();
-        fees.sort();
-        fees[fees.len() / 2]
-    };
-    let ratios: Vec<String> = history["gasUsedRatio"]
-        .as_array()
-        .expect("ratios")
-        .iter()
-        .map(|r| r.as_f64().expect("ratio").to_string())
-        .collect();
-    assert_eq!(
-        get(&http, &base, "module=gastracker&action=gasoracle").await,
-        ok(&json!({
-            "LastBlock": head.to_string(),
-            "SafeGasPrice": in_gwei(next_base + median(0)),
-            "ProposeGasPrice": in_gwei(next_base + median(1)),
-            "FastGasPrice": in_gwei(next_base + median(2)),
-            "suggestBaseFee": in_gwei(next_base),
-            "gasUsedRatio": ratios.join(","),
-        }))
-    );
-    // gasestimate: the mean block time over the share of the newest 20 blocks (or all, if
-    // fewer) whose base fee and cheapest tenth of tips the price covers.
-    let history = theirs.call("eth_feeHistory", json!(["0x14", "latest", [10.0]])).await;
-    let oldest = number(&history["oldestBlock"]);
-    let blocks = history["gasUsedRatio"].as_array().expect("ratios").len();
-    let floors: Vec<U256> =
-        (0..blocks).map(|b| wei(&history["baseFeePerGas"][b]) + wei(&history["reward"][b][0])).collect();
-    let block_time = (timestamp(head) - timestamp(oldest)) as f64 / (head - oldest) as f64;
-    for price in
-        [U256::from(1_000_000_000_000u64), floors[blocks / 2], floors.iter().min().copied().expect("min")]
-    {
-        let accepting = floors.iter().filter(|&&f| f <= price).count();
-        let seconds = format!("{:.0}", block_time * blocks as f64 / accepting as f64);
-        assert_eq!(
-            get(&http, &base, &format!("module=gastracker&action=gasestimate&gasprice={price}")).await,
-            ok(&json!(seconds)),
-            "{price} wei"
-        );
-    }
-    if let Some(below) = floors.iter().min().and_then(|m| m.checked_sub(U256::from(1))) {
-        assert_eq!(
-            get(&http, &base, &format!("module=gastracker&action=gasestimate&gasprice={below}")).await,
-            refused(&format!(
-                "Error! No block of the newest {blocks} would have included a gas price of {below} wei"
-            ))
-        );
-    }
-    assert_eq!(
-        get(&http, &base, "module=gastracker&action=gasestimate&gasprice=cheap").await,
-        refused("Error! Missing Or invalid gasprice")
-    );
-    assert_eq!(
-        get(&http, &base, "module=gastracker&action=gasprices").await,
-        refused("Error! Missing Or invalid Action name")
-    );
+    gas_tracker_matches_the_fee_history(&http, &base, &theirs, head, &timestamp).await;
 
     // getblocknobytime: the index's block times against the node's headers, around every block.
     let times: Vec<u64> = (0..=head).map(timestamp).collect();
