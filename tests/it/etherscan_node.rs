@@ -473,6 +473,45 @@ async fn node_backed_actions_match_independent_node_answers() {
 
     gas_tracker_matches_the_fee_history(&http, &base, &theirs, head, &timestamp).await;
 
+    // The history actions: balances and supply at every block, as the node's state then says.
+    let word = |v: Value| {
+        let bytes: Bytes = serde_json::from_value(v).expect("bytes");
+        if bytes.is_empty() {
+            U256::ZERO
+        } else {
+            U256::from_be_slice(&bytes)
+        }
+    };
+    let balance_of = format!("0x70a08231{:0>64}", alloy::primitives::hex::encode(a[1]));
+    for n in 0..=head {
+        let tag = format!("{n:#x}");
+        let ether = wei(&theirs.call("eth_getBalance", json!([a[1], tag])).await);
+        let held = word(theirs.call("eth_call", json!([{"to": token, "data": balance_of}, tag])).await);
+        let supply = word(theirs.call("eth_call", json!([{"to": token, "data": "0x18160ddd"}, tag])).await);
+        for (query, want) in [
+            (format!("module=account&action=balancehistory&address={}&blockno={n}", a[1]), ether),
+            (format!("module=account&action=tokenbalancehistory&contractaddress={token}&address={}&blockno={n}", a[1]), held),
+            (format!("module=stats&action=tokensupplyhistory&contractaddress={token}&blockno={n}"), supply),
+        ] {
+            assert_eq!(get(&http, &base, &query).await, ok(&json!(want.to_string())), "{query}");
+        }
+    }
+    let at = |n: u64| {
+        format!(
+            "module=account&action=tokenbalancehistory&contractaddress={token}&address={}&blockno={n}",
+            a[1]
+        )
+    };
+    assert_eq!(get(&http, &base, &at(0)).await, ok(&json!("0")), "before the token was created");
+    assert_eq!(get(&http, &base, &at(head)).await, ok(&json!("705")), "after its transfers");
+    let future = get(&http, &base, &at(head + 100)).await;
+    assert_eq!(future["status"], "0", "a block the node does not have: {future}");
+    assert_eq!(
+        get(&http, &base, &format!("module=account&action=balancehistory&address={}&blockno=soon", a[1]))
+            .await,
+        refused("Error! Invalid block number")
+    );
+
     // getblocknobytime: the index's block times against the node's headers, around every block.
     let times: Vec<u64> = (0..=head).map(timestamp).collect();
     let by_time = |t: u64, closest: &str| {

@@ -28,7 +28,7 @@ pub(super) struct Reward {
 }
 
 /// `blockno`: a block number in decimal (or `0x` hex).
-fn block_number(params: &Params) -> Result<u64, Answer> {
+pub(super) fn block_number(params: &Params) -> Result<u64, Answer> {
     let text = params.get("blockno").ok_or_else(|| Answer::refuse("Error! Invalid block number"))?;
     let number = match text.strip_prefix("0x") {
         Some(hex) => u64::from_str_radix(hex, 16).ok(),

@@ -8,6 +8,7 @@ mod block;
 mod contract;
 pub mod envelope;
 mod gas;
+mod history;
 mod internal;
 pub mod keys;
 mod lists;
@@ -154,6 +155,9 @@ impl Etherscan {
             ("account", "tokenbalance") => token::token_balance(self, params),
             ("account", "addresstokenbalance") => token::address_token_balances(self, params),
             ("account", "addresstokennftinventory") => token::nft_inventory(self, params),
+            ("account", "balancehistory") => history::balance(self, params).await,
+            ("account", "tokenbalancehistory") => history::token_balance(self, params).await,
+            ("stats", "tokensupplyhistory") => history::token_supply(self, params).await,
             ("account", "getminedblocks") => lists::mined_blocks(self, params).await,
             ("account", "txsBeaconWithdrawal") => lists::beacon_withdrawals(self, params).await,
             ("account", "txlistinternal") => internal::internal_list(self, params).await,
