@@ -116,45 +116,6 @@ fn advise_dont_need(_start: usize, _len: usize) -> io::Result<()> {
     Ok(())
 }
 
-/// Gives the heap's free pages back to the kernel (glibc keeps what a batch freed in its arenas).
-/// The binary allocates with mimalloc, which does this by itself; glibc's heap still holds
-/// libmdbx's allocations, and the library's whenever a program embeds it without mimalloc.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[allow(unsafe_code)]
-pub(crate) fn trim_heap() {
-    // SAFETY: malloc_trim only returns free memory to the kernel; it touches no live allocation.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
-/// Nothing to do where the allocator is not glibc's.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub(crate) fn trim_heap() {}
-
-/// Free heap glibc keeps for reuse before it gives the top of its heap back by itself.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-const KEPT_FREE_HEAP: libc::c_int = 64 << 20;
-
-/// Lets glibc's heap keep up to [`KEPT_FREE_HEAP`] of freed memory instead of returning it at
-/// every free: libmdbx copies each page a write transaction changes into fresh heap and frees
-/// the copies at the commit, so with glibc's default (128 KiB, then adaptive) each transaction
-/// faults its pages in anew, zeroed by the kernel, and a process that exits after one (`unwind`)
-/// spends its last milliseconds in a `brk` call per page. Large batches still trim explicitly
-/// ([`trim_heap`]). Process-wide: the binary calls it once at start.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[allow(unsafe_code)]
-pub fn keep_freed_heap() {
-    // SAFETY: mallopt only sets a tuning parameter of glibc's allocator.
-    unsafe {
-        libc::mallopt(libc::M_TRIM_THRESHOLD, KEPT_FREE_HEAP);
-    }
-}
-
-/// Nothing to do where the allocator is not glibc's.
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-pub fn keep_freed_heap() {}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,7 +22,7 @@ use super::{
 };
 use crate::{
     db::{
-        residency::trim_heap,
+        page_heap::trim_heap,
         state::{self, Checkpoint},
         Db, WriteTxn,
     },
