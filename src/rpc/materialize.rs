@@ -113,6 +113,11 @@ impl Materializer {
         Self { node, cache: Arc::default(), txs }
     }
 
+    /// The server's transaction cache.
+    pub fn transaction_cache(&self) -> &TxCache {
+        &self.txs
+    }
+
     fn cached(&self, block: u64) -> Option<u64> {
         self.cache.lock().ok()?.entries.get(&block).copied()
     }

@@ -190,6 +190,11 @@ impl TxCache {
         }
     }
 
+    /// The most bytes the cache holds.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
     /// Entries held and their approximate bytes.
     pub fn usage(&self) -> (usize, usize) {
         self.entries.lock().map_or((0, 0), |e| (e.by_id.len(), e.bytes))

@@ -63,6 +63,8 @@ pub struct FaultProxy {
     delay_ms: Arc<AtomicU64>,
     /// Requests served so far.
     pub requests: Arc<AtomicUsize>,
+    /// The most requests it has had in hand at one time.
+    pub most_at_once: Arc<AtomicUsize>,
 }
 
 impl FaultProxy {
@@ -73,19 +75,23 @@ impl FaultProxy {
         let fault = Arc::new(AtomicU8::new(Fault::Healthy as u8));
         let requests = Arc::new(AtomicUsize::new(0));
         let delay_ms = Arc::new(AtomicU64::new(0));
+        let most_at_once = Arc::new(AtomicUsize::new(0));
+        let in_hand = Arc::new(AtomicUsize::new(0));
         let (f, r, d, up) = (fault.clone(), requests.clone(), delay_ms.clone(), upstream.to_owned());
+        let most = most_at_once.clone();
         tokio::spawn(async move {
             let client = reqwest::Client::new();
             while let Ok((stream, _)) = listener.accept().await {
                 let (f, r, up, client) = (f.clone(), r.clone(), up.clone(), client.clone());
+                let (in_hand, most) = (in_hand.clone(), most.clone());
                 let delay = Duration::from_millis(d.load(Ordering::SeqCst));
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
-                    let _ = serve(stream, &client, &up, &f, &r).await;
+                    let _ = serve(stream, &client, &up, &f, &r, (&in_hand, &most)).await;
                 });
             }
         });
-        Self { url: format!("http://{addr}"), fault, delay_ms, requests }
+        Self { url: format!("http://{addr}"), fault, delay_ms, requests, most_at_once }
     }
 
     /// Makes every request from now on wait this long before it is answered: a slow node.
@@ -214,9 +220,23 @@ async fn serve(
     upstream: &str,
     fault: &AtomicU8,
     requests: &AtomicUsize,
+    (in_hand, most): (&AtomicUsize, &AtomicUsize),
 ) -> Option<()> {
     let body = read_request(&mut stream).await?;
     requests.fetch_add(1, Ordering::SeqCst);
+    most.fetch_max(in_hand.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+    let answered = answer(stream, client, upstream, fault, body).await;
+    in_hand.fetch_sub(1, Ordering::SeqCst);
+    answered
+}
+
+async fn answer(
+    mut stream: TcpStream,
+    client: &reqwest::Client,
+    upstream: &str,
+    fault: &AtomicU8,
+    body: Vec<u8>,
+) -> Option<()> {
     let fault = match fault.load(Ordering::SeqCst) {
         1 => Fault::Garbage,
         2 => Fault::TooManyRequests,

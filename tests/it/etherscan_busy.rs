@@ -304,15 +304,23 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
             (client.url, None)
         };
         let before = proxy.requests.load(Ordering::SeqCst);
+        let started = std::time::Instant::now();
         assert_eq!(rows(&get(&http, &url, &deep).await), want, "{deep} after a restart");
+        let took = started.elapsed().as_secs_f64();
         let asked = proxy.requests.load(Ordering::SeqCst) - before;
+        let at_once = proxy.most_at_once.load(Ordering::SeqCst);
         eprintln!(
-            "after a restart, txlist rows 7,990-7,999 of a received-only account: {asked} node requests (counts kept: {kept})"
+            "after a restart, txlist rows 7,990-7,999 of a received-only account: {asked} node requests, at most {at_once} at once, {took:.2} s (counts kept: {kept})"
         );
         if kept {
             assert!(asked <= 10, "the kept counts skip the 7,990 rows before the page: {asked} requests");
         } else {
             assert!(asked >= 50, "without them the walk reads every transaction before: {asked} requests");
+            // The walk reads the groups ahead of its steps while the page is still ahead.
+            assert!(
+                at_once >= 3,
+                "the walk asks for groups ahead at once: at most {at_once} requests at a time"
+            );
         }
         if let Some(serve) = stop {
             serve.stop();

@@ -4,7 +4,9 @@
 //! the server's transaction cache), and each turned into the action's rows, until the page is
 //! full. How many rows each group of transactions made is remembered (`marks`), so a page costs
 //! the transactions before it the first time only: later pages of the list, in either sort and
-//! any block range, skip the counted groups (docs/etherscan.md).
+//! any block range, skip the counted groups (docs/etherscan.md). While a walk is still counting
+//! the rows before its page it reads the next groups' transactions ahead, in concurrent batches,
+//! into the transaction cache: the node answers them at once instead of one after the other.
 
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
@@ -29,6 +31,13 @@ use crate::{
     rpc::{page_timing::PageTimer, transfer_detail::transfer_emitters, TransactionWithReceipt},
     txid::TxId,
 };
+
+/// Groups a walk reads ahead of its steps while the page is still ahead of it.
+const READ_AHEAD: u64 = 4;
+
+/// The smallest transaction cache a walk reads ahead into: the groups read ahead (a few hundred
+/// transactions and receipts, some MiB on a busy chain) must stay until their steps come.
+const READ_AHEAD_CACHE_BYTES: usize = 16 << 20;
 
 /// Where a walk reads transaction ids.
 #[derive(Debug, Clone, Copy)]
@@ -140,6 +149,9 @@ pub(super) struct Walk {
     skipped: u64,
     found: u64,
     skipped_groups: u64,
+    /// Where the ids read ahead end, in the walk's direction (ascending: the first id after
+    /// them; descending: the last of them).
+    ahead: Option<u64>,
     /// The index's part of the page, for `ots::rpc::timing`.
     timer: PageTimer,
 }
@@ -172,6 +184,7 @@ impl Walk {
             skipped: 0,
             found: 0,
             skipped_groups: 0,
+            ahead: None,
             timer: PageTimer::start(stream.action()),
         }
     }
@@ -363,6 +376,36 @@ impl Walk {
         Ok(Some(Step { ids: inside, tip, group: group.map(|g| (g, first, last)) }))
     }
 
+    /// The ids of the [`READ_AHEAD`] groups after the walk's bound, a group's ids each, when
+    /// the walk is still short of its page by more than `step` can make (a step makes a row per
+    /// transaction or more) and has walked past what it read ahead before; else none. Page 1
+    /// never reads ahead.
+    pub(super) fn read_ahead(&mut self, api: &Etherscan, step: &Step) -> Result<Vec<Vec<TxId>>, Answer> {
+        let short = self.window.skip.saturating_sub(self.skipped + self.found);
+        let passed = match (self.ahead, self.sort) {
+            (None, _) => true,
+            (Some(end), Sort::Asc) => self.bound >= end,
+            (Some(end), Sort::Desc) => self.bound <= end,
+        };
+        if self.done || !passed || short <= step.ids.len() as u64 {
+            return Ok(Vec::new());
+        }
+        if api.pages.transaction_cache().budget() < READ_AHEAD_CACHE_BYTES {
+            return Ok(Vec::new());
+        }
+        let started = Instant::now();
+        let want = (READ_AHEAD * GROUP) as usize;
+        let (ids, _) = api.read(|t| self.source.step(t, self.sort, self.bound, want))?;
+        self.timer.index_part(started.elapsed(), 0);
+        let inside: Vec<TxId> =
+            ids.iter().copied().filter(|&id| self.low <= id && id < self.high).map(TxId).collect();
+        self.ahead = match self.sort {
+            Sort::Asc => ids.iter().max().map(|last| last + 1),
+            Sort::Desc => ids.iter().min().copied(),
+        };
+        Ok(inside.chunks(GROUP as usize).map(<[TxId]>::to_vec).collect())
+    }
+
     /// Takes note of the `rows` the caller made of `step`; `emitters` are the contracts whose
     /// transfer-shaped logs the step's receipts hold (token lists only).
     pub(super) fn took(
@@ -428,7 +471,14 @@ pub(super) async fn walk(
     let mut walk = Walk::new(source, stream, range, window, sort);
     let mut found: Vec<Value> = Vec::new();
     while let Some(step) = walk.next(api)? {
-        let (summaries, txs) = api.transactions(&step.ids).await?;
+        let ahead = walk.read_ahead(api, &step)?;
+        // What is read ahead only fills the cache: a failure there shows in its own step.
+        let (fetched, _) = futures::future::join(
+            api.transactions(&step.ids),
+            futures::future::join_all(ahead.iter().map(|ids| api.transactions(ids))),
+        )
+        .await;
+        let (summaries, txs) = fetched?;
         let rows = api.read(|t| {
             let mut rows = Vec::new();
             for (id, tx) in step.ids.iter().zip(&txs) {
