@@ -381,29 +381,106 @@ impl Walk {
     /// transaction or more) and has walked past what it read ahead before; else none. Page 1
     /// never reads ahead.
     pub(super) fn read_ahead(&mut self, api: &Etherscan, step: &Step) -> Result<Vec<Vec<TxId>>, Answer> {
+        if !self.wants_read_ahead(step) || api.pages.transaction_cache().budget() < READ_AHEAD_CACHE_BYTES {
+            return Ok(Vec::new());
+        }
+        let started = Instant::now();
+        let ahead = api.read(|t| self.read_ahead_in(t, &api.marks));
+        self.timer.index_part(started.elapsed(), 0);
+        ahead
+    }
+
+    fn wants_read_ahead(&self, step: &Step) -> bool {
         let short = self.window.skip.saturating_sub(self.skipped + self.found);
         let passed = match (self.ahead, self.sort) {
             (None, _) => true,
             (Some(end), Sort::Asc) => self.bound >= end,
             (Some(end), Sort::Desc) => self.bound <= end,
         };
-        if self.done || !passed || short <= step.ids.len() as u64 {
+        !self.done && passed && short > step.ids.len() as u64
+    }
+
+    /// [`Walk::read_ahead`]'s ids over snapshot `t`: up to the first group ahead that `marks`
+    /// counted, which the walk will likely skip.
+    fn read_ahead_in(&mut self, t: &ReadTxn, marks: &WalkMarks) -> DbResult<Vec<Vec<TxId>>> {
+        let at = self.position(t)?;
+        let cap = READ_AHEAD * GROUP;
+        // The rest of the group the walk stands in is never skipped; whole groups are read
+        // until the first one counted.
+        let want = match self.sort {
+            Sort::Asc => {
+                let mut group = at.div_ceil(GROUP);
+                while group * GROUP < at + cap && marks.get(&self.stream, group).is_none() {
+                    group += 1;
+                }
+                (group * GROUP - at).min(cap)
+            }
+            Sort::Desc => {
+                let mut end = at / GROUP * GROUP;
+                while at - end < cap && end > 0 && marks.get(&self.stream, end / GROUP - 1).is_none() {
+                    end -= GROUP;
+                }
+                (at - end).min(cap)
+            }
+        };
+        if want == 0 {
             return Ok(Vec::new());
         }
-        if api.pages.transaction_cache().budget() < READ_AHEAD_CACHE_BYTES {
-            return Ok(Vec::new());
+        let (ids, _) = self.source.step(t, self.sort, self.bound, want as usize)?;
+        // Cut where the groups start, so that a group the index counts by itself (an account's
+        // own) is not read ahead either.
+        let first = match self.sort {
+            Sort::Asc => (GROUP - at % GROUP) % GROUP,
+            Sort::Desc => at % GROUP,
+        };
+        let (partial, whole) = ids.split_at((first as usize).min(ids.len()));
+        let own = match (self.stream, self.source) {
+            (Stream::Transactions(address), Source::Appearances(_)) => {
+                Some((address, self.source.settled(t)?))
+            }
+            _ => None,
+        };
+        let mut groups = vec![partial];
+        let mut edge = match self.sort {
+            Sort::Asc => at + first,
+            Sort::Desc => at - first,
+        };
+        for group in whole.chunks(GROUP as usize) {
+            let (Some(&low), Some(&high)) = (group.iter().min(), group.iter().max()) else { break };
+            let end = match self.sort {
+                Sort::Asc => edge + GROUP,
+                Sort::Desc => edge,
+            };
+            if let Some((address, settled)) = own {
+                let full = group.len() as u64 == GROUP && end <= settled;
+                if full && appearances::settled_sent_within(t, &address, low, high)? == GROUP {
+                    self.ahead = Some(match self.sort {
+                        Sort::Asc => low,
+                        Sort::Desc => high + 1,
+                    });
+                    return Ok(Self::inside_of(groups, (self.low, self.high)));
+                }
+            }
+            groups.push(group);
+            edge = match self.sort {
+                Sort::Asc => edge + GROUP,
+                Sort::Desc => edge.saturating_sub(GROUP),
+            };
         }
-        let started = Instant::now();
-        let want = (READ_AHEAD * GROUP) as usize;
-        let (ids, _) = api.read(|t| self.source.step(t, self.sort, self.bound, want))?;
-        self.timer.index_part(started.elapsed(), 0);
-        let inside: Vec<TxId> =
-            ids.iter().copied().filter(|&id| self.low <= id && id < self.high).map(TxId).collect();
         self.ahead = match self.sort {
             Sort::Asc => ids.iter().max().map(|last| last + 1),
             Sort::Desc => ids.iter().min().copied(),
         };
-        Ok(inside.chunks(GROUP as usize).map(<[TxId]>::to_vec).collect())
+        Ok(Self::inside_of(groups, (self.low, self.high)))
+    }
+
+    /// Each group's ids inside `low..high`, the empty ones left out.
+    fn inside_of(groups: Vec<&[u64]>, (low, high): (u64, u64)) -> Vec<Vec<TxId>> {
+        groups
+            .into_iter()
+            .map(|g| g.iter().copied().filter(|&id| low <= id && id < high).map(TxId).collect::<Vec<_>>())
+            .filter(|g| !g.is_empty())
+            .collect()
     }
 
     /// Takes note of the `rows` the caller made of `step`; `emitters` are the contracts whose
@@ -595,7 +672,16 @@ mod tests {
         let mut walk = Walk::new(source, stream, range, window, sort);
         let (mut found, mut fetched) = (Vec::new(), 0);
         let t = db.begin_read().expect("read");
+        let (mut read_ahead, mut walked) = (Vec::new(), std::collections::HashSet::new());
         while let Some(step) = walk.next_in(&t, marks).expect("step") {
+            walked.extend(step.ids.iter().copied());
+            if walk.wants_read_ahead(&step) {
+                for ids in walk.read_ahead_in(&t, marks).expect("read ahead") {
+                    assert!(ids.len() <= GROUP as usize);
+                    assert!(ids.iter().all(|id| (range.0..=range.1).contains(&id.block())), "{ids:?}");
+                    read_ahead.extend(ids);
+                }
+            }
             fetched += step.ids.len();
             let mut rows = Vec::new();
             for &id in &step.ids {
@@ -608,7 +694,59 @@ mod tests {
             walk.took_in(&t, marks, &step, rows.len() as u64, &[TOKEN]).expect("took");
             found.extend(rows);
         }
+        // Page 1 reads nothing ahead; what is read ahead short of where the walk ended is what
+        // it walked (a counted group it skips is not read ahead).
+        assert!(window.skip > 0 || read_ahead.is_empty(), "page 1 reads nothing ahead");
+        let end = match sort {
+            Sort::Asc => walked.iter().max().copied(),
+            Sort::Desc => walked.iter().min().copied(),
+        };
+        for id in read_ahead {
+            let short_of_end = end.is_some_and(|end| if sort == Sort::Asc { id < end } else { id > end });
+            assert!(!short_of_end || walked.contains(&id), "{id:?} read ahead and skipped");
+        }
         (walk.page(found), fetched)
+    }
+
+    /// A first walk to a deep page finds every step after its first read ahead, a group's ids
+    /// at a time, and page 1 reads nothing ahead.
+    #[test]
+    fn a_walk_short_of_its_page_reads_the_groups_ahead() {
+        let (_dir, db) = database();
+        let t = db.begin_read().expect("read");
+        let stream = Stream::Transactions(HOLDER);
+        let source = Source::Transfers(IdList::Erc20Transfers, HOLDER);
+        for sort in [Sort::Asc, Sort::Desc] {
+            for (window, reads_ahead) in
+                [(Window { skip: 0, rows: 25 }, false), (Window { skip: 900, rows: 25 }, true)]
+            {
+                let marks = WalkMarks::default();
+                let mut walk = Walk::new(source, stream, (0, u64::MAX), window, sort);
+                let (mut ahead, mut steps, mut not_read_ahead) = (Vec::new(), 0, 0);
+                while let Some(step) = walk.next_in(&t, &marks).expect("step") {
+                    steps += 1;
+                    if steps > 1 && !step.ids.iter().all(|id| ahead.contains(id)) {
+                        not_read_ahead += 1;
+                    }
+                    if walk.wants_read_ahead(&step) {
+                        for ids in walk.read_ahead_in(&t, &marks).expect("read ahead") {
+                            assert!(ids.len() as u64 <= GROUP);
+                            ahead.extend(ids);
+                        }
+                    }
+                    let rows = step.ids.iter().map(|&id| rows_of(id).len() as u64).sum();
+                    walk.took_in(&t, &marks, &step, rows, &[TOKEN]).expect("took");
+                }
+                assert_eq!(!ahead.is_empty(), reads_ahead, "{sort:?} {window:?}");
+                if reads_ahead {
+                    assert!(steps > 5, "{steps}");
+                    assert!(
+                        not_read_ahead <= 1,
+                        "{not_read_ahead} of {steps} steps not read ahead ({sort:?})"
+                    );
+                }
+            }
+        }
     }
 
     fn expected(range: (u64, u64), window: Window, sort: Sort) -> Vec<Value> {
