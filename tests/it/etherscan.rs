@@ -223,6 +223,11 @@ async fn holders_balances_and_refusals_match_etherscan_and_the_node() {
         ("/api", "module=blocks&action=x".to_owned(), "Error! Missing Or invalid Module name"),
         ("/api", "module=token&action=nope".to_owned(), "Error! Missing Or invalid Action name"),
         ("/api", "module=proxy&action=eth_sign".to_owned(), "Error! Missing Or invalid Action name"),
+        (
+            "/api",
+            "module=stats&action=ethsupply".to_owned(),
+            "Error! stats.ethsupply is not served here: the ether in existence is every account's balance added up, which neither the node's JSON-RPC nor the index keeps",
+        ),
         ("/api", "module=transaction&action=gettxreceiptstatus&txhash=0x12".to_owned(), "Error! Invalid transaction hash"),
         ("/api", "module=token&action=tokenholdercount&contractaddress=0x1234".to_owned(), "Error! Invalid address format"),
         ("/api", "module=account&action=balance&address=nothex".to_owned(), "Error! Invalid address format"),

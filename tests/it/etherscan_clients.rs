@@ -3,7 +3,7 @@
 //! Anvil chain (a token, transfers, a contract that moves ether inside calls): every function
 //! each offers is called (`testbed/clients/`), none fails to read an answer, and every one that
 //! maps to an action we serve returns rows. The rest get Etherscan-shaped refusals that the
-//! libraries read as such (`Missing Or invalid Action name` for the statistics and PRO actions).
+//! libraries read as such (for the statistics and PRO actions, the reason each is not served).
 //! The gas tracker's two actions are served from the node's fee history.
 
 use crate::common;

@@ -20,6 +20,7 @@ mod proxy;
 mod token;
 mod transaction;
 mod txlist;
+mod unserved;
 mod walk;
 
 use std::{
@@ -187,7 +188,7 @@ impl Etherscan {
                 "account" | "token" | "stats" | "contract" | "transaction" | "block" | "logs" | "proxy"
                 | "gastracker",
                 _,
-            ) => Answer::refuse(reasons::ACTION),
+            ) => Answer::refuse(unserved::refusal(module, action).unwrap_or_else(|| reasons::ACTION.into())),
             _ => Answer::refuse(reasons::MODULE),
         }
     }
