@@ -118,6 +118,45 @@ impl Materializer {
         &self.txs
     }
 
+    /// Each transaction's recipient (`None`: it creates a contract), from the node's
+    /// transactions alone — no receipts, no headers: what counting an account's `txlist` rows
+    /// needs of the transactions it did not send.
+    pub async fn recipients(&self, ids: &[TxId]) -> Result<Vec<Option<Address>>, ErrorObjectOwned> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let calls: Vec<_> = ids
+            .iter()
+            .map(|id| ("eth_getTransactionByBlockNumberAndIndex", json!([hex(id.block()), hex(id.index())])))
+            .collect();
+        let answers = self.batch(&calls).await?;
+        if answers.len() != ids.len() {
+            return Err(server_error("the node answered fewer transactions than asked"));
+        }
+        ids.iter()
+            .zip(answers)
+            .map(|(id, tx)| {
+                if !tx.get("hash").is_some_and(Value::is_string) {
+                    return Err(server_error(format!(
+                        "the node has no transaction {} in block {}: is it serving the indexed chain?",
+                        id.index(),
+                        id.block()
+                    )));
+                }
+                match tx.get("to") {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(to) => serde_json::from_value::<Address>(to.clone()).map(Some).map_err(|_| {
+                        server_error(format!(
+                            "the node's transaction {} of block {} has no readable recipient",
+                            id.index(),
+                            id.block()
+                        ))
+                    }),
+                }
+            })
+            .collect()
+    }
+
     fn cached(&self, block: u64) -> Option<u64> {
         self.cache.lock().ok()?.entries.get(&block).copied()
     }

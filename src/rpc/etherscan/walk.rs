@@ -483,6 +483,20 @@ impl Walk {
             .collect()
     }
 
+    /// Whether every row `step` can make lies before the page (a `txlist` step makes at most a
+    /// row per transaction).
+    fn before_page(&self, step: &Step) -> bool {
+        self.window.skip.saturating_sub(self.skipped + self.found) >= step.ids.len() as u64
+    }
+
+    /// Takes note of the `rows` of `step`, all before the page, counted without making them.
+    fn counted(&mut self, api: &Etherscan, step: &Step, rows: u64) -> Result<(), Answer> {
+        self.took(api, step, rows, &[])?;
+        self.found -= rows;
+        self.skipped += rows;
+        Ok(())
+    }
+
     /// Takes note of the `rows` the caller made of `step`; `emitters` are the contracts whose
     /// transfer-shaped logs the step's receipts hold (token lists only).
     pub(super) fn took(
@@ -547,8 +561,31 @@ pub(super) async fn walk(
 ) -> Result<Vec<Value>, Answer> {
     let mut walk = Walk::new(source, stream, range, window, sort);
     let mut found: Vec<Value> = Vec::new();
+    // An account's `txlist` steps before the page are counted, not made: see `top_level_rows`.
+    let own = match (source, stream) {
+        (Source::Appearances(_), Stream::Transactions(address)) => Some(address),
+        _ => None,
+    };
+    let mut recipients: HashMap<u64, Option<Address>> = HashMap::new();
     while let Some(step) = walk.next(api)? {
-        let ahead = walk.read_ahead(api, &step)?;
+        let mut ahead = walk.read_ahead(api, &step)?;
+        if let Some(address) = own.filter(|_| walk.before_page(&step)) {
+            let (rows, read) = futures::future::join(
+                top_level_rows(api, address, &step.ids, &recipients),
+                futures::future::join_all(ahead.iter().map(|ids| recipients_ahead(api, address, ids))),
+            )
+            .await;
+            // What is read ahead only saves node calls: a failure there shows in its own step.
+            recipients.extend(read.into_iter().flatten().flatten());
+            for id in &step.ids {
+                recipients.remove(&id.0);
+            }
+            if let Some(rows) = rows? {
+                walk.counted(api, &step, rows)?;
+                continue;
+            }
+            ahead.clear();
+        }
         // What is read ahead only fills the cache: a failure there shows in its own step.
         let (fetched, _) = futures::future::join(
             api.transactions(&step.ids),
@@ -577,6 +614,49 @@ pub(super) async fn walk(
         found.extend(rows);
     }
     Ok(walk.page(found))
+}
+
+/// How many `txlist` rows of `address` the transactions `ids` make, all of them before the page:
+/// those it sent, known from the index's sent marks, and those sent to it, known from the
+/// node's transactions alone (`known`: recipients read ahead) — a walk to a deep page asks for
+/// no receipts and no transaction the account sent. `None` when one of the others creates a
+/// contract: whether it created `address` is in its receipt, so the step is read whole.
+async fn top_level_rows(
+    api: &Etherscan,
+    address: Address,
+    ids: &[TxId],
+    known: &HashMap<u64, Option<Address>>,
+) -> Result<Option<u64>, Answer> {
+    let raw: Vec<u64> = ids.iter().map(|id| id.0).collect();
+    let sent = api.read(|t| appearances::sent_among(t, &address, &raw))?;
+    let others: Vec<TxId> = ids.iter().zip(&sent).filter(|(_, &sent)| !sent).map(|(&id, _)| id).collect();
+    let asked: Vec<TxId> = others.iter().filter(|id| !known.contains_key(&id.0)).copied().collect();
+    let fetched =
+        api.pages.recipients(&asked).await.map_err(|e| Answer::refuse(format!("Error! {}", e.message())))?;
+    let fetched: HashMap<u64, Option<Address>> = asked.iter().map(|id| id.0).zip(fetched).collect();
+    let mut rows = sent.iter().filter(|&&sent| sent).count() as u64;
+    for id in &others {
+        match known.get(&id.0).or_else(|| fetched.get(&id.0)) {
+            Some(Some(to)) => rows += u64::from(*to == address),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(rows))
+}
+
+/// The recipients of those of `ids` that `address` did not send, read ahead for
+/// [`top_level_rows`].
+async fn recipients_ahead(
+    api: &Etherscan,
+    address: Address,
+    ids: &[TxId],
+) -> Result<Vec<(u64, Option<Address>)>, Answer> {
+    let raw: Vec<u64> = ids.iter().map(|id| id.0).collect();
+    let sent = api.read(|t| appearances::sent_among(t, &address, &raw))?;
+    let others: Vec<TxId> = ids.iter().zip(&sent).filter(|(_, &sent)| !sent).map(|(&id, _)| id).collect();
+    let got =
+        api.pages.recipients(&others).await.map_err(|e| Answer::refuse(format!("Error! {}", e.message())))?;
+    Ok(others.iter().map(|id| id.0).zip(got).collect())
 }
 
 /// `window`'s rows of the rows found from the start of a walk.

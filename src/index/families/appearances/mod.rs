@@ -480,6 +480,21 @@ pub fn settled_sent_within<K: TransactionKind>(
     Ok(through_last - below_first)
 }
 
+/// Whether `address` sent each of `ids` (ids it appears in, settled or in the reorg window).
+pub fn sent_among<K: TransactionKind>(txn: &Txn<K>, address: &Address, ids: &[u64]) -> DbResult<Vec<bool>> {
+    let window: std::collections::HashSet<u64> =
+        recent::sent(txn, address)?.into_iter().map(|(tx, _)| tx).collect();
+    ids.iter()
+        .map(|&id| {
+            if window.contains(&id) {
+                return Ok(true);
+            }
+            let below = lists::rank_sent::<OtsAppearances, K>(txn, address, id)?;
+            Ok(lists::rank_sent::<OtsAppearances, K>(txn, address, id.saturating_add(1))? > below)
+        })
+        .collect()
+}
+
 /// The first and the last transaction `address` appears in, if any.
 pub fn ends<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<Option<(u64, u64)>> {
     let stored = lists::ends::<OtsAppearances, K>(txn, address)?;
@@ -819,5 +834,28 @@ mod tests {
                 previous = Some(*a);
             }
         }
+    }
+
+    /// Which of an address's ids it sent: settled ones by the list's sent marks, the window's
+    /// by its sent rows; an id it only received, or one it does not appear in, was not sent.
+    #[test]
+    fn sent_among_reads_the_marks_and_the_window() {
+        use crate::db::{
+            codec::SentTx,
+            tables::{OtsAppearances, OtsRecentSentBySender},
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let who = Address::repeat_byte(7);
+        let txn = db.begin_write().expect("write");
+        let ids: Vec<u64> = (0..300).map(|n| 1_000 + 3 * n).collect();
+        let sent: Vec<bool> = (0..300).map(|n| n % 3 == 1).collect();
+        lists::append::<OtsAppearances>(&txn, &who, &ids, &sent).expect("append");
+        txn.put::<OtsRecentSentBySender>(&who, &SentTx { tx: 5_000, nonce: 9 }).expect("window");
+        txn.commit().expect("commit");
+        let t = db.begin_read().expect("read");
+        let asked = [ids[0], ids[1], ids[2], ids[298], 5_000, 5_001, 2];
+        let got = sent_among(&t, &who, &asked).expect("sent");
+        assert_eq!(got, vec![false, true, false, true, true, false, false]);
     }
 }
