@@ -7,6 +7,8 @@
 //! any block range, skip the counted groups (docs/etherscan.md). While a walk is still counting
 //! the rows before its page it reads the next groups' transactions ahead, in concurrent batches,
 //! into the transaction cache: the node answers them at once instead of one after the other.
+//! An account's `txlist` steps wholly before its page are counted rather than made: its sent
+//! marks, and the recipients of the other transactions, without receipts.
 
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
@@ -627,14 +629,11 @@ async fn top_level_rows(
     ids: &[TxId],
     known: &HashMap<u64, Option<Address>>,
 ) -> Result<Option<u64>, Answer> {
-    let raw: Vec<u64> = ids.iter().map(|id| id.0).collect();
-    let sent = api.read(|t| appearances::sent_among(t, &address, &raw))?;
-    let others: Vec<TxId> = ids.iter().zip(&sent).filter(|(_, &sent)| !sent).map(|(&id, _)| id).collect();
+    let (sent, others) = sent_and_others(api, address, ids)?;
     let asked: Vec<TxId> = others.iter().filter(|id| !known.contains_key(&id.0)).copied().collect();
-    let fetched =
-        api.pages.recipients(&asked).await.map_err(|e| Answer::refuse(format!("Error! {}", e.message())))?;
+    let fetched = recipients(api, &asked).await?;
     let fetched: HashMap<u64, Option<Address>> = asked.iter().map(|id| id.0).zip(fetched).collect();
-    let mut rows = sent.iter().filter(|&&sent| sent).count() as u64;
+    let mut rows = sent;
     for id in &others {
         match known.get(&id.0).or_else(|| fetched.get(&id.0)) {
             Some(Some(to)) => rows += u64::from(*to == address),
@@ -651,12 +650,22 @@ async fn recipients_ahead(
     address: Address,
     ids: &[TxId],
 ) -> Result<Vec<(u64, Option<Address>)>, Answer> {
+    let (_, others) = sent_and_others(api, address, ids)?;
+    let got = recipients(api, &others).await?;
+    Ok(others.iter().map(|id| id.0).zip(got).collect())
+}
+
+/// How many of `ids` `address` sent, and those it did not.
+fn sent_and_others(api: &Etherscan, address: Address, ids: &[TxId]) -> Result<(u64, Vec<TxId>), Answer> {
     let raw: Vec<u64> = ids.iter().map(|id| id.0).collect();
     let sent = api.read(|t| appearances::sent_among(t, &address, &raw))?;
     let others: Vec<TxId> = ids.iter().zip(&sent).filter(|(_, &sent)| !sent).map(|(&id, _)| id).collect();
-    let got =
-        api.pages.recipients(&others).await.map_err(|e| Answer::refuse(format!("Error! {}", e.message())))?;
-    Ok(others.iter().map(|id| id.0).zip(got).collect())
+    Ok((sent.iter().filter(|&&sent| sent).count() as u64, others))
+}
+
+/// The node's recipients of `ids`, or the refusal that says why not.
+async fn recipients(api: &Etherscan, ids: &[TxId]) -> Result<Vec<Option<Address>>, Answer> {
+    api.pages.recipients(ids).await.map_err(|e| Answer::refuse(format!("Error! {}", e.message())))
 }
 
 /// `window`'s rows of the rows found from the start of a walk.
