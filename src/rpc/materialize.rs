@@ -99,6 +99,15 @@ fn timestamp_of(n: u64, header: &Value) -> Result<u64, ErrorObjectOwned> {
         .ok_or_else(|| server_error(format!("the node's block {n} has no valid timestamp")))
 }
 
+/// The node answered no transaction where the index holds `id`.
+fn no_transaction(id: TxId) -> ErrorObjectOwned {
+    server_error(format!(
+        "the node has no transaction {} in block {}: is it serving the indexed chain?",
+        id.index(),
+        id.block()
+    ))
+}
+
 /// Node access for result pages.
 #[derive(Debug, Clone)]
 pub struct Materializer {
@@ -137,11 +146,7 @@ impl Materializer {
             .zip(answers)
             .map(|(id, tx)| {
                 if !tx.get("hash").is_some_and(Value::is_string) {
-                    return Err(server_error(format!(
-                        "the node has no transaction {} in block {}: is it serving the indexed chain?",
-                        id.index(),
-                        id.block()
-                    )));
+                    return Err(no_transaction(*id));
                 }
                 match tx.get("to") {
                     None | Some(Value::Null) => Ok(None),
@@ -250,13 +255,8 @@ impl Materializer {
         let summaries = self.summaries_from(&blocks, &missing, &headers, tip, known)?;
         let mut hashes = Vec::with_capacity(wanted.len());
         for (id, tx) in wanted.iter().zip(&answers) {
-            let hash = tx.get("hash").filter(|h| h.is_string()).cloned().ok_or_else(|| {
-                server_error(format!(
-                    "the node has no transaction {} in block {}: is it serving the indexed chain?",
-                    id.index(),
-                    id.block()
-                ))
-            })?;
+            let hash =
+                tx.get("hash").filter(|h| h.is_string()).cloned().ok_or_else(|| no_transaction(*id))?;
             hashes.push(hash);
         }
         let receipt_calls: Vec<_> =

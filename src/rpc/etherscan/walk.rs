@@ -307,13 +307,20 @@ impl Walk {
             && self.source.rank(t, after_last)? == start + GROUP)
     }
 
+    /// The account whose own `txlist` this walk reads (its appearances, the rows it is a
+    /// top-level party of), if it is one: the index knows which of those it sent.
+    fn own_account(&self) -> Option<Address> {
+        match (self.stream, self.source) {
+            (Stream::Transactions(address), Source::Appearances(_)) => Some(address),
+            _ => None,
+        }
+    }
+
     /// The group ahead of position `at`, counted from the index alone where it can be: a settled
     /// group of an address's appearances that it sent every one of makes one `txlist` row each
     /// (a sent transaction is top-level), so an account's history needs no node to be skipped.
     fn counted_by_index(&self, t: &ReadTxn, at: u64) -> DbResult<Option<Group>> {
-        let (Stream::Transactions(address), Source::Appearances(_)) = (self.stream, self.source) else {
-            return Ok(None);
-        };
+        let Some(address) = self.own_account() else { return Ok(None) };
         let end = match self.sort {
             Sort::Asc => at + GROUP,
             Sort::Desc => at,
@@ -436,11 +443,9 @@ impl Walk {
             Sort::Desc => at % GROUP,
         };
         let (partial, whole) = ids.split_at((first as usize).min(ids.len()));
-        let own = match (self.stream, self.source) {
-            (Stream::Transactions(address), Source::Appearances(_)) => {
-                Some((address, self.source.settled(t)?))
-            }
-            _ => None,
+        let own = match self.own_account() {
+            Some(address) => Some((address, self.source.settled(t)?)),
+            None => None,
         };
         let mut groups = vec![partial];
         let mut edge = match self.sort {
@@ -564,10 +569,7 @@ pub(super) async fn walk(
     let mut walk = Walk::new(source, stream, range, window, sort);
     let mut found: Vec<Value> = Vec::new();
     // An account's `txlist` steps before the page are counted, not made: see `top_level_rows`.
-    let own = match (source, stream) {
-        (Source::Appearances(_), Stream::Transactions(address)) => Some(address),
-        _ => None,
-    };
+    let own = walk.own_account();
     let mut recipients: HashMap<u64, Option<Address>> = HashMap::new();
     while let Some(step) = walk.next(api)? {
         let mut ahead = walk.read_ahead(api, &step)?;
