@@ -35,7 +35,7 @@ DIR=${BENCH_DIR:-${TMPDIR:-/tmp}/ots-bench-scale}
 cargo build --release --locked --bin ots-indexer --example gen_chain --example bench_scale
 # shellcheck source=scripts/lib/recording.sh
 . scripts/lib/recording.sh
-cleanup() { rm -rf "$DIR/db" "$DIR/db-tenth" "$DIR/db-compacted" "$DIR/db-staged"; }
+cleanup() { rm -rf "$DIR/db" "$DIR/db-tenth" "$DIR/db-compacted" "$DIR/db-staged" "$DIR/db-unwind"; }
 trap cleanup EXIT
 # shellcheck disable=SC2086 # SYNC_FLAGS is a list of flags
 ./target/release/examples/bench_scale "$RECORDING" "$DIR" ./target/release/ots-indexer ${SYNC_FLAGS---stage-max-run-mib 16384}
