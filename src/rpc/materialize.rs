@@ -162,6 +162,23 @@ impl Materializer {
             .collect()
     }
 
+    /// The logs the node has for each of `filters` (`eth_getLogs` filter objects), in one batch,
+    /// one list per filter.
+    pub async fn logs(&self, filters: &[Value]) -> Result<Vec<Vec<Value>>, ErrorObjectOwned> {
+        let calls: Vec<_> = filters.iter().map(|f| ("eth_getLogs", json!([f]))).collect();
+        let answers = self.batch(&calls).await?;
+        if answers.len() != filters.len() {
+            return Err(server_error("the node answered fewer log queries than asked"));
+        }
+        answers
+            .into_iter()
+            .map(|answer| match answer {
+                Value::Array(logs) => Ok(logs),
+                _ => Err(server_error("the node answered a log query with no list of logs")),
+            })
+            .collect()
+    }
+
     fn cached(&self, block: u64) -> Option<u64> {
         self.cache.lock().ok()?.entries.get(&block).copied()
     }

@@ -2,10 +2,11 @@
 //! bodies, 429s and 500s, a wrong block number, truncated receipts.
 
 use std::{
+    collections::HashMap,
     net::SocketAddr,
     sync::{
         atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering},
-        Arc,
+        Arc, Mutex,
     },
     time::Duration,
 };
@@ -65,6 +66,8 @@ pub struct FaultProxy {
     pub requests: Arc<AtomicUsize>,
     /// The most requests it has had in hand at one time.
     pub most_at_once: Arc<AtomicUsize>,
+    /// Calls served so far by method, a batch's each.
+    pub calls: Arc<Mutex<HashMap<String, usize>>>,
 }
 
 impl FaultProxy {
@@ -76,27 +79,33 @@ impl FaultProxy {
         let requests = Arc::new(AtomicUsize::new(0));
         let delay_ms = Arc::new(AtomicU64::new(0));
         let most_at_once = Arc::new(AtomicUsize::new(0));
+        let calls = Arc::new(Mutex::new(HashMap::new()));
         let in_hand = Arc::new(AtomicUsize::new(0));
         let (f, r, d, up) = (fault.clone(), requests.clone(), delay_ms.clone(), upstream.to_owned());
-        let most = most_at_once.clone();
+        let (most, by_method) = (most_at_once.clone(), calls.clone());
         tokio::spawn(async move {
             let client = reqwest::Client::new();
             while let Ok((stream, _)) = listener.accept().await {
                 let (f, r, up, client) = (f.clone(), r.clone(), up.clone(), client.clone());
-                let (in_hand, most) = (in_hand.clone(), most.clone());
+                let (in_hand, most, by_method) = (in_hand.clone(), most.clone(), by_method.clone());
                 let delay = Duration::from_millis(d.load(Ordering::SeqCst));
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;
-                    let _ = serve(stream, &client, &up, &f, &r, (&in_hand, &most)).await;
+                    let _ = serve(stream, &client, &up, &f, &r, (&in_hand, &most), &by_method).await;
                 });
             }
         });
-        Self { url: format!("http://{addr}"), fault, delay_ms, requests, most_at_once }
+        Self { url: format!("http://{addr}"), fault, delay_ms, requests, most_at_once, calls }
     }
 
     /// Makes every request from now on wait this long before it is answered: a slow node.
     pub fn slow_down(&self, delay: Duration) {
         self.delay_ms.store(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), Ordering::SeqCst);
+    }
+
+    /// Calls of `method` served so far.
+    pub fn calls_of(&self, method: &str) -> usize {
+        self.calls.lock().expect("calls").get(method).copied().unwrap_or_default()
     }
 
     /// Changes how it answers from now on.
@@ -221,9 +230,15 @@ async fn serve(
     fault: &AtomicU8,
     requests: &AtomicUsize,
     (in_hand, most): (&AtomicUsize, &AtomicUsize),
+    calls: &Mutex<HashMap<String, usize>>,
 ) -> Option<()> {
     let body = read_request(&mut stream).await?;
     requests.fetch_add(1, Ordering::SeqCst);
+    if let (Ok(request), Ok(mut calls)) = (serde_json::from_slice::<Value>(&body), calls.lock()) {
+        for (_, method) in methods_by_id(&request) {
+            *calls.entry(method).or_default() += 1;
+        }
+    }
     most.fetch_max(in_hand.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
     let answered = answer(stream, client, upstream, fault, body).await;
     in_hand.fetch_sub(1, Ordering::SeqCst);

@@ -15,6 +15,7 @@ mod lists;
 mod logs;
 pub mod marks;
 pub mod marks_file;
+mod movement_count;
 pub mod params;
 mod proxy;
 mod token;

@@ -7,8 +7,9 @@
 //! any block range, skip the counted groups (docs/etherscan.md). While a walk is still counting
 //! the rows before its page it reads the next groups' transactions ahead, in concurrent batches,
 //! into the transaction cache: the node answers them at once instead of one after the other.
-//! An account's `txlist` steps wholly before its page are counted rather than made: its sent
-//! marks, and the recipients of the other transactions, without receipts.
+//! Steps wholly before the page are counted rather than made: an account's `txlist` from its sent
+//! marks and the recipients of the other transactions, a token list from the node's logs
+//! (`movement_count`) — neither reads a receipt.
 
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
@@ -19,6 +20,7 @@ use tracing::debug;
 use super::{
     envelope::Answer,
     marks::{Group, Stream, WalkMarks, GROUP},
+    movement_count::movement_rows,
     params::{Sort, Window},
     Etherscan,
 };
@@ -490,15 +492,27 @@ impl Walk {
             .collect()
     }
 
+    /// Rows still to pass before the page.
+    fn short_of_page(&self) -> u64 {
+        self.window.skip.saturating_sub(self.skipped + self.found)
+    }
+
     /// Whether every row `step` can make lies before the page (a `txlist` step makes at most a
     /// row per transaction).
     fn before_page(&self, step: &Step) -> bool {
-        self.window.skip.saturating_sub(self.skipped + self.found) >= step.ids.len() as u64
+        self.short_of_page() >= step.ids.len() as u64
     }
 
-    /// Takes note of the `rows` of `step`, all before the page, counted without making them.
-    fn counted(&mut self, api: &Etherscan, step: &Step, rows: u64) -> Result<(), Answer> {
-        self.took(api, step, rows, &[])?;
+    /// Takes note of the `rows` of `step`, all before the page, counted without making them;
+    /// `emitters` as for [`Walk::took`].
+    fn counted(
+        &mut self,
+        api: &Etherscan,
+        step: &Step,
+        rows: u64,
+        emitters: &[Address],
+    ) -> Result<(), Answer> {
+        self.took(api, step, rows, emitters)?;
         self.found -= rows;
         self.skipped += rows;
         Ok(())
@@ -571,7 +585,19 @@ pub(super) async fn walk(
     // An account's `txlist` steps before the page are counted, not made: see `top_level_rows`.
     let own = walk.own_account();
     let mut recipients: HashMap<u64, Option<Address>> = HashMap::new();
+    // A token list's steps before the page are counted from the node's logs, until it refuses.
+    let mut by_logs = matches!(stream, Stream::Movements(..));
     while let Some(step) = walk.next(api)? {
+        if by_logs && walk.short_of_page() > 0 {
+            match movement_rows(api, stream, &step.ids).await {
+                Some(c) if c.rows <= walk.short_of_page() => {
+                    walk.counted(api, &step, c.rows, &c.emitters)?;
+                    continue;
+                }
+                Some(_) => {}
+                None => by_logs = false,
+            }
+        }
         let mut ahead = walk.read_ahead(api, &step)?;
         if let Some(address) = own.filter(|_| walk.before_page(&step)) {
             let (rows, read) = futures::future::join(
@@ -585,7 +611,7 @@ pub(super) async fn walk(
                 recipients.remove(&id.0);
             }
             if let Some(rows) = rows? {
-                walk.counted(api, &step, rows)?;
+                walk.counted(api, &step, rows, &[])?;
                 continue;
             }
             ahead.clear();
