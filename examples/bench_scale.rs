@@ -11,7 +11,9 @@
 //! * query latency over HTTP at 1 and 32 clients against `ots-indexer serve` on that database,
 //!   for the methods that need no node, and the index's own part of list and search pages,
 //!   Etherscan's `txlist` and `tokentx` among them (the server's `ots::rpc::timing` events: there
-//!   is no node behind a recording, so the rest fails);
+//!   is no node behind a recording, so the rest fails) — page 1, and the page past row 10,000 of
+//!   the busiest address once its groups are counted from the recording into the walk marks, as a
+//!   first walk with a node would have counted them (`counted_groups`);
 //! * unwinding 64 blocks at the tip (the median of three: two fresh copies of the database and the
 //!   database itself), then `check`;
 //! * the stage regime mainnet's catch-up runs in (about a hundred stages at the defaults): the
@@ -34,13 +36,16 @@
 //! Usage: bench_scale RECORDING WORKDIR OTS_INDEXER_BINARY [SYNC_FLAG ...] (flags passed to
 //! `sync` as they are; none by default: the benchmark measures what a user gets)
 //!
-//! `bench_scale --queries DATADIR OTS_INDEXER_BINARY` measures the queries alone, over a database
-//! already built (its reorg window as the sync left it): a read path's change is measured without
-//! indexing the chain again.
+//! `bench_scale --queries DATADIR OTS_INDEXER_BINARY [RECORDING]` measures the queries alone, over
+//! a database already built (its reorg window as the sync left it): a read path's change is
+//! measured without indexing the chain again (with the recording it was built from, the deep
+//! Etherscan pages too).
 
 // The figures' one `json!` object is long.
 #![recursion_limit = "256"]
 
+#[path = "common/counted_groups.rs"]
+mod counted_groups;
 #[path = "common/http_load.rs"]
 mod http_load;
 #[path = "common/mdbx_yardstick.rs"]
@@ -394,11 +399,34 @@ fn wait_for_port(addr: &str) -> anyhow::Result<()> {
 
 /// Query figures: per (method, clients) req/s, p50 and p99; and the index's part of list and
 /// search pages from the server's timing events.
-fn queries(bin: &Path, datadir: &Path, db: &Db, seconds: f64) -> anyhow::Result<(Vec<Value>, Value)> {
+fn queries(
+    bin: &Path,
+    datadir: &Path,
+    db: &Db,
+    seconds: f64,
+    recording: Option<&Path>,
+) -> anyhow::Result<(Vec<Value>, Value)> {
     let (busy, token, holder) = busiest(db)?;
     eprintln!(
         "  busiest transfer address {busy}, token with most holders {token}, holder of most tokens {holder}"
     );
+    // The busiest address's lists counted from the recording, as a first walk with a node would
+    // count them: its deep pages can then be walked to.
+    let counted = match recording {
+        Some(recording) => {
+            let started = Instant::now();
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let counted = runtime.block_on(counted_groups::count_into_marks(db, recording, datadir, busy))?;
+            eprintln!(
+                "  walk marks counted from the recording in {:.1} s: txlist {:?}, tokentx {:?}",
+                started.elapsed().as_secs_f64(),
+                counted.0,
+                counted.1
+            );
+            Some(counted)
+        }
+        None => None,
+    };
     let addr = "127.0.0.1:18961";
     let mut server = Command::new(bin)
         // No node: a recording has none, and these methods need none.
@@ -506,6 +534,16 @@ fn queries(bin: &Path, datadir: &Path, db: &Db, seconds: f64) -> anyhow::Result<
         let (sender, sent, appearances) = busiest_sender(db)?;
         eprintln!("  busiest sender {sender}: sent {sent} of its {appearances} transactions");
         let mut lists = vec![("txlist", busy, 1), ("tokentx", busy, 1)];
+        // The page that starts at row 10,000 (Etherscan's cap), from the counted groups.
+        if let Some((txlist, tokentx)) = counted {
+            for (action, c) in [("txlist", txlist), ("tokentx", tokentx)] {
+                if c.rows >= 10_025 {
+                    lists.push((action, busy, 10_000 / 25 + 1));
+                } else {
+                    eprintln!("  {action} of the busiest transfer address: {} rows counted, no page past row 10,000", c.rows);
+                }
+            }
+        }
         if sent == appearances && sent >= 10_025 {
             lists.extend([("txlist", sender, 1), ("txlist", sender, 401)]);
         } else {
@@ -691,7 +729,8 @@ fn main() -> anyhow::Result<()> {
     {
         let datadir = PathBuf::from(datadir);
         let db = Db::open(&datadir, AccessMode::ReadOnly)?;
-        let (rows, index_part) = queries(Path::new(bin), &datadir, &db, 2.0)?;
+        let recording = args.get(4).map(PathBuf::from);
+        let (rows, index_part) = queries(Path::new(bin), &datadir, &db, 2.0, recording.as_deref())?;
         println!("{}", json!({"queries": rows, "index_part_of_pages": index_part}));
         return Ok(());
     }
@@ -801,7 +840,7 @@ fn main() -> anyhow::Result<()> {
     let budget = 50.0 * logs + 5.0 * appearances;
 
     eprintln!("queries over HTTP ({}):", datadir.display());
-    let (query_rows, index_part) = queries(&bin, &datadir, &db, 2.0)?;
+    let (query_rows, index_part) = queries(&bin, &datadir, &db, 2.0, Some(&recording))?;
     drop(db);
     let count_p99_32 = query_rows
         .iter()

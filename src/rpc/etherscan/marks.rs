@@ -20,7 +20,7 @@ use alloy_primitives::Address;
 use crate::decode::{TokenKind, TokenKinds};
 
 /// Positions of an id list one group holds: one step of a walk.
-pub(super) const GROUP: u64 = 100;
+pub const GROUP: u64 = 100;
 
 /// Groups kept over all lists (each a few dozen bytes and its emitters) before the marks start
 /// afresh: 2^18 groups stand for 26 M transactions walked.
@@ -28,7 +28,7 @@ const BUDGET: usize = 1 << 18;
 
 /// Which rows a walk makes of a transaction: one stream per list action and its parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Stream {
+pub enum Stream {
     /// `txlist` of an address.
     Transactions(Address),
     /// `txlistinternal` of an address.
@@ -52,7 +52,7 @@ impl Stream {
 
 /// What a walk learned of one whole group.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Group {
+pub struct Group {
     /// The group's smallest id.
     pub first: u64,
     /// Its largest id.
@@ -93,8 +93,9 @@ impl WalkMarks {
         self.lock().groups.get(stream).and_then(|g| g.get(&index)).cloned()
     }
 
-    /// Keeps what a walk counted of group `index` of `stream`.
-    pub(super) fn keep(&self, stream: Stream, index: u64, group: Group) {
+    /// Keeps what a walk counted of group `index` of `stream` (public for a benchmark over a
+    /// recording, which has no node to walk with, to set down what a first walk would count).
+    pub fn keep(&self, stream: Stream, index: u64, group: Group) {
         let mut kept = self.lock();
         if kept.count >= BUDGET {
             tracing::debug!(target: "ots::rpc", groups = kept.count, "walk marks start afresh");

@@ -22,13 +22,14 @@ use crate::{
     txid::TxId,
 };
 
-/// The rows a step makes and the contracts whose transfer logs made them (the marks keep their
-/// kinds: a group is walked again when one is classified anew).
+/// The rows a step makes, counted without making them, and the contracts whose transfer logs
+/// made them (the marks keep their kinds: a group is walked again when one is classified anew;
+/// none for a `txlist`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Counted {
     /// Rows of the step.
     pub rows: u64,
-    /// The emitters of the step's transfer logs the list could show.
+    /// The emitters of the step's transfer logs the list could show (token lists only).
     pub emitters: Vec<Address>,
 }
 

@@ -20,7 +20,7 @@ use tracing::debug;
 use super::{
     envelope::Answer,
     marks::{Group, Stream, WalkMarks, GROUP},
-    movement_count::movement_rows,
+    movement_count::{movement_rows, Counted},
     params::{Sort, Window},
     Etherscan,
 };
@@ -503,18 +503,11 @@ impl Walk {
         self.short_of_page() >= step.ids.len() as u64
     }
 
-    /// Takes note of the `rows` of `step`, all before the page, counted without making them;
-    /// `emitters` as for [`Walk::took`].
-    fn counted(
-        &mut self,
-        api: &Etherscan,
-        step: &Step,
-        rows: u64,
-        emitters: &[Address],
-    ) -> Result<(), Answer> {
-        self.took(api, step, rows, emitters)?;
-        self.found -= rows;
-        self.skipped += rows;
+    /// Takes note of the rows of `step`, all before the page, counted without making them.
+    fn counted(&mut self, api: &Etherscan, step: &Step, counted: &Counted) -> Result<(), Answer> {
+        self.took(api, step, counted.rows, &counted.emitters)?;
+        self.found -= counted.rows;
+        self.skipped += counted.rows;
         Ok(())
     }
 
@@ -591,7 +584,7 @@ pub(super) async fn walk(
         if by_logs && walk.short_of_page() > 0 {
             match movement_rows(api, stream, &step.ids).await {
                 Some(c) if c.rows <= walk.short_of_page() => {
-                    walk.counted(api, &step, c.rows, &c.emitters)?;
+                    walk.counted(api, &step, &c)?;
                     continue;
                 }
                 Some(_) => {}
@@ -611,7 +604,7 @@ pub(super) async fn walk(
                 recipients.remove(&id.0);
             }
             if let Some(rows) = rows? {
-                walk.counted(api, &step, rows, &[])?;
+                walk.counted(api, &step, &Counted { rows, emitters: Vec::new() })?;
                 continue;
             }
             ahead.clear();
