@@ -4,9 +4,9 @@
 //! a transaction's receipt holds that a list can show are exactly those, so the step's logs,
 //! grouped by transaction, are read by the same [`movements`] that makes the rows — the count is
 //! the rows the step would make. A node that refuses the query (a block range over its limit,
-//! too many results) leaves the step to be read whole.
+//! too many results) leaves the rest of the walk to be read whole.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{hash_map::Entry, BTreeMap, HashMap, HashSet};
 
 use alloy_primitives::{Address, B256};
 use serde_json::{json, Value};
@@ -46,7 +46,7 @@ pub(super) async fn movement_rows(api: &Etherscan, stream: Stream, ids: &[TxId])
             let mut kinds = HashMap::new();
             for receipt in receipts.values() {
                 for emitter in transfer_emitters(receipt) {
-                    if let std::collections::hash_map::Entry::Vacant(slot) = kinds.entry(emitter) {
+                    if let Entry::Vacant(slot) = kinds.entry(emitter) {
                         slot.insert(TokenKinds::of(&attributes(t, &emitter)?));
                     }
                 }
