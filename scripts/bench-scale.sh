@@ -3,7 +3,9 @@
 # 21,000,000: about 51 M transfer logs) as a recording, then indexes it with the real binary and
 # prints, in one run: end-to-end rates, the writer against two plain-MDBX yardsticks, bytes per
 # transfer log and per appearance for every table (as written and compacted), RSS over the run,
-# query latency at 1 and 32 clients, the index's part of list/search pages, unwinding 64 blocks,
+# query latency at 1 and 32 clients, the index's part of list/search pages (Etherscan's deep
+# pages of the busiest address after counting its lists from the recording, about a minute more),
+# unwinding 64 blocks (median of three),
 # `check`, and the stage regime (the chain caught up again in bulk stages of 1 % of its blocks
 # each, as mainnet's catch-up runs: stage count, per-stage merge seconds, bytes per log, a
 # projection).
