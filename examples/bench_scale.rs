@@ -534,13 +534,15 @@ fn queries(
         let (sender, sent, appearances) = busiest_sender(db)?;
         eprintln!("  busiest sender {sender}: sent {sent} of its {appearances} transactions");
         let mut lists = vec![("txlist", busy, 1), ("tokentx", busy, 1)];
-        // The page that starts at row 10,000 (Etherscan's cap), from the counted groups.
+        // The page that starts at row 10,000 (Etherscan's cap), page 1,000 and page 10,000, as
+        // far as the counted groups reach: a page's index part should not grow with its depth.
         if let Some((txlist, tokentx)) = counted {
             for (action, c) in [("txlist", txlist), ("tokentx", tokentx)] {
-                if c.rows >= 10_025 {
-                    lists.push((action, busy, 10_000 / 25 + 1));
-                } else {
+                if c.rows < 10_025 {
                     eprintln!("  {action} of the busiest transfer address: {} rows counted, no page past row 10,000", c.rows);
+                }
+                for page in [10_000 / 25 + 1, 1_000, 10_000].into_iter().filter(|p| p * 25 <= c.rows) {
+                    lists.push((action, busy, page));
                 }
             }
         }

@@ -143,13 +143,8 @@ fn keep_groups(marks: &MarksFile, list: &List) -> Counted {
         }
         emitters.sort_unstable_by_key(|(a, _)| *a);
         emitters.dedup_by_key(|(a, _)| *a);
-        let group = Group {
-            first: ids[0],
-            last: ids[ids.len() - 1],
-            rows,
-            emitters: emitters.into_boxed_slice(),
-            loaded: false,
-        };
+        let group =
+            Group { first: ids[0], last: ids[ids.len() - 1], rows, emitters: emitters.into(), loaded: false };
         marks.marks().keep(list.stream, index as u64, group);
         counted.groups += 1;
         counted.rows += rows;

@@ -12,7 +12,10 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex, MutexGuard,
+    },
 };
 
 use alloy_primitives::Address;
@@ -61,15 +64,171 @@ pub struct Group {
     pub rows: u64,
     /// The contracts whose transfer-shaped logs its receipts hold, with the kinds the index gave
     /// them when the rows were counted (token lists only).
-    pub emitters: Box<[(Address, TokenKinds)]>,
+    pub emitters: Arc<[(Address, TokenKinds)]>,
     /// Read from the marks file and not yet checked against the index: the database beside it
     /// may have been built anew since (`marks_file`).
     pub loaded: bool,
 }
 
+/// One stream's counted groups.
+#[derive(Debug, Default)]
+struct Counted {
+    groups: HashMap<u64, Arc<Group>>,
+    /// The groups as [`Spans`], made when a walk first asks after a change.
+    spans: Option<Arc<Spans>>,
+}
+
+/// A stream's counted groups in runs of consecutive indexes, each with its rows summed, so that
+/// a walk finds how many groups it passes with a binary search instead of one group at a time:
+/// the index's part of a deep page then costs about what page 1 costs.
+#[derive(Debug)]
+pub struct Spans {
+    /// Ordered by their first index; no two adjoin.
+    runs: Vec<Run>,
+    /// Whether some group was read back from the marks file and not yet confirmed.
+    pub(super) loaded: bool,
+}
+
+/// Counted groups of consecutive indexes.
+#[derive(Debug)]
+struct Run {
+    start: u64,
+    groups: Vec<Arc<Group>>,
+    /// `rows_before[i]`: the rows of `groups[..i]`; one longer than `groups`.
+    rows_before: Vec<u64>,
+    /// Per group, the snapshot (`ReadTxn::snapshot_id`) in which its emitters were last found
+    /// of the kinds they had when it was counted.
+    checked_in: Vec<AtomicU64>,
+}
+
+/// Consecutive counted groups a walk passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Passed {
+    pub groups: u64,
+    pub rows: u64,
+    /// The smallest id of the groups passed.
+    pub first: u64,
+    /// Their largest id.
+    pub last: u64,
+}
+
+const NOT_CHECKED: u64 = u64::MAX;
+
+impl Spans {
+    fn of(groups: &HashMap<u64, Arc<Group>>) -> Self {
+        let mut indexes: Vec<u64> = groups.keys().copied().collect();
+        indexes.sort_unstable();
+        let mut runs: Vec<Run> = Vec::new();
+        for index in indexes {
+            let group = groups[&index].clone();
+            let run = match runs.last_mut() {
+                Some(run) if run.start + run.groups.len() as u64 == index => run,
+                _ => {
+                    runs.push(Run {
+                        start: index,
+                        groups: Vec::new(),
+                        rows_before: vec![0],
+                        checked_in: Vec::new(),
+                    });
+                    runs.last_mut().expect("a run was just pushed")
+                }
+            };
+            let before = run.rows_before[run.groups.len()];
+            run.rows_before.push(before + group.rows);
+            run.groups.push(group);
+            run.checked_in.push(AtomicU64::new(NOT_CHECKED));
+        }
+        let loaded = runs.iter().any(|run| run.groups.iter().any(|g| g.loaded));
+        Self { runs, loaded }
+    }
+
+    /// Every run of consecutive groups: its first index and its groups.
+    pub(super) fn runs(&self) -> impl Iterator<Item = (u64, &[Arc<Group>])> {
+        self.runs.iter().map(|run| (run.start, run.groups.as_slice()))
+    }
+
+    fn run_holding(&self, index: u64) -> Option<(&Run, usize)> {
+        let after = self.runs.partition_point(|run| run.start <= index);
+        let run = self.runs.get(after.checked_sub(1)?)?;
+        let at = usize::try_from(index - run.start).ok()?;
+        (at < run.groups.len()).then_some((run, at))
+    }
+
+    /// Group `index`, if counted.
+    pub(super) fn group(&self, index: u64) -> Option<&Arc<Group>> {
+        self.run_holding(index).map(|(run, at)| &run.groups[at])
+    }
+
+    /// Whether group `index`'s emitters were found unchanged in snapshot `snapshot`.
+    pub(super) fn checked_in(&self, index: u64, snapshot: u64) -> bool {
+        self.run_holding(index).is_some_and(|(run, at)| {
+            snapshot != NOT_CHECKED && run.checked_in[at].load(Ordering::Acquire) == snapshot
+        })
+    }
+
+    /// Takes note that group `index`'s emitters were found unchanged in snapshot `snapshot`.
+    pub(super) fn mark_checked(&self, index: u64, snapshot: u64) {
+        if let Some((run, at)) = self.run_holding(index) {
+            run.checked_in[at].store(snapshot, Ordering::Release);
+        }
+    }
+
+    /// How many groups from group `index` upwards, consecutive and counted, make at most `rows`
+    /// rows with their ids all below `high`.
+    pub(super) fn fit_up(&self, index: u64, rows: u64, high: u64) -> u64 {
+        let Some((run, from)) = self.run_holding(index) else { return 0 };
+        // Rows and ids only grow upwards: `fits` holds up to some count and not past it.
+        let fits = |n: usize| {
+            run.rows_before[from + n] - run.rows_before[from] <= rows && run.groups[from + n - 1].last < high
+        };
+        most_that_fit(run.groups.len() - from, fits) as u64
+    }
+
+    /// How many groups from group `index` downwards, consecutive and counted, make at most
+    /// `rows` rows with their ids all at or above `low`.
+    pub(super) fn fit_down(&self, index: u64, rows: u64, low: u64) -> u64 {
+        let Some((run, at)) = self.run_holding(index) else { return 0 };
+        let to = at + 1;
+        let fits = |n: usize| {
+            run.rows_before[to] - run.rows_before[to - n] <= rows && run.groups[to - n].first >= low
+        };
+        most_that_fit(to, fits) as u64
+    }
+
+    /// The `count` groups from group `lowest` upwards (all counted, in one run).
+    pub(super) fn passed(&self, lowest: u64, count: u64) -> Option<Passed> {
+        let (run, from) = self.run_holding(lowest)?;
+        let to = from + usize::try_from(count).ok()?;
+        if count == 0 || to > run.groups.len() {
+            return None;
+        }
+        Some(Passed {
+            groups: count,
+            rows: run.rows_before[to] - run.rows_before[from],
+            first: run.groups[from].first,
+            last: run.groups[to - 1].last,
+        })
+    }
+}
+
+/// The largest `n` in `0..=max` with `fits(n)`, for a `fits` that holds up to some `n` and not
+/// past it (`fits(0)` is taken to hold).
+fn most_that_fit(max: usize, fits: impl Fn(usize) -> bool) -> usize {
+    let (mut low, mut high) = (0, max);
+    while low < high {
+        let mid = low + (high - low).div_ceil(2);
+        if fits(mid) {
+            low = mid;
+        } else {
+            high = mid - 1;
+        }
+    }
+    low
+}
+
 #[derive(Debug, Default)]
 struct Kept {
-    groups: HashMap<Stream, HashMap<u64, Arc<Group>>>,
+    groups: HashMap<Stream, Counted>,
     count: usize,
     /// Changes made since the marks began, for the marks file to tell whether to save.
     changes: u64,
@@ -90,7 +249,17 @@ impl WalkMarks {
 
     /// Group `index` of `stream`, if a walk counted it.
     pub(super) fn get(&self, stream: &Stream, index: u64) -> Option<Arc<Group>> {
-        self.lock().groups.get(stream).and_then(|g| g.get(&index)).cloned()
+        self.lock().groups.get(stream).and_then(|c| c.groups.get(&index)).cloned()
+    }
+
+    /// `stream`'s groups as spans, if group `index` is among them.
+    pub(super) fn spans_holding(&self, stream: &Stream, index: u64) -> Option<Arc<Spans>> {
+        let mut kept = self.lock();
+        let counted = kept.groups.get_mut(stream)?;
+        if !counted.groups.contains_key(&index) {
+            return None;
+        }
+        Some(counted.spans.get_or_insert_with(|| Arc::new(Spans::of(&counted.groups))).clone())
     }
 
     /// Keeps what a walk counted of group `index` of `stream` (public for a benchmark over a
@@ -101,7 +270,13 @@ impl WalkMarks {
             tracing::debug!(target: "ots::rpc", groups = kept.count, "walk marks start afresh");
             *kept = Kept { changes: kept.changes + 1, ..Kept::default() };
         }
-        if kept.groups.entry(stream).or_default().insert(index, Arc::new(group)).is_none() {
+        let counted = kept.groups.entry(stream).or_default();
+        if counted.groups.get(&index).is_some_and(|kept| **kept == group) {
+            // A page's own group counted again: the spans and their checks stand.
+            return;
+        }
+        counted.spans = None;
+        if counted.groups.insert(index, Arc::new(group)).is_none() {
             kept.count += 1;
         }
         kept.changes += 1;
@@ -110,7 +285,9 @@ impl WalkMarks {
     /// Drops group `index` of `stream` (a contract in it was classified since it was counted).
     pub(super) fn forget(&self, stream: &Stream, index: u64) {
         let mut kept = self.lock();
-        if kept.groups.get_mut(stream).and_then(|g| g.remove(&index)).is_some() {
+        let Some(counted) = kept.groups.get_mut(stream) else { return };
+        if counted.groups.remove(&index).is_some() {
+            counted.spans = None;
             kept.count -= 1;
             kept.changes += 1;
         }
@@ -122,7 +299,7 @@ impl WalkMarks {
         let groups = kept
             .groups
             .iter()
-            .flat_map(|(stream, groups)| groups.iter().map(|(&index, g)| (*stream, index, g.clone())))
+            .flat_map(|(stream, c)| c.groups.iter().map(|(&index, g)| (*stream, index, g.clone())))
             .collect();
         (groups, kept.changes)
     }
@@ -131,7 +308,7 @@ impl WalkMarks {
     pub(super) fn from_groups(groups: impl IntoIterator<Item = (Stream, u64, Group)>) -> Self {
         let mut kept = Kept::default();
         for (stream, index, group) in groups.into_iter().take(BUDGET) {
-            if kept.groups.entry(stream).or_default().insert(index, Arc::new(group)).is_none() {
+            if kept.groups.entry(stream).or_default().groups.insert(index, Arc::new(group)).is_none() {
                 kept.count += 1;
             }
         }
@@ -150,7 +327,84 @@ mod tests {
     use super::*;
 
     fn group(first: u64) -> Group {
-        Group { first, last: first + 99, rows: 3, emitters: Box::new([]), loaded: false }
+        Group { first, last: first + 99, rows: 3, emitters: Arc::new([]), loaded: false }
+    }
+
+    /// Groups 2..=5 and 8..=9, group `i` of ids `100·i ..= 100·i + 99` making `i` rows.
+    fn spans() -> (WalkMarks, Stream) {
+        let marks = WalkMarks::default();
+        let stream = Stream::Transactions(Address::repeat_byte(1));
+        for i in (2..=5).chain(8..=9) {
+            marks.keep(
+                stream,
+                i,
+                Group { first: 100 * i, last: 100 * i + 99, rows: i, emitters: Arc::new([]), loaded: false },
+            );
+        }
+        (marks, stream)
+    }
+
+    #[test]
+    fn spans_pass_the_groups_that_fit_with_one_search() {
+        let (marks, stream) = spans();
+        assert!(marks.spans_holding(&stream, 6).is_none(), "group 6 was not counted");
+        let spans = marks.spans_holding(&stream, 3).expect("spans");
+        assert_eq!(spans.runs().map(|(start, g)| (start, g.len())).collect::<Vec<_>>(), [(2, 4), (8, 2)]);
+        // Upwards from 3: groups 3, 4, 5 make 3, 7, 12 rows; the run ends at 5.
+        assert_eq!(spans.fit_up(3, 2, u64::MAX), 0);
+        assert_eq!(spans.fit_up(3, 7, u64::MAX), 2);
+        assert_eq!(spans.fit_up(3, 11, u64::MAX), 2);
+        assert_eq!(spans.fit_up(3, 1_000, u64::MAX), 3);
+        assert_eq!(spans.fit_up(3, 1_000, 499), 1, "group 4's last id is 499, not below it");
+        // Downwards from 5: 5, 9, 12, 14 rows.
+        assert_eq!(spans.fit_down(5, 12, 0), 3);
+        assert_eq!(spans.fit_down(5, 1_000, 0), 4);
+        assert_eq!(spans.fit_down(5, 1_000, 300), 3, "group 2's first id is below 300");
+        assert_eq!(spans.fit_down(9, 1_000, 0), 2);
+        assert_eq!(spans.fit_down(7, 1_000, 0), 0, "group 7 was not counted");
+        assert_eq!(spans.passed(3, 2), Some(Passed { groups: 2, rows: 7, first: 300, last: 499 }));
+        assert_eq!(spans.passed(4, 3), None, "past the run's end");
+        assert_eq!(spans.passed(4, 0), None);
+    }
+
+    #[test]
+    fn spans_are_made_anew_after_a_change_and_checks_are_per_snapshot() {
+        let (marks, stream) = spans();
+        let spans = marks.spans_holding(&stream, 2).expect("spans");
+        assert!(
+            Arc::ptr_eq(&spans, &marks.spans_holding(&stream, 9).expect("spans")),
+            "kept while nothing changes"
+        );
+        assert!(!spans.checked_in(2, 7));
+        spans.mark_checked(2, 7);
+        assert!(spans.checked_in(2, 7) && !spans.checked_in(2, 8) && !spans.checked_in(3, 7));
+        marks.keep(
+            stream,
+            6,
+            Group { first: 600, last: 699, rows: 6, emitters: Arc::new([]), loaded: false },
+        );
+        let joined = marks.spans_holding(&stream, 2).expect("spans");
+        assert_eq!(joined.runs().map(|(start, g)| (start, g.len())).collect::<Vec<_>>(), [(2, 5), (8, 2)]);
+        assert!(!joined.checked_in(2, 7), "made anew, unchecked");
+        marks.keep(
+            stream,
+            7,
+            Group { first: 700, last: 799, rows: 7, emitters: Arc::new([]), loaded: false },
+        );
+        let whole = marks.spans_holding(&stream, 2).expect("spans");
+        assert_eq!(whole.fit_up(2, u64::MAX, u64::MAX), 8);
+        assert_eq!(whole.passed(2, 8).map(|p| p.rows), Some((2..=9).sum()));
+        marks.forget(&stream, 4);
+        assert_eq!(marks.spans_holding(&stream, 2).expect("spans").fit_up(2, u64::MAX, u64::MAX), 2);
+    }
+
+    #[test]
+    fn the_search_finds_the_last_count_that_fits() {
+        for max in 0..40 {
+            for limit in 0..=max {
+                assert_eq!(most_that_fit(max, |n| n <= limit), limit, "{max} {limit}");
+            }
+        }
     }
 
     #[test]

@@ -283,7 +283,7 @@ fn decode(bytes: &[u8], chain: ChainIdentity) -> Result<Vec<(Stream, u64, Group)
         let (index, first, last, rows) = (r.u64()?, r.u64()?, r.u64()?, r.u64()?);
         let emitters = (0..r.u32()?)
             .map(|_| Ok((r.address()?, kinds_of(r.byte()?).ok_or("an unknown token kind")?)))
-            .collect::<Result<Box<[_]>, &'static str>>()?;
+            .collect::<Result<Arc<[_]>, &'static str>>()?;
         groups.push((stream, index, Group { first, last, rows, emitters, loaded: true }));
     }
     if !r.0.is_empty() {
@@ -336,7 +336,7 @@ mod tests {
         let one = vec![(
             Stream::Transactions(a),
             3,
-            Arc::new(Group { first: 0x10, last: 0x20, rows: 5, emitters: Box::new([]), loaded: false }),
+            Arc::new(Group { first: 0x10, last: 0x20, rows: 5, emitters: Arc::new([]), loaded: false }),
         )];
         let bytes = encode(&one, CHAIN);
         let mut want = b"OTSWALK1".to_vec();

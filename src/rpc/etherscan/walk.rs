@@ -19,7 +19,7 @@ use tracing::debug;
 
 use super::{
     envelope::Answer,
-    marks::{Group, Stream, WalkMarks, GROUP},
+    marks::{Group, Spans, Stream, WalkMarks, GROUP},
     movement_count::{movement_rows, Counted},
     params::{Sort, Window},
     Etherscan,
@@ -153,6 +153,8 @@ pub(super) struct Walk {
     skipped: u64,
     found: u64,
     skipped_groups: u64,
+    /// Groups whose contracts this walk checked one by one (a group is checked once a snapshot).
+    checked_groups: u64,
     /// Where the ids read ahead end, in the walk's direction (ascending: the first id after
     /// them; descending: the last of them).
     ahead: Option<u64>,
@@ -188,6 +190,7 @@ impl Walk {
             skipped: 0,
             found: 0,
             skipped_groups: 0,
+            checked_groups: 0,
             ahead: None,
             timer: PageTimer::start(stream.action()),
         }
@@ -227,6 +230,7 @@ impl Walk {
                 stream = ?self.stream,
                 groups = self.skipped_groups - groups,
                 rows = self.skipped - rows,
+                checked = self.checked_groups,
                 "walk skipped counted groups"
             );
         }
@@ -243,6 +247,12 @@ impl Walk {
             let before_page = self.window.skip.saturating_sub(self.skipped + self.found);
             let at = self.position(t)?;
             let Some(index) = self.group_ahead(at).filter(|_| before_page > 0) else { return Ok(()) };
+            if let Some(spans) = self.confirmed_spans(t, marks, index)? {
+                if self.pass_counted(t, marks, (&spans, index, at), before_page, checked)? {
+                    continue;
+                }
+                return Ok(());
+            }
             let group = match marks.get(&self.stream, index) {
                 Some(group) if group.loaded => {
                     if !self.still_holds(t, index, &group)? {
@@ -269,19 +279,9 @@ impl Walk {
             if group.rows > before_page || !inside {
                 return Ok(());
             }
-            for (emitter, kinds) in group.emitters.iter() {
-                let same = match checked.get(emitter) {
-                    Some(&same) => same,
-                    None => {
-                        let same = TokenKinds::of(&attributes(t, emitter)?) == *kinds;
-                        checked.insert(*emitter, same);
-                        same
-                    }
-                };
-                if !same {
-                    marks.forget(&self.stream, index);
-                    return Ok(());
-                }
+            if !self.emitters_unchanged(t, &group, checked)? {
+                marks.forget(&self.stream, index);
+                return Ok(());
             }
             self.skipped += group.rows;
             self.skipped_groups += 1;
@@ -290,6 +290,139 @@ impl Walk {
                 Sort::Desc => (group.first, Some(at - GROUP)),
             };
         }
+    }
+
+    /// The stream's counted groups as spans, if group `index` is among them, with every group
+    /// read back from the marks file confirmed by the index first (a group that no longer holds
+    /// is forgotten, to be walked again).
+    fn confirmed_spans(&self, t: &ReadTxn, marks: &WalkMarks, index: u64) -> DbResult<Option<Arc<Spans>>> {
+        let Some(spans) = marks.spans_holding(&self.stream, index) else { return Ok(None) };
+        if !spans.loaded {
+            return Ok(Some(spans));
+        }
+        for (start, groups) in spans.runs() {
+            let confirmed = self.confirm_loaded(t, start, groups)?;
+            for ((at, group), holds) in (start..).zip(groups).zip(confirmed) {
+                if !holds {
+                    marks.forget(&self.stream, at);
+                } else if group.loaded {
+                    marks.keep(self.stream, at, Group { loaded: false, ..(**group).clone() });
+                }
+            }
+        }
+        // Unless another walk read the file's groups back again meanwhile, none is left loaded.
+        Ok(marks.spans_holding(&self.stream, index).filter(|now| !now.loaded))
+    }
+
+    /// Passes the counted groups from group `index` (where the walk stands, `at`) on in the
+    /// walk's direction that make at most `before_page` rows inside the range: how many are
+    /// found with one search of `spans`, then each is checked once a snapshot (its emitters of
+    /// the kinds they had) up to the first that is not, which is forgotten. False when none
+    /// is passed.
+    fn pass_counted(
+        &mut self,
+        t: &ReadTxn,
+        marks: &WalkMarks,
+        (spans, index, at): (&Spans, u64, u64),
+        before_page: u64,
+        checked: &mut HashMap<Address, bool>,
+    ) -> DbResult<bool> {
+        let fits = match self.sort {
+            Sort::Asc => spans.fit_up(index, before_page, self.high),
+            Sort::Desc => spans.fit_down(index, before_page, self.low),
+        };
+        let snapshot = t.snapshot_id()?;
+        let mut passing = 0;
+        while passing < fits {
+            let g = match self.sort {
+                Sort::Asc => index + passing,
+                Sort::Desc => index - passing,
+            };
+            if !spans.checked_in(g, snapshot) {
+                let Some(group) = spans.group(g) else { break };
+                if !self.emitters_unchanged(t, group, checked)? {
+                    marks.forget(&self.stream, g);
+                    break;
+                }
+                spans.mark_checked(g, snapshot);
+            }
+            passing += 1;
+        }
+        let lowest = match self.sort {
+            Sort::Asc => index,
+            Sort::Desc => (index + 1).saturating_sub(passing),
+        };
+        let Some(passed) = spans.passed(lowest, passing) else { return Ok(false) };
+        let inside = match self.sort {
+            Sort::Asc => passed.first >= self.bound,
+            Sort::Desc => passed.last < self.bound,
+        };
+        if !inside {
+            return Ok(false);
+        }
+        self.skipped += passed.rows;
+        self.skipped_groups += passed.groups;
+        (self.bound, self.at) = match self.sort {
+            Sort::Asc => (passed.last + 1, Some(at + passed.groups * GROUP)),
+            Sort::Desc => (passed.first, Some(at - passed.groups * GROUP)),
+        };
+        Ok(true)
+    }
+
+    /// Whether every contract in `group` is of the kinds it was when the group was counted
+    /// (`checked`: what this walk found of each before).
+    fn emitters_unchanged(
+        &mut self,
+        t: &ReadTxn,
+        group: &Group,
+        checked: &mut HashMap<Address, bool>,
+    ) -> DbResult<bool> {
+        self.checked_groups += 1;
+        for (emitter, kinds) in group.emitters.iter() {
+            let same = match checked.get(emitter) {
+                Some(&same) => same,
+                None => {
+                    let same = TokenKinds::of(&attributes(t, emitter)?) == *kinds;
+                    checked.insert(*emitter, same);
+                    same
+                }
+            };
+            if !same {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// For each of `groups` (consecutive, from index `start`), whether it holds: true for one
+    /// counted in this server, else [`Walk::still_holds`], found by reading the source's ids in
+    /// slices of groups (a group's first and last id where its positions say) instead of four
+    /// searches a group — a restart's marks can hold thousands of one list's groups.
+    fn confirm_loaded(&self, t: &ReadTxn, start: u64, groups: &[Arc<Group>]) -> DbResult<Vec<bool>> {
+        const SLICE: usize = 64;
+        let mut holds = vec![true; groups.len()];
+        if !groups.iter().any(|g| g.loaded) {
+            return Ok(holds);
+        }
+        let settled = self.source.settled(t)?;
+        for (k, slice) in groups.chunks(SLICE).enumerate() {
+            let (offset, Some(head)) = (k * SLICE, slice.first()) else { continue };
+            let head_index = start + offset as u64;
+            if self.source.rank(t, head.first)? != head_index * GROUP {
+                for (j, group) in slice.iter().enumerate().filter(|(_, g)| g.loaded) {
+                    holds[offset + j] = self.still_holds(t, head_index + j as u64, group)?;
+                }
+                continue;
+            }
+            let (ids, _) = self.source.step(t, Sort::Asc, head.first, slice.len() * GROUP as usize)?;
+            for (j, group) in slice.iter().enumerate().filter(|(_, g)| g.loaded) {
+                let at = j * GROUP as usize;
+                holds[offset + j] = (head_index + j as u64 + 1) * GROUP <= settled
+                    && ids.get(at) == Some(&group.first)
+                    && ids.get(at + GROUP as usize - 1) == Some(&group.last);
+            }
+        }
+        Ok(holds)
     }
 
     /// Whether group `index` of the source is still settled and still spans `group`'s ids: its
@@ -335,7 +468,7 @@ impl Walk {
         if ids.len() as u64 != GROUP || appearances::settled_sent_within(t, &address, first, last)? != GROUP {
             return Ok(None);
         }
-        Ok(Some(Group { first, last, rows: GROUP, emitters: Box::new([]), loaded: false }))
+        Ok(Some(Group { first, last, rows: GROUP, emitters: Arc::new([]), loaded: false }))
     }
 
     /// The next step of ids to turn into rows, after skipping what the server's marks counted;
@@ -547,11 +680,7 @@ impl Walk {
                 kinds.push((a, TokenKinds::of(&attributes(t, &a)?)));
             }
         }
-        marks.keep(
-            self.stream,
-            index,
-            Group { first, last, rows, emitters: kinds.into_boxed_slice(), loaded: false },
-        );
+        marks.keep(self.stream, index, Group { first, last, rows, emitters: kinds.into(), loaded: false });
         Ok(())
     }
 
@@ -913,6 +1042,61 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A deep page read again in one snapshot passes the counted groups without looking at each
+    /// one: their contracts are checked once a snapshot (again after a write), and the groups a
+    /// page passes are found with one search whatever their number, in both sorts.
+    #[test]
+    fn a_deep_page_passes_counted_groups_checked_once_a_snapshot() {
+        let (_dir, db) = database();
+        let marks = WalkMarks::default();
+        let stream = Stream::Movements(TokenKind::Erc20, Some(HOLDER), None);
+        let source = Source::Transfers(IdList::Erc20Transfers, HOLDER);
+        let whole = (0, u64::MAX);
+        let deep = Window { skip: 900, rows: 10 };
+        // (groups passed, groups checked one by one, the page's rows)
+        let walk = |sort: Sort| {
+            let t = db.begin_read().expect("read");
+            let mut walk = Walk::new(source, stream, whole, deep, sort);
+            let mut found = Vec::new();
+            while let Some(step) = walk.next_in(&t, &marks).expect("step") {
+                let rows: Vec<Value> = step
+                    .ids
+                    .iter()
+                    .flat_map(|&id| {
+                        let mut rows = rows_of(id);
+                        if sort == Sort::Desc {
+                            rows.reverse();
+                        }
+                        rows
+                    })
+                    .collect();
+                walk.took_in(&t, &marks, &step, rows.len() as u64, &[TOKEN]).expect("took");
+                found.extend(rows);
+            }
+            (walk.skipped_groups, walk.checked_groups, walk.page(found))
+        };
+        let (passed, _, rows) = walk(Sort::Asc);
+        assert_eq!((passed, rows), (0, expected(whole, deep, Sort::Asc)), "a first walk counts");
+        let (passed, checked, rows) = walk(Sort::Asc);
+        assert!(passed >= 8, "{passed}");
+        assert_eq!((checked, rows), (passed, expected(whole, deep, Sort::Asc)), "each group checked once");
+        let (again, checked, rows) = walk(Sort::Asc);
+        assert_eq!((again, checked, rows), (passed, 0, expected(whole, deep, Sort::Asc)));
+        let (down, checked, rows) = walk(Sort::Desc);
+        assert!(down >= 8 && checked <= 1, "{down} {checked}");
+        assert_eq!(rows, expected(whole, deep, Sort::Desc));
+
+        let txn = db.begin_write().expect("write");
+        add_attribute(&txn, &HOLDER, AttributeBit::Erc20).expect("a write");
+        txn.commit().expect("commit");
+        let (again, checked, rows) = walk(Sort::Asc);
+        assert_eq!(
+            (again, checked, rows),
+            (passed, passed, expected(whole, deep, Sort::Asc)),
+            "a new snapshot"
+        );
     }
 
     /// The marks as a file hands them back after a restart: unchecked.
