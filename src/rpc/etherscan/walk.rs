@@ -20,7 +20,7 @@ use tracing::debug;
 use super::{
     envelope::Answer,
     marks::{Group, Spans, Stream, WalkMarks, GROUP},
-    movement_count::{movement_rows, Counted},
+    movement_count::{Counted, SpanLogs},
     params::{Sort, Window},
     Etherscan,
 };
@@ -625,6 +625,21 @@ impl Walk {
             .collect()
     }
 
+    /// The block of the farthest of the next `ids` ids the walk would read inside its range, in
+    /// its direction; `None` past the range's end.
+    fn block_ahead(&self, api: &Etherscan, ids: u64) -> Result<Option<u64>, Answer> {
+        api.read(|t| {
+            let (ids, _) =
+                self.source.step(t, self.sort, self.bound, usize::try_from(ids).unwrap_or(usize::MAX))?;
+            let inside = ids.into_iter().filter(|&id| self.low <= id && id < self.high);
+            let far = match self.sort {
+                Sort::Asc => inside.max(),
+                Sort::Desc => inside.min(),
+            };
+            Ok(far.map(|id| TxId(id).block()))
+        })
+    }
+
     /// Rows still to pass before the page.
     fn short_of_page(&self) -> u64 {
         self.window.skip.saturating_sub(self.skipped + self.found)
@@ -709,9 +724,13 @@ pub(super) async fn walk(
     let mut recipients: HashMap<u64, Option<Address>> = HashMap::new();
     // A token list's steps before the page are counted from the node's logs, until it refuses.
     let mut by_logs = matches!(stream, Stream::Movements(..));
+    let mut span: Option<SpanLogs> = None;
     while let Some(step) = walk.next(api)? {
         if by_logs && walk.short_of_page() > 0 {
-            match movement_rows(api, stream, &step.ids).await {
+            if !span.as_ref().is_some_and(|s| s.covers(&step.ids)) {
+                span = logs_for(api, &walk, stream, &step).await?;
+            }
+            match span.as_ref().and_then(|s| s.count(api, stream, &step.ids)) {
                 Some(c) if c.rows <= walk.short_of_page() => {
                     walk.counted(api, &step, &c)?;
                     continue;
@@ -766,6 +785,32 @@ pub(super) async fn walk(
         found.extend(rows);
     }
     Ok(walk.page(found))
+}
+
+/// Groups of a token list whose logs one `eth_getLogs` batch reads ahead of the step that asks.
+const LOGS_AHEAD: u64 = 8;
+
+/// The logs token list `stream` can show for `step` and for as many groups after it (up to
+/// [`LOGS_AHEAD`]) as the rows the walk is still short of could fill at a row a transaction: one
+/// query over their blocks instead of one a step. A refused wide query is asked again for the
+/// step's blocks alone; `None` when that is refused too.
+async fn logs_for(
+    api: &Etherscan,
+    walk: &Walk,
+    stream: Stream,
+    step: &Step,
+) -> Result<Option<SpanLogs>, Answer> {
+    let blocks = step.ids.iter().map(|id| id.block());
+    let (Some(low), Some(high)) = (blocks.clone().min(), blocks.max()) else { return Ok(None) };
+    let groups = (walk.short_of_page().saturating_sub(step.ids.len() as u64) / GROUP).min(LOGS_AHEAD);
+    if groups > 0 {
+        if let Some(far) = walk.block_ahead(api, groups * GROUP)? {
+            if let Some(span) = SpanLogs::read(api, stream, (low.min(far), high.max(far))).await {
+                return Ok(Some(span));
+            }
+        }
+    }
+    Ok(SpanLogs::read(api, stream, (low, high)).await)
 }
 
 /// How many `txlist` rows of `address` the transactions `ids` make, all of them before the page:
