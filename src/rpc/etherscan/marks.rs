@@ -87,6 +87,9 @@ pub struct Spans {
     runs: Vec<Run>,
     /// Whether some group was read back from the marks file and not yet confirmed.
     pub(super) loaded: bool,
+    /// Whether some group keeps contracts to check (a token list's); a list without has nothing
+    /// that can change under a counted group, so its pages pass them unchecked.
+    pub(super) with_emitters: bool,
 }
 
 /// Counted groups of consecutive indexes.
@@ -139,7 +142,8 @@ impl Spans {
             run.checked_in.push(AtomicU64::new(NOT_CHECKED));
         }
         let loaded = runs.iter().any(|run| run.groups.iter().any(|g| g.loaded));
-        Self { runs, loaded }
+        let with_emitters = runs.iter().any(|run| run.groups.iter().any(|g| !g.emitters.is_empty()));
+        Self { runs, loaded, with_emitters }
     }
 
     /// Every run of consecutive groups: its first index and its groups.

@@ -316,9 +316,9 @@ impl Walk {
 
     /// Passes the counted groups from group `index` (where the walk stands, `at`) on in the
     /// walk's direction that make at most `before_page` rows inside the range: how many are
-    /// found with one search of `spans`, then each is checked once a snapshot (its emitters of
-    /// the kinds they had) up to the first that is not, which is forgotten. False when none
-    /// is passed.
+    /// found with one search of `spans`, then, for a token list, each is checked once a snapshot
+    /// (its emitters of the kinds they had) up to the first that is not, which is forgotten.
+    /// False when none is passed.
     fn pass_counted(
         &mut self,
         t: &ReadTxn,
@@ -332,7 +332,7 @@ impl Walk {
             Sort::Desc => spans.fit_down(index, before_page, self.low),
         };
         let snapshot = t.snapshot_id()?;
-        let mut passing = 0;
+        let mut passing = if spans.with_emitters { 0 } else { fits };
         while passing < fits {
             let g = match self.sort {
                 Sort::Asc => index + passing,
