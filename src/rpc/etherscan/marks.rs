@@ -72,7 +72,7 @@ pub struct Group {
 
 /// One stream's counted groups.
 #[derive(Debug, Default)]
-struct Counted {
+struct StreamGroups {
     groups: HashMap<u64, Arc<Group>>,
     /// The groups as [`Spans`], made when a walk first asks after a change.
     spans: Option<Arc<Spans>>,
@@ -232,7 +232,7 @@ fn most_that_fit(max: usize, fits: impl Fn(usize) -> bool) -> usize {
 
 #[derive(Debug, Default)]
 struct Kept {
-    groups: HashMap<Stream, Counted>,
+    groups: HashMap<Stream, StreamGroups>,
     count: usize,
     /// Changes made since the marks began, for the marks file to tell whether to save.
     changes: u64,
