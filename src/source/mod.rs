@@ -5,6 +5,7 @@ pub mod compression;
 pub mod fixture;
 mod fixture_entry;
 mod fixture_v3;
+mod retry;
 mod rpc;
 pub mod structlog;
 pub mod synthetic;

@@ -29,7 +29,9 @@ use serde_json::{json, value::RawValue, Value};
 use tracing::{info, warn};
 
 use super::{
-    chain_block, structlog,
+    chain_block,
+    retry::{refuses_its_size, RetryLoadNotSize},
+    structlog,
     traces::{parse_geth, parse_parity, TraceMode},
 };
 use crate::{
@@ -296,7 +298,12 @@ impl NodeClient {
             .build()
             .map_err(|e| bad(e.to_string()))?;
         let client = ClientBuilder::default()
-            .layer(RetryBackoffLayer::new(RATE_LIMIT_RETRIES, RATE_LIMIT_BACKOFF_MS, u64::MAX))
+            .layer(RetryBackoffLayer::new_with_policy(
+                RATE_LIMIT_RETRIES,
+                RATE_LIMIT_BACKOFF_MS,
+                u64::MAX,
+                RetryLoadNotSize,
+            ))
             .http_with_client(http, parsed);
         let provider = ProviderBuilder::default().connect_client(client).erased();
         Ok(Self {
@@ -317,7 +324,12 @@ impl NodeClient {
             return Self::connect(url, timeout);
         }
         let client = ClientBuilder::default()
-            .layer(RetryBackoffLayer::new(RATE_LIMIT_RETRIES, RATE_LIMIT_BACKOFF_MS, u64::MAX))
+            .layer(RetryBackoffLayer::new_with_policy(
+                RATE_LIMIT_RETRIES,
+                RATE_LIMIT_BACKOFF_MS,
+                u64::MAX,
+                RetryLoadNotSize,
+            ))
             .ws(alloy::transports::ws::WsConnect::new(url))
             .await
             .map_err(|source| SourceError::Request { method: "WebSocket connect", source })?;
@@ -955,11 +967,13 @@ fn is_transient_answer(code: i64, message: &str) -> bool {
 }
 
 /// Whether a JSON-RPC error answer asks the caller to slow down or come back (a rate limit, a
-/// busy node: -32005 is EIP-1474's "limit exceeded"), rather than saying something of the call.
+/// busy node: -32005 is EIP-1474's "limit exceeded"), rather than saying something of the call
+/// (a query refused for its size, whatever its code: `retry::refuses_its_size`).
 fn asks_to_slow_down(code: i64, message: &str) -> bool {
     let m = message.to_ascii_lowercase();
-    code == -32005
-        || ["rate limit", "too many", "busy", "try again", "overloaded"].iter().any(|n| m.contains(n))
+    !refuses_its_size(message)
+        && (code == -32005
+            || ["rate limit", "too many", "busy", "try again", "overloaded"].iter().any(|n| m.contains(n)))
 }
 
 /// What one `eth_call` answer says about a probe.

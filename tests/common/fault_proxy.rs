@@ -53,7 +53,13 @@ pub enum Fault {
     /// Blocks and their receipts are answered as geth answers them once it pruned the chain's
     /// history (EIP-4444, `--history.chain postmerge`): error 4444.
     PrunedHistory = 12,
+    /// `eth_getLogs` answers of more than [`LOGS_LIMIT`] logs are refused as Infura refuses them
+    /// ("query returned more than 10000 results", at its own limit).
+    LogsOverLimit = 13,
 }
+
+/// The most logs one `eth_getLogs` answer holds under [`Fault::LogsOverLimit`].
+pub const LOGS_LIMIT: usize = 150;
 
 /// The running endpoint.
 #[derive(Debug, Clone)]
@@ -158,6 +164,13 @@ fn refuse(response: &mut Value, code: i64, message: &str) {
 }
 
 fn tamper(response: &mut Value, method: &str, fault: Fault) {
+    if fault == Fault::LogsOverLimit {
+        let logs = response.get("result").and_then(Value::as_array).map_or(0, Vec::len);
+        if method == "eth_getLogs" && logs > LOGS_LIMIT {
+            refuse(response, -32005, &format!("query returned more than {LOGS_LIMIT} results"));
+        }
+        return;
+    }
     if fault == Fault::PrunedHistory {
         if matches!(method, "eth_getBlockByNumber" | "eth_getBlockReceipts") {
             refuse(response, 4444, "pruned history unavailable");
@@ -265,6 +278,7 @@ async fn answer(
         10 => Fault::ArbitrumShapes,
         11 => Fault::NoBatches,
         12 => Fault::PrunedHistory,
+        13 => Fault::LogsOverLimit,
         _ => Fault::Healthy,
     };
     let (status, answer) = match fault {

@@ -18,7 +18,12 @@ use alloy::{
     sol,
     sol_types::SolCall,
 };
-use common::{anvil::Anvil, fault_proxy::FaultProxy, workload::Chain, Client};
+use common::{
+    anvil::Anvil,
+    fault_proxy::{Fault, FaultProxy},
+    workload::Chain,
+    Client,
+};
 use jsonrpsee::server::ServerHandle;
 use ots_indexer::{
     db::{state, AccessMode, Db},
@@ -119,13 +124,18 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
         let call = batchTransferCall { token, to: recipients.clone(), amounts };
         chain.send_call(busy, batcher, call.abi_encode()).await;
     }
-    // The collector's `tokentx` spans several groups of transactions, a row each.
+    // The collector's `tokentx` spans several groups of transactions, a row each, in blocks of
+    // 40 transfers (so that the logs of one group's blocks are fewer than two groups' are).
+    let node_client = Client::new(&anvil.url);
+    mine_all(&node_client, busy).await;
     let collector = a[22];
     for i in 0..COLLECTED {
         let call = transferCall { to: collector, value: U256::from(i + 1) };
         chain.send_call(busy, token, call.abi_encode()).await;
+        if i % 40 == 39 {
+            mine_all(&node_client, busy).await;
+        }
     }
-    let node_client = Client::new(&anvil.url);
     mine_all(&node_client, busy).await;
     let nonce = number(&node_client.call("eth_getTransactionCount", json!([busy, "latest"])).await);
     send_many(&anvil.url, busy, a[21], nonce, SENT).await;
@@ -371,10 +381,35 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
             "tokentx rows 200-209 of the collector ({sort}), nothing counted before: {receipts} receipts and {logs} eth_getLogs asked, {took:.1} ms"
         );
         assert!(receipts <= 100, "the rows before the page come from the node's logs: {receipts} receipts");
-        // The groups before the page (two ascending: 200 rows at one a transaction) are counted
-        // from one batch over their blocks (the collector as sender, as receiver), not one a group.
-        assert_eq!(logs, 2, "one eth_getLogs batch for the steps before the page ({sort})");
+        // Ascending, the two groups before the page are counted from one batch over their blocks
+        // (the collector as sender, as receiver), not one a group. Descending, the 50 newest
+        // are counted with the ascending walk's groups' blocks, and those groups are passed
+        // from the marks; the page's own group is asked too, since only its count tells that
+        // it reaches the page.
+        let want = if sort == "asc" { 2 } else { 4 };
+        assert_eq!(logs, want, "eth_getLogs calls for the steps before the page ({sort})");
     }
+    // A node that refuses the query over two groups' blocks (more logs than it answers at once)
+    // is asked for each step's blocks instead: still counted, not read whole. (The list of the
+    // collector's transfers of this token: a list no walk counted yet.)
+    proxy.set(Fault::LogsOverLimit);
+    let (before, logs_before) = (proxy.calls_of("eth_getTransactionReceipt"), proxy.calls_of("eth_getLogs"));
+    let deep = format!(
+        "module=account&action=tokentx&address={collector}&contractaddress={token}&page=21&offset=10"
+    );
+    assert_eq!(rows(&get(&http, &fresh.url, &deep).await), collected[200..210].to_vec(), "{deep}");
+    let receipts = proxy.calls_of("eth_getTransactionReceipt") - before;
+    let logs = proxy.calls_of("eth_getLogs") - logs_before;
+    eprintln!(
+        "tokentx rows 200-209 with the node's log limit: {receipts} receipts and {logs} eth_getLogs asked"
+    );
+    // The page's own group was read by the walks above (the transaction cache has it); the
+    // groups before it, read whole, would ask for 100 receipts more.
+    assert!(receipts < 100, "the steps before the page counted from their own logs: {receipts} receipts");
+    // The refused wide batch once (a refusal for its size is not a rate limit to wait out,
+    // though Infura's code for it, -32005, says "limit exceeded"), then each step's own.
+    assert_eq!(logs, 6, "the wide query refused once, the two steps asked alone");
+    proxy.set(Fault::Healthy);
     for server in in_process {
         server.stop().expect("stop");
         server.stopped().await;
