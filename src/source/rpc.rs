@@ -1061,6 +1061,16 @@ mod tests {
         answered(ONE_BATCH, code, message)
     }
 
+    /// A query refused for its size says the same on every try: a verdict the sync loop's
+    /// same-answer rule ends with its reason, not a rate limit it would wait out for ever.
+    #[test]
+    fn a_query_refused_for_its_size_is_a_verdict_and_a_rate_limit_is_not() {
+        let too_big = answered("eth_getLogs", -32005, "query returned more than 10000 results");
+        assert!(too_big.is_node_verdict());
+        assert!(!answered("eth_getLogs", -32005, "limit exceeded").is_node_verdict());
+        assert!(!answered("eth_getLogs", -32016, "rate limit reached, try again").is_node_verdict());
+    }
+
     #[test]
     fn only_an_answer_about_the_batch_is_a_refusal_of_it() {
         let calls =
