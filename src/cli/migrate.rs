@@ -16,6 +16,7 @@ use crate::{
     db::{state::FORMAT_VERSION, AccessMode, Db},
     index::upgrade::{upgrade, Upgraded},
     source::{fixture::Fixture, BlockSource, NodeClient},
+    txid::TxId,
 };
 
 /// Flags of `migrate`.
@@ -26,7 +27,8 @@ pub struct MigrateArgs {
     pub db: DbArgs,
 
     /// JSON-RPC URL of a node of the database's chain: an upgrade from format 9 or older reads
-    /// the indexed blocks' timestamps from its headers (no archive node needed).
+    /// the indexed blocks' timestamps from its headers (no archive node needed); from format 10
+    /// none is needed.
     #[arg(long, env = "OTS_RPC_URL", conflicts_with = "source")]
     pub rpc_url: Option<String>,
 
@@ -59,11 +61,19 @@ pub async fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
         Upgraded::AlreadyCurrent => {
             println!("nothing to do: the database is already format version {FORMAT_VERSION}");
         }
-        Upgraded::From { version, renamed, block_times, seconds } => {
+        Upgraded::From { version, renamed, block_times, received_marks_from, seconds } => {
             for (old, table, entries) in renamed {
                 println!("{old:<28} -> {:<30} {entries:>10} entries", table.name());
             }
-            println!("{:<28} -> {:<30} {block_times:>10} entries", "block times", "OtsBlockTimes");
+            if version < 10 {
+                println!("{:<28} -> {:<30} {block_times:>10} entries", "block times", "OtsBlockTimes");
+            }
+            if received_marks_from > 0 {
+                let from = TxId(received_marks_from).block();
+                println!(
+                    "received marks from block {from}: `txlist` counts older blocks' rows with the node's help"
+                );
+            }
             println!("upgraded format version {version} -> {FORMAT_VERSION} in {seconds:.2} s");
         }
     }

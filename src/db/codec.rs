@@ -16,7 +16,7 @@ mod label;
 mod recent;
 mod totals;
 pub use appearances::{
-    gap_len, pack_chunks, varint_len, ChunkCounts, Creation, ListKey, NonceAnchor, PackedIds, Unpacked,
+    gap_len, pack_chunks, varint_len, ChunkCounts, Creation, ListKey, NonceAnchor, PackedIds, Role, Unpacked,
     MAX_PACKED_BYTES,
 };
 pub use balances::{
@@ -413,6 +413,10 @@ pub enum IndexKind {
     ContractCreator = 13,
     /// `OtsCodeRemovals`: the block removed this contract's code.
     CodeRemoval = 14,
+    /// The received marks of `OtsAppearances`: the block holds transactions this address was
+    /// the top-level recipient (or the created contract) of, and not the sender. Only the
+    /// reorg window's rows use it.
+    Received = 15,
 }
 
 impl IndexKind {
@@ -433,6 +437,7 @@ impl IndexKind {
             12 => Some(Self::SentTxs),
             13 => Some(Self::ContractCreator),
             14 => Some(Self::CodeRemoval),
+            15 => Some(Self::Received),
             _ => None,
         }
     }

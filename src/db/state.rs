@@ -10,6 +10,7 @@
 //! | `last_block`     | block number (u64 BE) ‖ block hash (32 bytes) |
 //! | `sync_rate`      | f64 BE bits: blocks/s of the last batch       |
 //! | `call_frames`    | 1 byte: bit 0 some block came with call frames, bit 1 some without |
+//! | `received_marks_from` | TxId (u64 BE): the appearance lists mark received transactions from it on (absent: from 0) |
 
 use std::fmt;
 
@@ -35,6 +36,7 @@ const SYNC_RATE_KEY: &str = "sync_rate";
 const CALL_FRAMES_KEY: &str = "call_frames";
 const STOPPED_KEY: &str = "stopped";
 const REFUSED_PROBES_KEY: &str = "refused_probes";
+const RECEIVED_MARKS_FROM_KEY: &str = "received_marks_from";
 
 /// Which chain a database indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -362,6 +364,24 @@ pub fn set_refused_probes(txn: &WriteTxn, json: &[u8]) -> DbResult<()> {
 /// What [`set_refused_probes`] stored.
 pub fn read_refused_probes<K: TransactionKind>(txn: &Txn<K>) -> DbResult<Option<Vec<u8>>> {
     get(txn, REFUSED_PROBES_KEY)
+}
+
+/// Records that the appearance lists mark received transactions only from TxId `from` on: a
+/// database upgraded from a format without the marks has them for the blocks indexed after.
+pub fn set_received_marks_from(txn: &WriteTxn, from: u64) -> DbResult<()> {
+    put(txn, RECEIVED_MARKS_FROM_KEY, &from.to_be_bytes())
+}
+
+/// The first TxId whose received marks the appearance lists hold (0: every one).
+pub fn read_received_marks_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<u64> {
+    match get(txn, RECEIVED_MARKS_FROM_KEY)? {
+        None => Ok(0),
+        Some(v) => u64_of(RECEIVED_MARKS_FROM_KEY, &v).map_err(|e| crate::db::DbError::Corrupt {
+            table: "OtsIndexerState",
+            key: RECEIVED_MARKS_FROM_KEY.to_owned(),
+            reason: e.to_string(),
+        }),
+    }
 }
 
 /// Moves the checkpoint (in the same transaction as the batch it covers).

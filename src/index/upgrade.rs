@@ -7,6 +7,10 @@
 //! * Format 9 → 10 adds `OtsBlockTimes`, every indexed block's timestamp. The index never kept
 //!   them, so they are read from the chain's source (the node's headers, a thousand a request,
 //!   or a recording), which must be of the database's chain.
+//! * Format 10 → 11 marks, in the appearance lists, the transactions each address received
+//!   (top-level recipient or created contract). The blocks already indexed keep their lists as
+//!   they are (reading every transaction again would be most of a re-index): the state records
+//!   the first TxId past them, from which the marks hold, and readers ask the node below it.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old
@@ -23,6 +27,7 @@ use crate::db::{
     Db, DbError, WriteTxn,
 };
 use crate::source::{BlockSource, SourceError};
+use crate::txid::TxId;
 
 use super::balances::rebuild_window_holders;
 
@@ -95,6 +100,8 @@ pub enum Upgraded {
         renamed: Vec<(&'static str, TableId, u64)>,
         /// Block times written.
         block_times: u64,
+        /// The first TxId whose received marks the lists hold (0: all of them).
+        received_marks_from: u64,
         /// Seconds the upgrade took, commit included.
         seconds: f64,
     },
@@ -115,22 +122,23 @@ pub async fn upgrade(db: &Db, source: Option<&dyn BlockSource>) -> Result<Upgrad
     };
     let tip = current.checkpoint.map(|c| c.number);
     let times = match tip {
-        None => Vec::new(),
-        Some(tip) => {
+        Some(tip) if version < 10 => {
             let source = source.ok_or(UpgradeError::NeedsSource { found: version })?;
             read_times(source, current.chain, tip).await?
         }
+        _ => Vec::new(),
     };
 
     let txn = db.begin_write()?;
     // The caller holds the database alone: what was read above still stands.
     let renamed = if version < 9 { to_9(&txn)? } else { Vec::new() };
-    let block_times = to_10(&txn, &times)?;
+    let block_times = if version < 10 { to_10(&txn, &times)? } else { 0 };
+    let received_marks_from = to_11(&txn, tip)?;
     state::set_format_version(&txn)?;
     txn.commit()?;
     let seconds = started.elapsed().as_secs_f64();
-    info!(target: "ots::index", from = version, to = FORMAT_VERSION, seconds, block_times, "database upgraded");
-    Ok(Upgraded::From { version, renamed, block_times, seconds })
+    info!(target: "ots::index", from = version, to = FORMAT_VERSION, seconds, block_times, received_marks_from, "database upgraded");
+    Ok(Upgraded::From { version, renamed, block_times, received_marks_from, seconds })
 }
 
 /// The times of blocks `0..=tip` from `source`, after checking that it is the database's chain
@@ -167,6 +175,19 @@ fn to_10(txn: &WriteTxn, times: &[u64]) -> Result<u64, DbError> {
         cursor.append(&BlockNumber(block), &Timestamp(time))?;
     }
     Ok(times.len() as u64)
+}
+
+/// Format 10 → 11: the received marks hold from the first transaction past `tip` (the reorg
+/// window's rows included: they were written without them). Returns that TxId.
+fn to_11(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
+    let from = match tip {
+        Some(tip) => TxId::first_of_block(tip + 1).0,
+        None => 0,
+    };
+    if from > 0 {
+        state::set_received_marks_from(txn, from)?;
+    }
+    Ok(from)
 }
 
 /// Format 8 → 9.

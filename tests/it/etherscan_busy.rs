@@ -284,9 +284,10 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
     }
 
     // A restart: the recipient's first deep page after it (before the reorg window: blocks of
-    // hundreds of transactions) asks the node only for the page's transactions when the counts
-    // of its groups were kept in the file, and for every transaction before the page when they
-    // were not.
+    // hundreds of transactions) asks the node only for the page's transactions, whether the
+    // counts of its groups were kept in the file or not (the index marks the transactions it
+    // received); in a database upgraded from format 10, whose lists lack those marks, it asks
+    // for every transaction before the page when the counts were not kept.
     let deep = format!("module=account&action=txlist&address={recipient}&page=800&offset=10&sort=asc");
     let rows = |answer: &Value| -> Vec<Value> {
         answer["result"].as_array().expect("rows").iter().map(|r| r["hash"].clone()).collect()
@@ -310,7 +311,14 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
     first.stop();
     assert!(marks_path.exists(), "serve wrote its marks as it stopped");
 
-    for kept in [true, false] {
+    for (kept, upgraded) in [(true, false), (false, false), (false, true)] {
+        if upgraded {
+            let txn = db.begin_write().expect("write");
+            let tip = state::read_tip(&txn).expect("tip").expect("indexed");
+            state::set_received_marks_from(&txn, ots_indexer::txid::TxId::first_of_block(tip + 1).0)
+                .expect("mark");
+            txn.commit().expect("commit");
+        }
         let proxy = FaultProxy::start(&anvil.url).await;
         let (url, stop) = if kept {
             let serve = Serve::start(dir.path(), &proxy.url);
@@ -329,10 +337,13 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
         let asked = proxy.requests.load(Ordering::SeqCst) - before;
         let at_once = proxy.most_at_once.load(Ordering::SeqCst);
         eprintln!(
-            "after a restart, txlist rows 7,990-7,999 of a received-only account: {asked} node requests, at most {at_once} at once, {took:.2} s (counts kept: {kept})"
+            "after a restart, txlist rows 7,990-7,999 of a received-only account: {asked} node requests, at most {at_once} at once, {took:.2} s (counts kept: {kept}, received marks: {})",
+            !upgraded
         );
         if kept {
             assert!(asked <= 10, "the kept counts skip the 7,990 rows before the page: {asked} requests");
+        } else if !upgraded {
+            assert!(asked <= 10, "the received marks count the 7,990 rows before the page: {asked} requests");
         } else {
             assert!(asked >= 50, "without them the walk reads every transaction before: {asked} requests");
             // ... but only the transactions: the rows before the page are counted, not made

@@ -1,8 +1,10 @@
 //! `ots-indexer migrate`: a format-8 database, as the last format-8 release wrote it, upgrades in
-//! place (through format 9, and to format 10 with the block times its chain's source gives) to
-//! exactly what a fresh index of the same chain holds, and a kill -9 during the upgrade leaves a
-//! database that opens and upgrades on the next try. Without a source, or with another chain's,
-//! the upgrade is refused and the database is unchanged.
+//! place (through format 9, to format 10 with the block times its chain's source gives, and to
+//! format 11 with received marks from its tip on) to exactly what a fresh index of the same chain
+//! holds without the received marks of the blocks it had indexed, and a kill -9 during the
+//! upgrade leaves a database that opens and upgrades on the next try. Without a source, or with
+//! another chain's, the upgrade is refused and the database is unchanged; from format 10 none is
+//! needed.
 //!
 //! The format-8 database is `tests/fixtures/format8.mdbx.zst`, written by commit 3be58cb
 //! (format 8) from the generated chain of seed 9 with 20,000 transactions:
@@ -47,10 +49,56 @@ fn fixture_chain() -> SyntheticChain {
     SyntheticChain::new(9, 20_000, Shape::MAINNET)
 }
 
-/// A fresh index of the fixture's chain, made as the fixture was.
+/// A fresh index of the fixture's chain, made as the fixture was, with the received marks
+/// format 10 did not keep taken out.
 async fn fresh_index(dir: &Path) -> Db {
     let recording = generate(dir, "chain.rec.zst", 9, 20_000).await;
-    index(&recording, &dir.join("fresh"), 8, 64).await.0
+    let db = index(&recording, &dir.join("fresh"), 8, 64).await.0;
+    without_received_marks(&db);
+    db
+}
+
+/// Takes out the received marks, leaving the lists as format 10 wrote them: each list packed
+/// again with only its sent marks (chunks split where those alone put them), and the reorg
+/// window's received rows deleted.
+fn without_received_marks(db: &Db) {
+    use ots_indexer::db::{
+        codec::{
+            pack_chunks, IndexKind, KeyCodec, ListId, ListKey, PackedIds, RecentId, RecentKey, Role,
+            ValueCodec,
+        },
+        tables::{OtsAppearances, OtsRecentIds, OtsRecentIdsByAddress},
+    };
+    let txn = db.begin_write().expect("write");
+    let mut lists: Vec<(alloy_primitives::Address, Vec<u64>, Vec<Role>)> = Vec::new();
+    for (key, value) in txn.raw_entries(TableId::OtsAppearances).expect("scan") {
+        let key = ListKey::decode_key(&key).expect("key");
+        let chunk = PackedIds::decode_value(&value).expect("value").unpack(key.last).expect("unpack");
+        let roles = chunk.roles.iter().map(|&r| if r == Role::Sent { r } else { Role::Other });
+        match lists.last_mut().filter(|(a, ..)| *a == key.address) {
+            Some((_, ids, marks)) => {
+                ids.extend(chunk.ids);
+                marks.extend(roles);
+            }
+            None => lists.push((key.address, chunk.ids, roles.collect())),
+        }
+    }
+    txn.clear::<OtsAppearances>().expect("clear");
+    for (address, ids, roles) in lists {
+        for (last, packed) in pack_chunks(0, 0, &ids, &roles) {
+            txn.put::<OtsAppearances>(&ListKey { address, last }, &packed).expect("put");
+        }
+    }
+    for (key, value) in txn.raw_entries(TableId::OtsRecentIds).expect("scan") {
+        let row = RecentId::decode_value(&value).expect("row");
+        if row.kind == IndexKind::Received {
+            let block = ots_indexer::db::codec::BlockNumber::decode_key(&key).expect("block");
+            txn.delete::<OtsRecentIds>(&block, Some(&row)).expect("delete");
+            let by_address = RecentKey { kind: row.kind, address: row.address };
+            txn.delete::<OtsRecentIdsByAddress>(&by_address, Some(&ListId(row.id))).expect("delete");
+        }
+    }
+    txn.commit().expect("commit");
 }
 
 /// Every table but the indexer's state holds the same bytes in both, and `check --hash` agrees.
@@ -234,10 +282,49 @@ async fn a_format_9_database_takes_its_block_times_from_the_node_headers() {
     let done = migrate(&["--rpc-url", &anvil.url]);
     assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
     let said = String::from_utf8_lossy(&done.stdout);
-    assert!(said.contains("upgraded format version 9 -> 10"), "{said}");
+    assert!(said.contains(&format!("upgraded format version 9 -> {FORMAT_VERSION}")), "{said}");
     let times = said.lines().find(|l| l.contains("OtsBlockTimes")).unwrap_or_default();
     assert!(times.trim_end().ends_with(&format!(" {} entries", head + 1)), "{said}");
     let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
     check(&db.begin_read().expect("read")).expect("the upgraded database passes check");
     assert_eq!(dump_hash(&db).expect("hash"), indexed_hash, "the node's headers give the indexed times");
+}
+
+/// A format-10 database needs no source: its lists keep their bytes, and the received marks hold
+/// from the first block past its tip, which the state records and `migrate` says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_format_10_database_upgrades_without_a_source() {
+    use ots_indexer::{
+        db::{codec::StateKey, tables::OtsIndexerState},
+        txid::TxId,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = fresh_index(dir.path()).await;
+    let tip = state::read_tip(&db.begin_read().expect("read")).expect("tip").expect("indexed");
+    let txn = db.begin_write().expect("write");
+    txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &10u64.to_be_bytes().to_vec())
+        .expect("put");
+    txn.commit().expect("commit");
+    let before = dump_hash(&db).expect("hash");
+    drop(db);
+    let datadir = dir.path().join("fresh");
+    assert_eq!(format_of(&datadir), 10);
+
+    let done = Command::new(BIN)
+        .args(["migrate", "--log", "warn", "--datadir"])
+        .arg(&datadir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("migrate");
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let said = String::from_utf8_lossy(&done.stdout);
+    assert!(said.contains(&format!("upgraded format version 10 -> {FORMAT_VERSION}")), "{said}");
+    assert!(said.contains(&format!("received marks from block {}", tip + 1)), "{said}");
+    assert!(!said.contains("OtsBlockTimes"), "{said}");
+    let db = Db::open(&datadir, AccessMode::ReadWrite).expect("open");
+    let t = db.begin_read().expect("read");
+    assert_eq!(state::read_received_marks_from(&t).expect("marks"), TxId::first_of_block(tip + 1).0);
+    check(&t).expect("the upgraded database passes check");
+    drop(t);
+    assert_eq!(dump_hash(&db).expect("hash"), before, "the tables are not touched");
 }

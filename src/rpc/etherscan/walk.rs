@@ -452,8 +452,9 @@ impl Walk {
     }
 
     /// The group ahead of position `at`, counted from the index alone where it can be: a settled
-    /// group of an address's appearances that it sent every one of makes one `txlist` row each
-    /// (a sent transaction is top-level), so an account's history needs no node to be skipped.
+    /// group of an address's appearances makes a `txlist` row for each it sent or received (the
+    /// lists mark both), so an account's history needs no node to be skipped. Below the received
+    /// marks of a database upgraded from format 10, only a group it sent every one of is.
     fn counted_by_index(&self, t: &ReadTxn, at: u64) -> DbResult<Option<Group>> {
         let Some(address) = self.own_account() else { return Ok(None) };
         let end = match self.sort {
@@ -465,10 +466,11 @@ impl Walk {
         }
         let (ids, _) = self.source.step(t, self.sort, self.bound, GROUP as usize)?;
         let (Some(&first), Some(&last)) = (ids.iter().min(), ids.iter().max()) else { return Ok(None) };
-        if ids.len() as u64 != GROUP || appearances::settled_sent_within(t, &address, first, last)? != GROUP {
+        if ids.len() as u64 != GROUP {
             return Ok(None);
         }
-        Ok(Some(Group { first, last, rows: GROUP, emitters: Arc::new([]), loaded: false }))
+        let Some(rows) = own_rows_from_index(t, &address, first, last)? else { return Ok(None) };
+        Ok(Some(Group { first, last, rows, emitters: Arc::new([]), loaded: false }))
     }
 
     /// The next step of ids to turn into rows, after skipping what the server's marks counted;
@@ -595,7 +597,7 @@ impl Walk {
             };
             if let Some((address, settled)) = own {
                 let full = group.len() as u64 == GROUP && end <= settled;
-                if full && appearances::settled_sent_within(t, &address, low, high)? == GROUP {
+                if full && own_rows_from_index(t, &address, low, high)?.is_some() {
                     self.ahead = Some(match self.sort {
                         Sort::Asc => low,
                         Sort::Desc => high + 1,
@@ -813,22 +815,34 @@ async fn logs_for(
     Ok(SpanLogs::read(api, stream, (low, high)).await)
 }
 
+/// How many `txlist` rows of `address` the settled group of its appearances `first..=last` makes,
+/// if the index alone says: from the sent and received marks, or below the received marks (see
+/// [`appearances::settled_listed_within`]) when it sent every one of them.
+fn own_rows_from_index(t: &ReadTxn, address: &Address, first: u64, last: u64) -> DbResult<Option<u64>> {
+    if let Some(rows) = appearances::settled_listed_within(t, address, first, last)? {
+        return Ok(Some(rows));
+    }
+    let sent = appearances::settled_sent_within(t, address, first, last)?;
+    Ok((sent == GROUP).then_some(GROUP))
+}
+
 /// How many `txlist` rows of `address` the transactions `ids` make, all of them before the page:
-/// those it sent, known from the index's sent marks, and those sent to it, known from the
-/// node's transactions alone (`known`: recipients read ahead) — a walk to a deep page asks for
-/// no receipts and no transaction the account sent. `None` when one of the others creates a
-/// contract: whether it created `address` is in its receipt, so the step is read whole.
+/// those the index marks as sent or received, and (below the received marks of a database
+/// upgraded from format 10) those sent to it, known from the node's transactions alone
+/// (`known`: recipients read ahead) — a walk to a deep page asks for no receipts and no
+/// transaction the index marks. `None` when one of the unmarked ones creates a contract:
+/// whether it created `address` is in its receipt, so the step is read whole.
 async fn top_level_rows(
     api: &Etherscan,
     address: Address,
     ids: &[TxId],
     known: &HashMap<u64, Option<Address>>,
 ) -> Result<Option<u64>, Answer> {
-    let (sent, others) = sent_and_others(api, address, ids)?;
+    let (marked, others) = marked_and_others(api, address, ids)?;
     let asked: Vec<TxId> = others.iter().filter(|id| !known.contains_key(&id.0)).copied().collect();
     let fetched = recipients(api, &asked).await?;
     let fetched: HashMap<u64, Option<Address>> = asked.iter().map(|id| id.0).zip(fetched).collect();
-    let mut rows = sent;
+    let mut rows = marked;
     for id in &others {
         match known.get(&id.0).or_else(|| fetched.get(&id.0)) {
             Some(Some(to)) => rows += u64::from(*to == address),
@@ -838,28 +852,34 @@ async fn top_level_rows(
     Ok(Some(rows))
 }
 
-/// The recipients of those of `ids` that `address` did not send, read ahead for
+/// The recipients of those of `ids` whose role the index does not mark, read ahead for
 /// [`top_level_rows`].
 async fn recipients_ahead(
     api: &Etherscan,
     address: Address,
     ids: &[TxId],
 ) -> Result<Vec<(u64, Option<Address>)>, Answer> {
-    let (_, others) = sent_and_others(api, address, ids)?;
+    let (_, others) = marked_and_others(api, address, ids)?;
     let got = recipients(api, &others).await?;
     Ok(others.iter().map(|id| id.0).zip(got).collect())
 }
 
-/// How many of `ids` `address` sent, and those it did not.
-fn sent_and_others(api: &Etherscan, address: Address, ids: &[TxId]) -> Result<(u64, Vec<TxId>), Answer> {
+/// How many of `ids` the index marks as `address`'s rows (sent or received), and those whose
+/// role it does not know.
+fn marked_and_others(api: &Etherscan, address: Address, ids: &[TxId]) -> Result<(u64, Vec<TxId>), Answer> {
     let raw: Vec<u64> = ids.iter().map(|id| id.0).collect();
-    let sent = api.read(|t| appearances::sent_among(t, &address, &raw))?;
-    let others: Vec<TxId> = ids.iter().zip(&sent).filter(|(_, &sent)| !sent).map(|(&id, _)| id).collect();
-    Ok((sent.iter().filter(|&&sent| sent).count() as u64, others))
+    let roles = api.read(|t| appearances::roles_among(t, &address, &raw))?;
+    let others: Vec<TxId> =
+        ids.iter().zip(&roles).filter(|(_, role)| role.is_none()).map(|(&id, _)| id).collect();
+    let marked = roles.iter().flatten().filter(|role| role.listed()).count() as u64;
+    Ok((marked, others))
 }
 
 /// The node's recipients of `ids`, or the refusal that says why not.
 async fn recipients(api: &Etherscan, ids: &[TxId]) -> Result<Vec<Option<Address>>, Answer> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
     api.pages.recipients(ids).await.map_err(|e| Answer::refuse(format!("Error! {}", e.message())))
 }
 
@@ -1207,23 +1227,32 @@ mod tests {
         );
     }
 
-    /// An account's settled groups whose every transaction it sent are counted from the index
-    /// (a sent transaction is one `txlist` row): its first deep page asks the node for its own
-    /// groups only, and pages of both sorts read as the plain list.
+    /// An account's settled groups are counted from the index (a sent or received transaction is
+    /// one `txlist` row): its first deep page asks the node for its own groups only, and pages of
+    /// both sorts read as the plain list. Below the received marks of a database upgraded from
+    /// format 10, only the groups it sent every one of are.
     #[test]
     fn an_accounts_own_transactions_are_counted_without_the_node() {
-        use crate::{db::tables::OtsAppearances, index::families::appearances::lists};
+        use crate::{
+            db::{codec::Role, tables::OtsAppearances},
+            index::families::appearances::lists,
+        };
         let dir = tempfile::tempdir().expect("tempdir");
         let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
         let all = 1_000u64;
         let sent_by = |n: u64| n < 600 || n.is_multiple_of(4);
         let txn = db.begin_write().expect("write");
         let ids: Vec<u64> = (0..all).map(id).collect();
-        let sent: Vec<bool> = (0..all).map(sent_by).collect();
-        lists::append::<OtsAppearances>(&txn, &HOLDER, &ids, &sent).expect("append");
+        // A sent transaction is a row; of the others, those with an odd id are (received).
+        let role = |n: u64| match (sent_by(n), id(n) % 2 == 1) {
+            (true, _) => Role::Sent,
+            (false, true) => Role::Received,
+            (false, false) => Role::Other,
+        };
+        let roles: Vec<Role> = (0..all).map(role).collect();
+        lists::append::<OtsAppearances>(&txn, &HOLDER, &ids, &roles).expect("append");
         txn.commit().expect("commit");
         let sent_ids: std::collections::HashSet<u64> = (0..all).filter(|&n| sent_by(n)).map(id).collect();
-        // A sent transaction is a row; of the others, those with an odd id are (received).
         let rows_of = |t: TxId| {
             if sent_ids.contains(&t.0) || t.0 % 2 == 1 {
                 vec![json!(t.0)]
@@ -1235,10 +1264,20 @@ mod tests {
         let walked = (Source::Appearances(HOLDER), Stream::Transactions(HOLDER));
         let whole = (0, u64::MAX);
 
-        let deep = Window { skip: 550, rows: 20 };
+        // Row 750 lies in the mixed groups past the sent ones.
+        let deep = Window { skip: 750, rows: 20 };
         let (rows, fetched) = read_from(&db, &WalkMarks::default(), walked, whole, deep, Sort::Asc, &rows_of);
         assert_eq!(rows, page_of(list.clone(), deep));
-        assert!(fetched <= 2 * GROUP as usize, "the sent groups are skipped unread: {fetched}");
+        assert!(fetched <= 2 * GROUP as usize, "the groups before are skipped unread: {fetched}");
+
+        // Upgraded from format 10 after the first 700 transactions: the mixed group 6 is read.
+        let txn = db.begin_write().expect("write");
+        crate::db::state::set_received_marks_from(&txn, ids[700]).expect("mark");
+        txn.commit().expect("commit");
+        let (rows, upgraded) =
+            read_from(&db, &WalkMarks::default(), walked, whole, deep, Sort::Asc, &rows_of);
+        assert_eq!(rows, page_of(list.clone(), deep));
+        assert_eq!(upgraded, fetched + GROUP as usize, "the mixed group below the marks is read, no other");
 
         for sort in [Sort::Asc, Sort::Desc] {
             let ordered: Vec<Value> =

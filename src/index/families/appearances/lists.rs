@@ -1,5 +1,6 @@
-//! One packed TxId list (`OtsAppearances`) with its sent marks: appending, counting all ids or
-//! the sent ones, and reading it in either direction (docs/format.md, "Appearances").
+//! One packed TxId list (`OtsAppearances`) with its marks of the address's role in each id:
+//! appending, counting all ids, the sent ones or the listed ones (sent or received), and reading
+//! it in either direction (docs/format.md, "Appearances").
 //!
 //! Chunks are packed greedily from each chunk's first id, and an append re-packs only the last
 //! chunk, so the chunks of a list depend on its ids and marks alone, not on where batches fell.
@@ -9,7 +10,7 @@ use signet_libmdbx::tx::TransactionKind;
 
 use crate::{
     db::{
-        codec::{pack_chunks, ChunkCounts, ListKey, PackedIds, Unpacked},
+        codec::{pack_chunks, ChunkCounts, ListKey, PackedIds, Role, Unpacked},
         tables::Table,
         DbError, DbResult, TableCursor, Txn, WriteTxn,
     },
@@ -55,13 +56,13 @@ pub struct ListCounts {
     pub sent: u64,
 }
 
-/// Appends `ids` (ascending, all above the list's last id) with their sent marks (same
-/// positions) to `address`'s list; returns what the list held before.
+/// Appends `ids` (ascending, all above the list's last id) with the address's roles in them
+/// (same positions) to `address`'s list; returns what the list held before.
 pub fn append<T: PackedList>(
     txn: &WriteTxn,
     address: &Address,
     ids: &[u64],
-    sent: &[bool],
+    roles: &[Role],
 ) -> DbResult<ListCounts> {
     if ids.is_empty() {
         return count::<T, _>(txn, address);
@@ -69,7 +70,7 @@ pub fn append<T: PackedList>(
     let mut cursor = txn.cursor::<T>()?;
     let last = last_chunk(&mut cursor, address)?;
     let replaced = last.as_ref().map(|(key, _)| *key);
-    let (before, chunks) = extend_last::<T>(last, ids, sent)?;
+    let (before, chunks) = extend_last::<T>(last, ids, roles)?;
     if let Some(key) = replaced {
         cursor.delete(&key)?;
     }
@@ -86,7 +87,7 @@ pub(in crate::index) fn append_rewriting<T: PackedList, K: TransactionKind>(
     rewrite: &mut Rewrite<'_, K, T>,
     address: &Address,
     ids: &[u64],
-    sent: &[bool],
+    roles: &[Role],
 ) -> DbResult<ListCounts> {
     rewrite.copy_while(|key, _| key.address < *address)?;
     let mut last = None;
@@ -95,19 +96,19 @@ pub(in crate::index) fn append_rewriting<T: PackedList, K: TransactionKind>(
             rewrite.append(&key, &packed)?;
         }
     }
-    let (before, chunks) = extend_last::<T>(last, ids, sent)?;
+    let (before, chunks) = extend_last::<T>(last, ids, roles)?;
     for (last, packed) in chunks {
         rewrite.append(&ListKey { address: *address, last }, &packed)?;
     }
     Ok(before)
 }
 
-/// A list's last chunk (if it has one) with `ids` and their marks added, packed again; and what
+/// A list's last chunk (if it has one) with `ids` and their roles added, packed again; and what
 /// the list held before.
 fn extend_last<T: PackedList>(
     last: Option<(ListKey, PackedIds)>,
     ids: &[u64],
-    sent: &[bool],
+    roles: &[Role],
 ) -> DbResult<(ListCounts, Vec<(u64, PackedIds)>)> {
     let first_new = ids.first().copied().unwrap_or(u64::MAX);
     let (base, sent_base, mut all, mut marks) = match last {
@@ -118,17 +119,17 @@ fn extend_last<T: PackedList>(
                     format!("appending TxId {} at or below the list's last one", TxId(first_new)),
                 ));
             }
-            let Unpacked { base, sent_base, ids, sent } = unpack::<T>(&key, &packed)?;
-            (base, sent_base, ids, sent)
+            let Unpacked { base, sent_base, ids, roles } = unpack::<T>(&key, &packed)?;
+            (base, sent_base, ids, roles)
         }
         None => (0, 0, Vec::new(), Vec::new()),
     };
     let before = ListCounts {
         all: base + all.len() as u64,
-        sent: sent_base + marks.iter().filter(|&&s| s).count() as u64,
+        sent: sent_base + marks.iter().filter(|&&r| r == Role::Sent).count() as u64,
     };
     all.extend_from_slice(ids);
-    marks.extend_from_slice(sent);
+    marks.extend_from_slice(roles);
     Ok((before, pack_chunks(base, sent_base, &all, &marks)))
 }
 
@@ -173,10 +174,58 @@ pub fn rank_sent<T: PackedList, K: TransactionKind>(
         Some((key, packed)) if key.address == *address => {
             let chunk = unpack::<T>(&key, &packed)?;
             let below = chunk.ids.partition_point(|&x| x < id);
-            Ok(chunk.sent_base + chunk.sent[..below].iter().filter(|&&s| s).count() as u64)
+            Ok(chunk.sent_base + chunk.roles[..below].iter().filter(|&&r| r == Role::Sent).count() as u64)
         }
         _ => Ok(count::<T, K>(txn, address)?.sent),
     }
+}
+
+/// The address's role in each of `ids` (ascending or descending, as a walk reads them), `None`
+/// for an id its list does not hold: a chunk read for each run of ids it holds.
+pub fn roles_of_ids<T: PackedList, K: TransactionKind>(
+    txn: &Txn<K>,
+    address: &Address,
+    ids: &[u64],
+) -> DbResult<Vec<Option<Role>>> {
+    let mut cursor = txn.cursor::<T>()?;
+    let mut chunk: Option<Unpacked> = None;
+    let mut roles = Vec::with_capacity(ids.len());
+    for &id in ids {
+        let holds =
+            |c: &Unpacked| c.ids.first().is_some_and(|&f| f <= id) && c.ids.last().is_some_and(|&l| id <= l);
+        if !chunk.as_ref().is_some_and(holds) {
+            chunk = match cursor.seek(&ListKey { address: *address, last: id })? {
+                Some((key, packed)) if key.address == *address => Some(unpack::<T>(&key, &packed)?),
+                _ => None,
+            };
+        }
+        let role = chunk.as_ref().and_then(|c| c.ids.binary_search(&id).ok().map(|i| c.roles[i]));
+        roles.push(role);
+    }
+    Ok(roles)
+}
+
+/// How many ids of `address`'s list in `first..=last` the address sent or received (its
+/// `txlist` rows among them): the chunks holding the range, read once each.
+pub fn listed_within<T: PackedList, K: TransactionKind>(
+    txn: &Txn<K>,
+    address: &Address,
+    first: u64,
+    last: u64,
+) -> DbResult<u64> {
+    let mut cursor = txn.cursor::<T>()?;
+    let mut listed = 0;
+    let mut entry = cursor.seek(&ListKey { address: *address, last: first })?;
+    while let Some((key, packed)) = entry.filter(|(k, _)| k.address == *address) {
+        let chunk = unpack::<T>(&key, &packed)?;
+        let inside = chunk.ids.iter().zip(&chunk.roles).filter(|(&id, _)| first <= id && id <= last);
+        listed += inside.filter(|(_, r)| r.listed()).count() as u64;
+        if key.last >= last {
+            break;
+        }
+        entry = cursor.next_entry()?;
+    }
+    Ok(listed)
 }
 
 /// The `position`-th id (0 first) of `address`'s list, or with `sent` of the ids it sent.
@@ -347,9 +396,9 @@ mod tests {
         TxId::new(block, index).expect("fits").0
     }
 
-    /// A list long enough for many chunks, whose sent marks come in runs of both kinds and
-    /// mixed, appended in uneven batches: counts, the k-th id and the k-th sent id always equal a
-    /// plain vector's, and the chunks equal a list written in one append.
+    /// A list long enough for many chunks, whose roles come in runs of each kind and mixed,
+    /// appended in uneven batches: counts, the k-th id, the k-th sent id and the listed ids of a
+    /// range always equal a plain vector's, and the chunks equal a list written in one append.
     #[test]
     fn sent_marks_survive_appends_in_any_batches() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -357,19 +406,26 @@ mod tests {
         let (a, b) = (Address::repeat_byte(0xa1), Address::repeat_byte(0xb2));
         // Three ids a block, then a gap of blocks: both kinds of gap occur.
         let ids: Vec<u64> = (0..3_000u64).map(|i| id(10 + i / 3 * 7, (i % 3) * 50 + (i * 37) % 40)).collect();
-        let sent: Vec<bool> =
-            (0..3_000u64).map(|i| (i / 400) % 3 == 1 || ((i / 400) % 3 == 2 && i % 3 == 0)).collect();
+        let roles: Vec<Role> = (0..3_000u64)
+            .map(|i| match ((i / 400) % 3, i % 3) {
+                (1, _) | (2, 0) => Role::Sent,
+                (0, 1) if i > 1_000 => Role::Received,
+                (2, 1) => Role::Received,
+                _ => Role::Other,
+            })
+            .collect();
+        let sent: Vec<bool> = roles.iter().map(|&r| r == Role::Sent).collect();
         let txn = db.begin_write().expect("write");
         let mut at = 0;
         for step in [1, 7, 300, 2, 900, 1_790] {
-            let before = append::<OtsAppearances>(&txn, &a, &ids[at..at + step], &sent[at..at + step])
+            let before = append::<OtsAppearances>(&txn, &a, &ids[at..at + step], &roles[at..at + step])
                 .expect("append");
             let sent_before = sent[..at].iter().filter(|&&s| s).count() as u64;
             assert_eq!(before, ListCounts { all: at as u64, sent: sent_before });
             at += step;
         }
         assert_eq!(at, ids.len());
-        append::<OtsAppearances>(&txn, &b, &ids, &sent).expect("append at once");
+        append::<OtsAppearances>(&txn, &b, &ids, &roles).expect("append at once");
         let chunks = |who: &Address| -> Vec<(u64, Vec<u8>)> {
             let mut cursor = txn.cursor::<OtsAppearances>().expect("cursor");
             let mut out = Vec::new();
@@ -429,12 +485,27 @@ mod tests {
                     );
                 }
             }
+            // The listed ids (sent or received) of ranges of every length and position.
+            for (k, span) in (0..len).step_by(71).zip([1, 2, 100, 250, 999, 3, 1_500].into_iter().cycle()) {
+                let (first, last) = (ids[k], ids[(k + span).min(len) - 1]);
+                let listed = ids[..len]
+                    .iter()
+                    .zip(&roles)
+                    .filter(|(&id, r)| first <= id && id <= last && r.listed())
+                    .count() as u64;
+                assert_eq!(
+                    listed_within::<OtsAppearances, _>(&txn, who, first, last).expect("listed"),
+                    listed,
+                    "listed in {k}..{}",
+                    k + span
+                );
+            }
             assert_eq!(rank::<OtsAppearances, _>(&txn, who, 0).expect("rank"), 0);
             assert_eq!(rank::<OtsAppearances, _>(&txn, who, u64::MAX).expect("rank"), len as u64);
         };
         model_check(&a, ids.len());
         let (c, keep) = (Address::repeat_byte(0xc3), 1_201);
-        append::<OtsAppearances>(&txn, &c, &ids[..keep], &sent[..keep]).expect("append a prefix");
+        append::<OtsAppearances>(&txn, &c, &ids[..keep], &roles[..keep]).expect("append a prefix");
         model_check(&c, keep);
         check::<OtsAppearances, _>(&txn, u64::MAX).expect("consistent");
     }
@@ -447,7 +518,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
         let ids: Vec<u64> = (0..2_500u64).map(|i| id(5 + i / 4 * 3, i % 4 * 9)).collect();
-        let sent: Vec<bool> = (0..2_500u64).map(|i| i % 5 == 0 || (i / 300) % 2 == 1).collect();
+        let sent: Vec<Role> = (0..2_500u64)
+            .map(|i| match i % 5 {
+                _ if (i / 300) % 2 == 1 => Role::Sent,
+                0 => Role::Sent,
+                1 | 2 if i > 700 => Role::Received,
+                _ => Role::Other,
+            })
+            .collect();
         let who = |n: u8| Address::repeat_byte(n);
         let first = [(who(0x20), 1_700), (who(0x40), 3), (who(0x60), 900), (who(0x80), 1)];
         let txn = db.begin_write().expect("write");

@@ -10,9 +10,14 @@
 //! what is known: an emitter ran code in the transaction, so a tracer would have named it as a
 //! frame's `to` (a token moved by a contract called in between, above all).
 //!
-//! The appearances and sent transactions of blocks still in the reorg window wait in
-//! [`crate::index::recent`] (ids, and TxId ‖ nonce of those sent) and move into the list and its nonce
-//! anchors as their blocks leave it; reads join both. Creations stay in their table.
+//! Each appearance is marked with the address's role in the transaction: its sender, its
+//! top-level recipient or created contract ("received"), or neither — Etherscan's `txlist` of
+//! an address is its sent and received transactions, so the marks count it without the node.
+//!
+//! The appearances, sent and received transactions of blocks still in the reorg window wait in
+//! [`crate::index::recent`] (ids, TxId ‖ nonce of those sent, the ids of those received) and
+//! move into the list and its nonce anchors as their blocks leave it; reads join both.
+//! Creations stay in their table.
 
 pub mod lists;
 
@@ -39,7 +44,9 @@ use crate::index::{
 };
 use crate::{
     db::{
+        codec::Role,
         codec::{Creation, IndexKind, NonceAnchor},
+        state,
         tables::{OtsAppearances, OtsContractCreators, OtsNonceAnchors, OtsRecentIds, OtsRecentSent, Table},
         DbError, DbResult, ReadTxn, Txn, WriteTxn,
     },
@@ -62,6 +69,8 @@ pub struct Appearances {
     seen: Sorter<(Address, u64)>,
     /// (sender, TxId, nonce).
     sent: Sorter<(Address, u64, u64)>,
+    /// (top-level recipient or created contract, TxId), where it is not the sender.
+    received: Sorter<(Address, u64)>,
     /// (contract, creating TxId, creator).
     created: Sorter<(Address, TxId, Address)>,
     /// A transaction's top call frame names its sender and recipient again, and its inner
@@ -86,6 +95,7 @@ impl Appearances {
         Self {
             seen: Sorter::spilling(runs.clone(), budget).keyed(ADDRESS_KEY),
             sent: Sorter::spilling(runs.clone(), budget / 4),
+            received: Sorter::spilling(runs.clone(), budget / 4),
             created: Sorter::spilling(runs.clone(), budget / 16),
             in_tx: SeenInTx::default(),
         }
@@ -136,6 +146,12 @@ impl Appearances {
             let id = TxId::new(block.number, i as u64)?;
             ids.push(id);
             self.see(tx.from, id)?;
+            // The recipient and the created contract are received, unless one is the sender
+            // itself (whose mark says sent): the parties Etherscan lists the transaction for.
+            let created = receipt.contract_address.filter(|&c| Some(c) != tx.to);
+            for party in [tx.to, created].into_iter().flatten().filter(|&p| p != tx.from) {
+                self.received.push((party, id.0)).map_err(DbError::from)?;
+            }
             if let Some(to) = tx.to {
                 self.see(to, id)?;
             }
@@ -164,7 +180,7 @@ impl Appearances {
     }
 
     /// Writes what was collected, address by address in key order: each address's new ids
-    /// with the marks of those it sent, and a sender's nonce anchors. The ids of blocks still in
+    /// with the marks of those it sent and received, and a sender's nonce anchors. The ids of blocks still in
     /// the reorg window go to [`recent`] instead, and those of blocks leaving it as it starts at
     /// `start` (taken out of `leaving`, what the window's rows of those blocks held) to the lists
     /// first.
@@ -184,16 +200,23 @@ impl Appearances {
         let cut = start.first_kept_tx();
         let leaving_sent: Vec<(Address, Vec<(u64, u64)>)> =
             std::mem::take(&mut leaving.sent).into_iter().collect();
+        let leaving_received = leaving.take_list(IndexKind::Received);
         let leaving = leaving.take_list(IndexKind::Appearances);
-        let untouched = leaving.is_empty() && leaving_sent.is_empty();
+        let untouched = leaving.is_empty() && leaving_sent.is_empty() && leaving_received.is_empty();
         let mut leaving_sent = leaving_sent.into_iter().peekable();
+        let mut leaving_received = leaving_received.into_iter().peekable();
         let mut in_place = Lists::InPlace(txn);
         for (address, ids) in leaving {
             let run = leaving_sent.next_if(|(s, _)| *s == address).map(|(_, run)| run).unwrap_or_default();
-            write_list(txn, &mut in_place, &address, &ids, &run, &mut stats)?;
+            let got =
+                leaving_received.next_if(|(r, _)| *r == address).map(|(_, got)| got).unwrap_or_default();
+            write_list(txn, &mut in_place, &address, &ids, (&run, &got), &mut stats)?;
         }
         if let Some((sender, _)) = leaving_sent.next() {
             return Err(unseen_sender(&sender));
+        }
+        if let Some((recipient, _)) = leaving_received.next() {
+            return Err(unseen_sender(&recipient));
         }
         let seen = self.seen.into_sorted()?;
         let mut lists = match before.filter(|_| untouched && start == WindowStart::Closed) {
@@ -207,6 +230,8 @@ impl Appearances {
         let mut seen = seen.groups(|row| row);
         let mut sent = self.sent.into_sorted()?.groups(|(sender, id, nonce)| (sender, (id, nonce)));
         let mut next_sent = sent.next();
+        let mut received = self.received.into_sorted()?.groups(|row| row);
+        let mut next_received = received.next();
         for (address, ids) in seen.by_ref() {
             // Both streams are in address order, and every sender appears in its transactions.
             let run = match next_sent.take() {
@@ -220,22 +245,42 @@ impl Appearances {
                     Vec::new()
                 }
             };
+            let got = match next_received.take() {
+                Some((recipient, got)) if recipient == address => {
+                    next_received = received.next();
+                    got
+                }
+                Some((recipient, _)) if recipient < address => return Err(unseen_sender(&recipient)),
+                other => {
+                    next_received = other;
+                    Vec::new()
+                }
+            };
             let split = ids.partition_point(|&id| id < cut);
             let run_split = run.partition_point(|&(id, _)| id < cut);
-            write_list(txn, &mut lists, &address, &ids[..split], &run[..run_split], &mut stats)?;
-            sent_marks(&address, &ids[split..], &run[run_split..])?;
+            let got_split = got.partition_point(|&id| id < cut);
+            let settled = (&run[..run_split], &got[..got_split]);
+            write_list(txn, &mut lists, &address, &ids[..split], settled, &mut stats)?;
+            roles_of(&address, &ids[split..], (&run[run_split..], &got[got_split..]))?;
             for &id in &ids[split..] {
                 new_rows.id(TxId(id).block(), IndexKind::Appearances, address, id);
             }
             for &(id, nonce) in &run[run_split..] {
                 new_rows.sent(TxId(id).block(), address, id, nonce);
             }
+            for &id in &got[got_split..] {
+                new_rows.id(TxId(id).block(), IndexKind::Received, address, id);
+            }
         }
         if let Some((sender, _)) = next_sent {
             return Err(unseen_sender(&sender));
         }
+        if let Some((recipient, _)) = next_received {
+            return Err(unseen_sender(&recipient));
+        }
         stats.appearances = seen.finish()?;
         sent.finish()?;
+        received.finish()?;
         lists.finish()?;
         new_rows.write(txn)?;
         let mut creators = txn.cursor::<OtsContractCreators>()?;
@@ -247,15 +292,31 @@ impl Appearances {
     }
 }
 
-/// The sent marks of `ids` (ascending): which of them `run` ((TxId, nonce), ascending) holds;
-/// a sent transaction missing from `ids` is a refusal.
-fn sent_marks(address: &Address, ids: &[u64], run: &[(u64, u64)]) -> DbResult<Vec<bool>> {
-    let mut run_ids = run.iter().map(|&(id, _)| id).peekable();
-    let marks: Vec<bool> = ids.iter().map(|&id| run_ids.next_if_eq(&id).is_some()).collect();
-    if run_ids.next().is_some() {
+/// The sent and received transactions of one address in a write: (TxId, nonce) of those it
+/// sent, and the TxIds of those it received, each ascending.
+type RoleRuns<'a> = (&'a [(u64, u64)], &'a [u64]);
+
+/// The address's role in each of `ids` (ascending): sent where `sent` holds it, received where
+/// `received` does; a sent or received transaction missing from `ids`, or both, is a refusal.
+fn roles_of(address: &Address, ids: &[u64], (sent, received): RoleRuns<'_>) -> DbResult<Vec<Role>> {
+    let mut sent = sent.iter().map(|&(id, _)| id).peekable();
+    let mut received = received.iter().copied().peekable();
+    let mut both = false;
+    let roles: Vec<Role> = ids
+        .iter()
+        .map(|&id| match (sent.next_if_eq(&id).is_some(), received.next_if_eq(&id).is_some()) {
+            (true, was_received) => {
+                both |= was_received;
+                Role::Sent
+            }
+            (false, true) => Role::Received,
+            (false, false) => Role::Other,
+        })
+        .collect();
+    if both || sent.next().is_some() || received.next().is_some() {
         return Err(unseen_sender(address));
     }
-    Ok(marks)
+    Ok(roles)
 }
 
 /// Where a write's lists go: into their table in place, or into the table being rewritten.
@@ -265,10 +326,10 @@ enum Lists<'a> {
 }
 
 impl Lists<'_> {
-    fn append(&mut self, address: &Address, ids: &[u64], sent: &[bool]) -> DbResult<ListCounts> {
+    fn append(&mut self, address: &Address, ids: &[u64], roles: &[Role]) -> DbResult<ListCounts> {
         match self {
-            Self::InPlace(txn) => lists::append::<OtsAppearances>(txn, address, ids, sent),
-            Self::Rewriting(rewrite) => lists::append_rewriting(rewrite, address, ids, sent),
+            Self::InPlace(txn) => lists::append::<OtsAppearances>(txn, address, ids, roles),
+            Self::Rewriting(rewrite) => lists::append_rewriting(rewrite, address, ids, roles),
         }
     }
 
@@ -281,34 +342,36 @@ impl Lists<'_> {
     }
 }
 
-/// Appends `ids` (with the marks of `run`, the ones `address` sent) to its list, and the nonce
-/// anchors `run` needs.
+/// Appends `ids` (with the marks of `runs`, the ones `address` sent and received) to its list,
+/// and the nonce anchors its sent transactions need.
 fn write_list(
     txn: &WriteTxn,
     lists: &mut Lists<'_>,
     address: &Address,
     ids: &[u64],
-    run: &[(u64, u64)],
+    runs: RoleRuns<'_>,
     stats: &mut AppearanceStats,
 ) -> DbResult<()> {
+    let run = runs.0;
     if ids.is_empty() {
-        return if run.is_empty() { Ok(()) } else { Err(unseen_sender(address)) };
+        return if run.is_empty() && runs.1.is_empty() { Ok(()) } else { Err(unseen_sender(address)) };
     }
-    let marks = sent_marks(address, ids, run)?;
-    let before = lists.append(address, ids, &marks)?;
+    let roles = roles_of(address, ids, runs)?;
+    let before = lists.append(address, ids, &roles)?;
     if !run.is_empty() {
         stats.anchors += write_anchors(txn, address, before.sent, run)?;
     }
     Ok(())
 }
 
-/// A sent transaction missing from its sender's appearances: the batch's rows contradict each
-/// other, and writing either would leave the list and its marks disagreeing.
-fn unseen_sender(sender: &Address) -> DbError {
+/// A sent or received transaction missing from its party's appearances (or both sent and
+/// received): the batch's rows contradict each other, and writing either would leave the list
+/// and its marks disagreeing.
+fn unseen_sender(party: &Address) -> DbError {
     DbError::Corrupt {
         table: OtsAppearances::ID.name(),
-        key: sender.to_string(),
-        reason: "a sender the batch did not see in its transactions".into(),
+        key: party.to_string(),
+        reason: "a sender or recipient the batch did not see in its transactions".into(),
     }
 }
 
@@ -480,19 +543,52 @@ pub fn settled_sent_within<K: TransactionKind>(
     Ok(through_last - below_first)
 }
 
-/// Whether `address` sent each of `ids` (ids it appears in, settled or in the reorg window).
-pub fn sent_among<K: TransactionKind>(txn: &Txn<K>, address: &Address, ids: &[u64]) -> DbResult<Vec<bool>> {
-    let window: std::collections::HashSet<u64> =
-        recent::sent(txn, address)?.into_iter().map(|(tx, _)| tx).collect();
-    ids.iter()
-        .map(|&id| {
-            if window.contains(&id) {
-                return Ok(true);
-            }
-            let below = lists::rank_sent::<OtsAppearances, K>(txn, address, id)?;
-            Ok(lists::rank_sent::<OtsAppearances, K>(txn, address, id.saturating_add(1))? > below)
+/// How many of `address`'s appearances in its list's table (older than the reorg window) lie
+/// in `first..=last` and were sent or received by it (its `txlist` rows among them); `None`
+/// when the index has no received marks for `first` (a database upgraded from format 10 has
+/// them for the blocks indexed after the upgrade only).
+pub fn settled_listed_within<K: TransactionKind>(
+    txn: &Txn<K>,
+    address: &Address,
+    first: u64,
+    last: u64,
+) -> DbResult<Option<u64>> {
+    if first < state::read_received_marks_from(txn)? {
+        return Ok(None);
+    }
+    lists::listed_within::<OtsAppearances, K>(txn, address, first, last).map(Some)
+}
+
+/// `address`'s role in each of `ids` (ids it appears in, settled or in the reorg window), where
+/// the index knows it: a sent one always, the others where it has received marks (`None` below
+/// them, and for an id the address does not appear in).
+pub fn roles_among<K: TransactionKind>(
+    txn: &Txn<K>,
+    address: &Address,
+    ids: &[u64],
+) -> DbResult<Vec<Option<Role>>> {
+    use std::collections::HashSet;
+    let marked_from = state::read_received_marks_from(txn)?;
+    let window_sent: HashSet<u64> = recent::sent(txn, address)?.into_iter().map(|(tx, _)| tx).collect();
+    let window_got: HashSet<u64> = recent::ids(txn, IndexKind::Received, address)?.into_iter().collect();
+    let window: HashSet<u64> = recent::ids(txn, IndexKind::Appearances, address)?.into_iter().collect();
+    let settled: Vec<u64> = ids.iter().copied().filter(|id| !window.contains(id)).collect();
+    let mut settled_roles = lists::roles_of_ids::<OtsAppearances, K>(txn, address, &settled)?.into_iter();
+    Ok(ids
+        .iter()
+        .map(|id| {
+            let role = if window.contains(id) {
+                Some(match (window_sent.contains(id), window_got.contains(id)) {
+                    (true, _) => Role::Sent,
+                    (false, true) => Role::Received,
+                    (false, false) => Role::Other,
+                })
+            } else {
+                settled_roles.next().flatten()
+            };
+            role.filter(|&r| r == Role::Sent || *id >= marked_from)
         })
-        .collect()
+        .collect())
 }
 
 /// The first and the last transaction `address` appears in, if any.
@@ -594,6 +690,23 @@ fn check_window<K: TransactionKind>(
             ));
         }
     }
+    let received = IndexKind::Received;
+    for ((_, recipient), got) in
+        window.ids.range((received, Address::ZERO)..=(received, Address::repeat_byte(0xff)))
+    {
+        let seen = window.ids.get(&(kind, *recipient)).map_or(&[][..], Vec::as_slice);
+        let sent = window.sent.get(recipient).map_or(&[][..], Vec::as_slice);
+        let stray =
+            got.iter().find(|&&tx| seen.binary_search(&tx).is_err() || sent.iter().any(|s| s.0 == tx));
+        if let Some(&tx) = stray {
+            let mut key = vec![received as u8];
+            key.extend_from_slice(recipient.as_slice());
+            return Err(broken::<OtsRecentIds>(
+                &key,
+                format!("received TxId {} is not among the window's appearances, or was sent", TxId(tx)),
+            ));
+        }
+    }
     Ok((addresses, appearances))
 }
 
@@ -607,7 +720,7 @@ impl Gatherer for Appearances {
     }
 
     fn buffers(&mut self) -> Vec<&mut dyn Buffer> {
-        vec![&mut self.seen, &mut self.sent, &mut self.created]
+        vec![&mut self.seen, &mut self.sent, &mut self.received, &mut self.created]
     }
 
     fn write(self: Box<Self>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
@@ -836,26 +949,54 @@ mod tests {
         }
     }
 
-    /// Which of an address's ids it sent: settled ones by the list's sent marks, the window's
-    /// by its sent rows; an id it only received, or one it does not appear in, was not sent.
+    /// An address's role in its ids: settled ones by the list's marks, the window's by its sent
+    /// and received rows; below the received marks of an upgraded database only a sent one is
+    /// known, and an id the address does not appear in is not.
     #[test]
-    fn sent_among_reads_the_marks_and_the_window() {
+    fn roles_among_read_the_marks_and_the_window() {
         use crate::db::{
-            codec::SentTx,
-            tables::{OtsAppearances, OtsRecentSentBySender},
+            codec::{ListId, RecentKey, SentTx},
+            tables::{OtsAppearances, OtsRecentIdsByAddress, OtsRecentSentBySender},
         };
         let dir = tempfile::tempdir().expect("tempdir");
         let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
         let who = Address::repeat_byte(7);
         let txn = db.begin_write().expect("write");
         let ids: Vec<u64> = (0..300).map(|n| 1_000 + 3 * n).collect();
-        let sent: Vec<bool> = (0..300).map(|n| n % 3 == 1).collect();
-        lists::append::<OtsAppearances>(&txn, &who, &ids, &sent).expect("append");
+        let roles: Vec<Role> = (0..300)
+            .map(|n| match n % 3 {
+                1 => Role::Sent,
+                2 => Role::Received,
+                _ => Role::Other,
+            })
+            .collect();
+        lists::append::<OtsAppearances>(&txn, &who, &ids, &roles).expect("append");
+        for (tx, kind) in [
+            (5_000, IndexKind::Appearances),
+            (5_001, IndexKind::Appearances),
+            (5_002, IndexKind::Appearances),
+            (5_001, IndexKind::Received),
+        ] {
+            txn.put::<OtsRecentIdsByAddress>(&RecentKey { kind, address: who }, &ListId(tx)).expect("window");
+        }
         txn.put::<OtsRecentSentBySender>(&who, &SentTx { tx: 5_000, nonce: 9 }).expect("window");
         txn.commit().expect("commit");
+        let asked = [ids[0], ids[1], ids[2], ids[298], ids[299], 5_000, 5_001, 5_002, 2];
+        let (sent, got, other) = (Some(Role::Sent), Some(Role::Received), Some(Role::Other));
         let t = db.begin_read().expect("read");
-        let asked = [ids[0], ids[1], ids[2], ids[298], 5_000, 5_001, 2];
-        let got = sent_among(&t, &who, &asked).expect("sent");
-        assert_eq!(got, vec![false, true, false, true, true, false, false]);
+        let roles = roles_among(&t, &who, &asked).expect("roles");
+        assert_eq!(roles, vec![other, sent, got, sent, got, sent, got, other, None]);
+        assert_eq!(settled_listed_within(&t, &who, ids[0], ids[5]).expect("listed"), Some(4));
+        drop(t);
+
+        // Upgraded from format 10 with ids[200] the first id past the tip then.
+        let txn = db.begin_write().expect("write");
+        state::set_received_marks_from(&txn, ids[200]).expect("mark");
+        txn.commit().expect("commit");
+        let t = db.begin_read().expect("read");
+        let roles = roles_among(&t, &who, &asked).expect("roles");
+        assert_eq!(roles, vec![None, sent, None, sent, got, sent, got, other, None]);
+        assert_eq!(settled_listed_within(&t, &who, ids[0], ids[5]).expect("listed"), None);
+        assert_eq!(settled_listed_within(&t, &who, ids[200], ids[205]).expect("listed"), Some(4));
     }
 }
