@@ -1,9 +1,10 @@
-//! What a first walk of an address's Etherscan `txlist` and `tokentx` would leave in the walk
-//! marks (docs/etherscan.md, "Counted groups"), counted here from the recording the database was
+//! What a first walk of an address's Etherscan `tokentx` would leave in the walk marks
+//! (docs/etherscan.md, "Counted groups"), counted here from the recording the database was
 //! indexed from and written to the datadir's marks file, which `serve` reads at start. A
 //! recording has no node to walk with, so without them a page past row 10,000 cannot be reached
 //! at all; with them, its index part — skipping the counted groups, reading the page's ids — is
-//! what a server pays on every read after the first.
+//! what a server pays on every read after the first. Its `txlist` is counted too, for the rows
+//! it has, but not written: the server counts those groups from the index's marks itself.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -48,8 +49,8 @@ struct List {
     rows: HashMap<u64, (u64, Vec<(Address, TokenKinds)>)>,
 }
 
-/// Counts the whole groups of `address`'s `txlist` and `tokentx` from `recording` and keeps them
-/// in `datadir`'s marks file: (txlist, tokentx).
+/// Counts the whole groups of `address`'s `txlist` and `tokentx` from `recording` and keeps the
+/// `tokentx` ones in `datadir`'s marks file: (txlist, tokentx).
 pub(crate) async fn count_into_marks(
     db: &Db,
     recording: &Path,
@@ -125,13 +126,13 @@ pub(crate) async fn count_into_marks(
     }
 
     let marks = MarksFile::open(&datadir.join(FILE_NAME), chain);
-    let counted = [&txlist, &transfers].map(|list| keep_groups(&marks, list));
+    let counted = [(&txlist, false), (&transfers, true)].map(|(list, keep)| keep_groups(&marks, list, keep));
     marks.save().context("writing the walk marks")?;
     Ok((counted[0], counted[1]))
 }
 
-/// Keeps every whole group of `list` in `marks`.
-fn keep_groups(marks: &MarksFile, list: &List) -> Counted {
+/// Counts every whole group of `list`, keeping them in `marks` if `keep`.
+fn keep_groups(marks: &MarksFile, list: &List, keep: bool) -> Counted {
     let mut counted = Counted::default();
     for (index, ids) in list.ids.chunks_exact(GROUP as usize).enumerate() {
         let mut rows = 0;
@@ -145,7 +146,9 @@ fn keep_groups(marks: &MarksFile, list: &List) -> Counted {
         emitters.dedup_by_key(|(a, _)| *a);
         let group =
             Group { first: ids[0], last: ids[ids.len() - 1], rows, emitters: emitters.into(), loaded: false };
-        marks.marks().keep(list.stream, index as u64, group);
+        if keep {
+            marks.marks().keep(list.stream, index as u64, group);
+        }
         counted.groups += 1;
         counted.rows += rows;
     }
