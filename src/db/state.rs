@@ -128,7 +128,7 @@ pub enum StateError {
         expected: u64,
     },
     /// Written by an older format version that `ots-indexer migrate` upgrades in place.
-    #[error("the database uses format version {found}, this build reads version {expected}: stop every process using it and run `ots-indexer migrate --datadir <the same datadir> --rpc-url <its node>` to upgrade it in place (no re-index)")]
+    #[error("the database uses format version {found}, this build reads version {expected}: {}", super::format::format_advice(*found))]
     Upgradable {
         /// Stored version.
         found: u64,

@@ -311,11 +311,20 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
     first.stop();
     assert!(marks_path.exists(), "serve wrote its marks as it stopped");
 
-    for (kept, upgraded) in [(true, false), (false, false), (false, true)] {
-        if upgraded {
+    // Upgraded from format 10 at the tip (no received marks), or half way to the page (marks on
+    // the block of the account's row 4,000 on: the walk counts those rows from the index and asks
+    // the node below them).
+    let half_way = {
+        let tx = node_client.call("eth_getTransactionByHash", json!([received[4_000].clone()])).await;
+        number(&tx["blockNumber"])
+    };
+    let tip = state::read_tip(&db.begin_read().expect("read")).expect("tip").expect("indexed");
+    for (kept, marked_from) in [(true, None), (false, None), (false, Some(tip + 1)), (false, Some(half_way))]
+    {
+        let upgraded = marked_from.is_some();
+        if let Some(block) = marked_from {
             let txn = db.begin_write().expect("write");
-            let tip = state::read_tip(&txn).expect("tip").expect("indexed");
-            state::set_received_marks_from(&txn, ots_indexer::txid::TxId::first_of_block(tip + 1).0)
+            state::set_received_marks_from(&txn, ots_indexer::txid::TxId::first_of_block(block).0)
                 .expect("mark");
             txn.commit().expect("commit");
         }
@@ -337,13 +346,18 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
         let asked = proxy.requests.load(Ordering::SeqCst) - before;
         let at_once = proxy.most_at_once.load(Ordering::SeqCst);
         eprintln!(
-            "after a restart, txlist rows 7,990-7,999 of a received-only account: {asked} node requests, at most {at_once} at once, {took:.2} s (counts kept: {kept}, received marks: {})",
-            !upgraded
+            "after a restart, txlist rows 7,990-7,999 of a received-only account: {asked} node requests, at most {at_once} at once, {took:.2} s (counts kept: {kept}, received marks from block {})",
+            marked_from.unwrap_or(0)
         );
         if kept {
             assert!(asked <= 10, "the kept counts skip the 7,990 rows before the page: {asked} requests");
         } else if !upgraded {
             assert!(asked <= 10, "the received marks count the 7,990 rows before the page: {asked} requests");
+        } else if marked_from == Some(half_way) {
+            assert!(
+                (10..50).contains(&asked),
+                "the node is asked for the half without marks alone: {asked} requests"
+            );
         } else {
             assert!(asked >= 50, "without them the walk reads every transaction before: {asked} requests");
             // ... but only the transactions: the rows before the page are counted, not made

@@ -309,6 +309,15 @@ async fn a_format_10_database_upgrades_without_a_source() {
     drop(db);
     let datadir = dir.path().join("fresh");
     assert_eq!(format_of(&datadir), 10);
+    {
+        let db = Db::open(&datadir, AccessMode::ReadOnly).expect("open");
+        let state = state::read_state(&db.begin_read().expect("read")).expect("state");
+        let refused = state::check_usable(&state).expect_err("format 10").to_string();
+        assert!(
+            refused.contains("ots-indexer migrate --datadir") && !refused.contains("--rpc-url"),
+            "{refused}"
+        );
+    }
 
     let done = Command::new(BIN)
         .args(["migrate", "--log", "warn", "--datadir"])
