@@ -130,6 +130,11 @@ pub struct IndexerStatus {
     pub genesis_hash: Option<B256>,
     /// On-disk format version.
     pub format_version: Option<u64>,
+    /// The first block whose transactions the appearance lists mark as received, in a database
+    /// upgraded in place from format 10 (older blocks' `txlist` rows are counted with the node's
+    /// help). Absent when every block's are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub received_marks_from_block: Option<u64>,
     /// `open`, `closed` or `inconsistent`.
     pub db_state: Option<String>,
     /// Last indexed block.
@@ -178,6 +183,7 @@ pub fn read_status(
     let txn = db.begin_read()?;
     let stopped = state::read_stopped(&txn)?;
     let refusals = stored_refusals(&txn)?;
+    let marks_from = state::read_received_marks_from(&txn)?;
     let s = state::read_state(&txn).map_err(|e| match e {
         state::StateError::Db(e) => e,
         other => DbError::Corrupt { table: "OtsIndexerState", key: String::new(), reason: other.to_string() },
@@ -192,6 +198,7 @@ pub fn read_status(
         chain_id: s.chain.map(|c| c.chain_id),
         genesis_hash: s.chain.map(|c| c.genesis_hash),
         format_version: s.format_version,
+        received_marks_from_block: (marks_from > 0).then(|| crate::txid::TxId(marks_from).block()),
         db_state: s.db_state.map(|d| d.to_string()),
         indexed_block: indexed,
         indexed_hash: s.checkpoint.map(|c| c.hash),

@@ -78,6 +78,11 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         }
     );
     println!("lag           {}", opt(s.lag));
+    if let Some(block) = s.received_marks_from_block {
+        println!(
+            "received marks from block {block} (upgraded from format 10: txlist counts older rows with the node's help)"
+        );
+    }
     if let Some(why) = &s.notices.stopped {
         println!("STOPPED       {why}");
     }

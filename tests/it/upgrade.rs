@@ -336,4 +336,20 @@ async fn a_format_10_database_upgrades_without_a_source() {
     check(&t).expect("the upgraded database passes check");
     drop(t);
     assert_eq!(dump_hash(&db).expect("hash"), before, "the tables are not touched");
+    drop(db);
+    // `status` says where the marks start; a database indexed by this build has no such entry.
+    let status = |datadir: &Path| -> serde_json::Value {
+        let out = Command::new(BIN)
+            .args(["status", "--json", "--log", "warn", "--datadir"])
+            .arg(datadir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("status");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("status JSON")
+    };
+    assert_eq!(status(&datadir)["receivedMarksFromBlock"], serde_json::json!(tip + 1));
+    let fresh = generate(dir.path(), "small.rec.zst", 3, 500).await;
+    drop(index(&fresh, &dir.path().join("new"), 8, 4).await);
+    assert!(status(&dir.path().join("new")).get("receivedMarksFromBlock").is_none());
 }
