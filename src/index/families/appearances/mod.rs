@@ -233,29 +233,10 @@ impl Appearances {
         let mut received = self.received.into_sorted()?.groups(|row| row);
         let mut next_received = received.next();
         for (address, ids) in seen.by_ref() {
-            // Both streams are in address order, and every sender appears in its transactions.
-            let run = match next_sent.take() {
-                Some((sender, run)) if sender == address => {
-                    next_sent = sent.next();
-                    run
-                }
-                Some((sender, _)) if sender < address => return Err(unseen_sender(&sender)),
-                other => {
-                    next_sent = other;
-                    Vec::new()
-                }
-            };
-            let got = match next_received.take() {
-                Some((recipient, got)) if recipient == address => {
-                    next_received = received.next();
-                    got
-                }
-                Some((recipient, _)) if recipient < address => return Err(unseen_sender(&recipient)),
-                other => {
-                    next_received = other;
-                    Vec::new()
-                }
-            };
+            // The streams are in address order, and every sender and recipient appears in its
+            // transactions.
+            let run = run_of(&mut next_sent, &mut sent, &address)?;
+            let got = run_of(&mut next_received, &mut received, &address)?;
             let split = ids.partition_point(|&id| id < cut);
             let run_split = run.partition_point(|&(id, _)| id < cut);
             let got_split = got.partition_point(|&id| id < cut);
@@ -289,6 +270,27 @@ impl Appearances {
             creators.put(&contract, &Creation { tx, creator })?;
         }
         Ok(stats)
+    }
+}
+
+/// `address`'s run in a stream of runs by address (`next` the stream's next one, taken if it is
+/// `address`'s): empty if it has none; a run of an address before it (one the appearances did not
+/// see) is a refusal.
+fn run_of<V>(
+    next: &mut Option<(Address, Vec<V>)>,
+    runs: &mut impl Iterator<Item = (Address, Vec<V>)>,
+    address: &Address,
+) -> DbResult<Vec<V>> {
+    match next.take() {
+        Some((owner, run)) if owner == *address => {
+            *next = runs.next();
+            Ok(run)
+        }
+        Some((owner, _)) if owner < *address => Err(unseen_sender(&owner)),
+        other => {
+            *next = other;
+            Ok(Vec::new())
+        }
     }
 }
 
