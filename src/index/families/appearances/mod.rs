@@ -66,11 +66,10 @@ const LIST_REWRITE_SHARE: u64 = 4;
 /// they are written address by address.
 #[derive(Debug, Default)]
 pub struct Appearances {
+    /// (address, [`seen_value`]: the TxId and whether the address received the transaction).
     seen: Sorter<(Address, u64)>,
     /// (sender, TxId, nonce).
     sent: Sorter<(Address, u64, u64)>,
-    /// (top-level recipient or created contract, TxId), where it is not the sender.
-    received: Sorter<(Address, u64)>,
     /// (contract, creating TxId, creator).
     created: Sorter<(Address, TxId, Address)>,
     /// A transaction's top call frame names its sender and recipient again, and its inner
@@ -95,7 +94,6 @@ impl Appearances {
         Self {
             seen: Sorter::spilling(runs.clone(), budget).keyed(ADDRESS_KEY),
             sent: Sorter::spilling(runs.clone(), budget / 4),
-            received: Sorter::spilling(runs.clone(), budget / 4),
             created: Sorter::spilling(runs.clone(), budget / 16),
             in_tx: SeenInTx::default(),
         }
@@ -109,19 +107,22 @@ impl Appearances {
         }
     }
 
-    fn see(&mut self, address: Address, tx: TxId) -> DbResult<()> {
+    /// Gathers `address`'s appearance in `tx`, the first time the transaction names it: its
+    /// first mention says whether it received the transaction (the recipient and the created
+    /// contract come right after the sender, before any frame or log).
+    fn see(&mut self, address: Address, tx: TxId, received: bool) -> DbResult<()> {
         if self.in_tx.first_time(address, tx) {
-            self.seen.push((address, tx.0))?;
+            self.seen.push((address, seen_value(address, tx, received)?))?;
         }
         Ok(())
     }
 
     fn see_frame(&mut self, frame: &CallFrame, id: TxId, undo: &mut UndoLog) -> DbResult<()> {
         let creates = matches!(frame.kind, FrameKind::Create | FrameKind::Create2);
-        self.see(frame.from, id)?;
+        self.see(frame.from, id, false)?;
         // A create frame that failed before an address was known names none.
         if !(creates && frame.to.is_zero()) {
-            self.see(frame.to, id)?;
+            self.see(frame.to, id, false)?;
         }
         if creates && frame.success {
             self.create(frame.to, Creation { tx: id, creator: frame.from }, undo)?;
@@ -145,25 +146,21 @@ impl Appearances {
         for (i, (tx, receipt)) in block.transactions.iter().zip(&block.receipts).enumerate() {
             let id = TxId::new(block.number, i as u64)?;
             ids.push(id);
-            self.see(tx.from, id)?;
-            // The recipient and the created contract are received, unless one is the sender
-            // itself (whose mark says sent): the parties Etherscan lists the transaction for.
-            let created = receipt.contract_address.filter(|&c| Some(c) != tx.to);
-            for party in [tx.to, created].into_iter().flatten().filter(|&p| p != tx.from) {
-                self.received.push((party, id.0)).map_err(DbError::from)?;
-            }
+            self.see(tx.from, id, false)?;
+            // The recipient and the created contract received it (the parties Etherscan lists
+            // the transaction for); a sender naming itself is seen once, as the sender.
             if let Some(to) = tx.to {
-                self.see(to, id)?;
+                self.see(to, id, true)?;
             }
             if let Some(created) = receipt.contract_address {
-                self.see(created, id)?;
+                self.see(created, id, true)?;
                 if receipt.success && block.frames.is_none() {
                     self.create(created, Creation { tx: id, creator: tx.from }, undo)?;
                 }
             }
             if block.frames.is_none() {
                 for log in &receipt.logs {
-                    self.see(log.address, id)?;
+                    self.see(log.address, id, false)?;
                 }
             }
             self.sent.push((tx.from, id.0, tx.nonce)).map_err(DbError::from)?;
@@ -230,13 +227,11 @@ impl Appearances {
         let mut seen = seen.groups(|row| row);
         let mut sent = self.sent.into_sorted()?.groups(|(sender, id, nonce)| (sender, (id, nonce)));
         let mut next_sent = sent.next();
-        let mut received = self.received.into_sorted()?.groups(|row| row);
-        let mut next_received = received.next();
-        for (address, ids) in seen.by_ref() {
-            // The streams are in address order, and every sender and recipient appears in its
-            // transactions.
+        for (address, values) in seen.by_ref() {
+            let (ids, got) = seen_ids(&values);
+            stats.appearances += ids.len() as u64;
+            // Both streams are in address order, and every sender appears in its transactions.
             let run = run_of(&mut next_sent, &mut sent, &address)?;
-            let got = run_of(&mut next_received, &mut received, &address)?;
             let split = ids.partition_point(|&id| id < cut);
             let run_split = run.partition_point(|&(id, _)| id < cut);
             let got_split = got.partition_point(|&id| id < cut);
@@ -256,12 +251,8 @@ impl Appearances {
         if let Some((sender, _)) = next_sent {
             return Err(unseen_sender(&sender));
         }
-        if let Some((recipient, _)) = next_received {
-            return Err(unseen_sender(&recipient));
-        }
-        stats.appearances = seen.finish()?;
+        seen.finish()?;
         sent.finish()?;
-        received.finish()?;
         lists.finish()?;
         new_rows.write(txn)?;
         let mut creators = txn.cursor::<OtsContractCreators>()?;
@@ -271,6 +262,37 @@ impl Appearances {
         }
         Ok(stats)
     }
+}
+
+/// A gathered appearance's value: the TxId with the received flag below it, so that an address's
+/// values sort by TxId. A TxId of a block past 2^43 does not fit (no chain comes near).
+fn seen_value(address: Address, tx: TxId, received: bool) -> DbResult<u64> {
+    if tx.0 >> 63 != 0 {
+        return Err(DbError::Corrupt {
+            table: OtsAppearances::ID.name(),
+            key: address.to_string(),
+            reason: format!("block {} is past the 2^43 blocks an appearance can name", tx.block()),
+        });
+    }
+    Ok(tx.0 << 1 | u64::from(received))
+}
+
+/// An address's gathered values (ascending) as its TxIds and those of them it received. A
+/// transaction met again out of order (a frame after later transactions) has a value of each
+/// flag: it was received if either says so.
+fn seen_ids(values: &[u64]) -> (Vec<u64>, Vec<u64>) {
+    let mut ids: Vec<u64> = Vec::with_capacity(values.len());
+    let mut received = Vec::new();
+    for &value in values {
+        let id = value >> 1;
+        if ids.last() != Some(&id) {
+            ids.push(id);
+        }
+        if value & 1 == 1 && received.last() != Some(&id) {
+            received.push(id);
+        }
+    }
+    (ids, received)
 }
 
 /// `address`'s run in a stream of runs by address (`next` the stream's next one, taken if it is
@@ -722,7 +744,7 @@ impl Gatherer for Appearances {
     }
 
     fn buffers(&mut self) -> Vec<&mut dyn Buffer> {
-        vec![&mut self.seen, &mut self.sent, &mut self.received, &mut self.created]
+        vec![&mut self.seen, &mut self.sent, &mut self.created]
     }
 
     fn write(self: Box<Self>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
@@ -771,8 +793,8 @@ mod tests {
 
     fn gathered(seen: &[(Address, u64)], sent: &[(Address, u64, u64)]) -> Appearances {
         let mut family = Appearances::default();
-        for &row in seen {
-            family.seen.push(row).expect("push");
+        for &(address, id) in seen {
+            family.seen.push((address, seen_value(address, TxId(id), false).expect("fits"))).expect("push");
         }
         for &row in sent {
             family.sent.push(row).expect("push");
@@ -831,14 +853,21 @@ mod tests {
         family.collect_block(&block, &mut undo).expect("collect");
         // {a, b, c} in the first, {c, b, d} in the second, then b again and d out of order.
         assert_eq!(family.seen.len(), 8);
-        let mut rows: Vec<_> =
-            family.seen.into_sorted().expect("sorted").collect::<Result<_, _>>().expect("rows");
-        rows.dedup();
+        let groups: Vec<(Address, Vec<u64>)> =
+            family.seen.into_sorted().expect("sorted").groups(|row| row).collect();
+        // (address, (its ids, those it received)).
+        type Gathered = (Address, (Vec<u64>, Vec<u64>));
+        let rows: Vec<Gathered> =
+            groups.into_iter().map(|(address, values)| (address, seen_ids(&values))).collect();
         let first = TxId::new(5, 0).expect("id").0;
         let second = TxId::new(5, 1).expect("id").0;
-        let mut want =
-            vec![(a, first), (b, first), (c, first), (d, first), (b, second), (c, second), (d, second)];
-        want.sort_unstable();
+        // b received both (met again out of order in the first, as a frame's party).
+        let want = vec![
+            (a, (vec![first], vec![])),
+            (b, (vec![first, second], vec![first, second])),
+            (c, (vec![first, second], vec![])),
+            (d, (vec![first, second], vec![])),
+        ];
         assert_eq!(rows, want);
     }
 
