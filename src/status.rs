@@ -135,6 +135,12 @@ pub struct IndexerStatus {
     /// help). Absent when every block's are.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub received_marks_from_block: Option<u64>,
+    /// The first block from which the internal-transaction index holds every internal
+    /// transaction, where it does not hold them all: a database upgraded in place from format
+    /// 11, or blocks indexed without call frames (`txlistinternal` of an address reaching older
+    /// blocks traces every transaction it appears in). Absent when it holds every block's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub internal_txs_from_block: Option<u64>,
     /// `open`, `closed` or `inconsistent`.
     pub db_state: Option<String>,
     /// Last indexed block.
@@ -184,6 +190,7 @@ pub fn read_status(
     let stopped = state::read_stopped(&txn)?;
     let refusals = stored_refusals(&txn)?;
     let marks_from = state::read_received_marks_from(&txn)?;
+    let internal_from = state::read_internal_txs_from(&txn)?;
     let s = state::read_state(&txn).map_err(|e| match e {
         state::StateError::Db(e) => e,
         other => DbError::Corrupt { table: "OtsIndexerState", key: String::new(), reason: other.to_string() },
@@ -199,6 +206,7 @@ pub fn read_status(
         genesis_hash: s.chain.map(|c| c.genesis_hash),
         format_version: s.format_version,
         received_marks_from_block: (marks_from > 0).then(|| crate::txid::TxId(marks_from).block()),
+        internal_txs_from_block: (internal_from > 0).then(|| crate::txid::TxId(internal_from).block()),
         db_state: s.db_state.map(|d| d.to_string()),
         indexed_block: indexed,
         indexed_hash: s.checkpoint.map(|c| c.hash),

@@ -61,7 +61,7 @@ pub async fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
         Upgraded::AlreadyCurrent => {
             println!("nothing to do: the database is already format version {FORMAT_VERSION}");
         }
-        Upgraded::From { version, renamed, block_times, received_marks_from, seconds } => {
+        Upgraded::From { version, renamed, block_times, received_marks_from, internal_txs_from, seconds } => {
             for (old, table, entries) in renamed {
                 println!("{old:<28} -> {:<30} {entries:>10} entries", table.name());
             }
@@ -72,6 +72,12 @@ pub async fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
                 let from = TxId(received_marks_from).block();
                 println!(
                     "received marks from block {from}: `txlist` counts older blocks' rows with the node's help"
+                );
+            }
+            if internal_txs_from > 0 {
+                let from = TxId(internal_txs_from).block();
+                println!(
+                    "internal transactions indexed from block {from}: `txlistinternal` of an address reaching older blocks traces each of its transactions"
                 );
             }
             println!("upgraded format version {version} -> {FORMAT_VERSION} in {seconds:.2} s");

@@ -83,6 +83,11 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
             "received marks from block {block} (upgraded from format 10: txlist counts older rows with the node's help)"
         );
     }
+    if let Some(block) = s.internal_txs_from_block {
+        println!(
+            "internal transactions indexed from block {block} (txlistinternal traces older transactions one by one)"
+        );
+    }
     if let Some(why) = &s.notices.stopped {
         println!("STOPPED       {why}");
     }

@@ -417,6 +417,8 @@ pub enum IndexKind {
     /// the top-level recipient (or the created contract) of, and not the sender. Only the
     /// reorg window's rows use it.
     Received = 15,
+    /// `OtsInternalTxIndex` / `OtsInternalTxCounter`.
+    InternalTxs = 16,
 }
 
 impl IndexKind {
@@ -438,6 +440,7 @@ impl IndexKind {
             13 => Some(Self::ContractCreator),
             14 => Some(Self::CodeRemoval),
             15 => Some(Self::Received),
+            16 => Some(Self::InternalTxs),
             _ => None,
         }
     }

@@ -11,6 +11,7 @@
 //! | `sync_rate`      | f64 BE bits: blocks/s of the last batch       |
 //! | `call_frames`    | 1 byte: bit 0 some block came with call frames, bit 1 some without |
 //! | `received_marks_from` | TxId (u64 BE): the appearance lists mark received transactions from it on (absent: from 0) |
+//! | `internal_txs_from` | TxId (u64 BE): `OtsInternalTxIndex` holds every internal transaction from it on (absent: from 0) |
 
 use std::fmt;
 
@@ -37,6 +38,7 @@ const CALL_FRAMES_KEY: &str = "call_frames";
 const STOPPED_KEY: &str = "stopped";
 const REFUSED_PROBES_KEY: &str = "refused_probes";
 const RECEIVED_MARKS_FROM_KEY: &str = "received_marks_from";
+const INTERNAL_TXS_FROM_KEY: &str = "internal_txs_from";
 
 /// Which chain a database indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -374,11 +376,30 @@ pub fn set_received_marks_from(txn: &WriteTxn, from: u64) -> DbResult<()> {
 
 /// The first TxId whose received marks the appearance lists hold (0: every one).
 pub fn read_received_marks_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<u64> {
-    match get(txn, RECEIVED_MARKS_FROM_KEY)? {
+    read_tx_id(txn, RECEIVED_MARKS_FROM_KEY)
+}
+
+/// Records that `OtsInternalTxIndex` holds every internal transaction from TxId `from` on, if
+/// that is later than what was recorded: a block indexed without call frames (or a database
+/// upgraded from a format without the index) leaves the index silent up to it.
+pub fn raise_internal_txs_from(txn: &WriteTxn, from: u64) -> DbResult<()> {
+    if from > read_internal_txs_from(txn)? {
+        put(txn, INTERNAL_TXS_FROM_KEY, &from.to_be_bytes())?;
+    }
+    Ok(())
+}
+
+/// The first TxId from which `OtsInternalTxIndex` holds every internal transaction (0: all).
+pub fn read_internal_txs_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<u64> {
+    read_tx_id(txn, INTERNAL_TXS_FROM_KEY)
+}
+
+fn read_tx_id<K: TransactionKind>(txn: &Txn<K>, key: &'static str) -> DbResult<u64> {
+    match get(txn, key)? {
         None => Ok(0),
-        Some(v) => u64_of(RECEIVED_MARKS_FROM_KEY, &v).map_err(|e| crate::db::DbError::Corrupt {
+        Some(v) => u64_of(key, &v).map_err(|e| crate::db::DbError::Corrupt {
             table: "OtsIndexerState",
-            key: RECEIVED_MARKS_FROM_KEY.to_owned(),
+            key: key.to_owned(),
             reason: e.to_string(),
         }),
     }

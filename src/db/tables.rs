@@ -181,6 +181,15 @@ tables! {
     /// ERC1155 tokens an address ever sent or received (not part of ots2); layout of
     /// `OtsERC20Holdings`.
     OtsERC1155Holdings: DupFixed, Address => Holding;
+    /// Internal-transaction index (not part of ots2): transactions with a frame below the top
+    /// call that moves ether (a CALL with value), creates a contract (CREATE, CREATE2) or
+    /// selfdestructs, with the address as its `from` or `to` (the created contract, the
+    /// beneficiary), reverted frames included — the transactions `txlistinternal` of the
+    /// address can list; layout of `OtsERC20TransferIndex`. Filled from call frames only: the
+    /// state's `internal_txs_from` says from which TxId it holds every such transaction.
+    OtsInternalTxIndex: Plain, ChunkKey => IdChunk;
+    /// Counter of `OtsInternalTxIndex`; layout of `OtsERC20TransferCounter`.
+    OtsInternalTxCounter: DupSort, Address => CounterDup;
     /// Balances from Transfer logs (ours). Key: token (20) ‖ holder (20). Value: balance (BE
     /// without leading zeros, 1–32): ERC20 amount, or the number of ERC721 ids held. No row for a
     /// zero balance, none for the zero address.
@@ -290,7 +299,7 @@ tables! {
     /// The reorg window's part of the address lists (ours): ids that blocks still in the
     /// window (those `OtsUndoJournal` holds) added to `OtsERC20TransferIndex`,
     /// `OtsERC721TransferIndex`, `OtsERC1155TransferIndex`, `OtsBlocksRewardedIndex`,
-    /// `OtsWithdrawalsIndex` and `OtsAppearances`. Key: block (8). Dup: list kind (1, the
+    /// `OtsWithdrawalsIndex`, `OtsInternalTxIndex` and `OtsAppearances`. Key: block (8). Dup: list kind (1, the
     /// journal's row kind) ‖ address (20) ‖ id (8); every id larger than the address's ids in
     /// the list's own table. A list is its table's ids, then these; a block leaving the window
     /// moves its ids into the tables, and an unwind deletes the unwound blocks' rows here only
@@ -363,7 +372,7 @@ sub_keys! {
     OtsTokenHolderRanks, OtsRecentHolderRanks by Rank: |v| *v, |s| s.encode_value();
     // An address-index counter's dups sort by the cumulative count (the 1-byte form is alone).
     OtsERC20TransferCounter, OtsERC721TransferCounter, OtsERC1155TransferCounter, OtsWithdrawalsCounter,
-    OtsBlocksRewardedCounter by u64: |v| v.cumulative(), |s| s.to_be_bytes().to_vec();
+    OtsBlocksRewardedCounter, OtsInternalTxCounter by u64: |v| v.cumulative(), |s| s.to_be_bytes().to_vec();
 }
 
 #[cfg(test)]
@@ -382,11 +391,12 @@ mod tests {
     #[test]
     fn registry_holds_every_ots2_table() {
         // The ots2 format: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
-        // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, the 11
+        // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, our
+        // internal-transaction index and counter, the 11
         // balance tables (3 of them the window's values by key), contract info, transfer probes, labels, the 3 appearance tables, the 2
         // totals tables, code removals, block times, the window's list ids and sent transactions
         // (each by block and by address), undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 13 + 3 + 2 + 1 + 1 + 9);
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 13 + 3 + 2 + 1 + 1 + 9);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

@@ -28,6 +28,7 @@ use crate::{
         Db, WriteTxn,
     },
     decode::token_logs,
+    txid::TxId,
 };
 
 /// A batch with at least this many transfer logs gives its freed heap back to the kernel when it
@@ -145,6 +146,12 @@ pub(super) fn write_blocks(
     let with = blocks.iter().any(|b| b.block.frames.is_some());
     let without = blocks.iter().any(|b| b.block.frames.is_none());
     state::note_call_frames(txn, with, without)?;
+    // The internal-transaction index learns of a block's internal transactions from its frames
+    // alone: it holds them all only past the last block that came without.
+    if let Some(last) = blocks.iter().rev().find(|b| b.block.frames.is_none()) {
+        let past = TxId::first_of_block(last.block.number.saturating_add(1)).0;
+        state::raise_internal_txs_from(txn, past)?;
+    }
     for ClassifiedBlock { block, facts, probe_misses } in blocks {
         *tip = Some(continues(*tip, block)?);
         undo.begin_block(block.number, block.hash);

@@ -11,6 +11,10 @@
 //!   (top-level recipient or created contract). The blocks already indexed keep their lists as
 //!   they are (reading every transaction again would be most of a re-index): the state records
 //!   the first TxId past them, from which the marks hold, and readers ask the node below it.
+//! * Format 11 → 12 adds the internal-transaction index (`OtsInternalTxIndex`, empty). As with
+//!   the received marks, the blocks already indexed stay as they are: the state records the
+//!   first TxId past them, from which the index holds every internal transaction, and
+//!   `txlistinternal` walks an address's appearances (tracing each) where it reaches below it.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old
@@ -102,6 +106,9 @@ pub enum Upgraded {
         block_times: u64,
         /// The first TxId whose received marks the lists hold (0: all of them).
         received_marks_from: u64,
+        /// The first TxId from which the internal-transaction index holds every internal
+        /// transaction (0: all of them).
+        internal_txs_from: u64,
         /// Seconds the upgrade took, commit included.
         seconds: f64,
     },
@@ -133,12 +140,14 @@ pub async fn upgrade(db: &Db, source: Option<&dyn BlockSource>) -> Result<Upgrad
     // The caller holds the database alone: what was read above still stands.
     let renamed = if version < 9 { to_9(&txn)? } else { Vec::new() };
     let block_times = if version < 10 { to_10(&txn, &times)? } else { 0 };
-    let received_marks_from = to_11(&txn, tip)?;
+    let received_marks_from =
+        if version < 11 { to_11(&txn, tip)? } else { state::read_received_marks_from(&txn)? };
+    let internal_txs_from = to_12(&txn, tip)?;
     state::set_format_version(&txn)?;
     txn.commit()?;
     let seconds = started.elapsed().as_secs_f64();
-    info!(target: "ots::index", from = version, to = FORMAT_VERSION, seconds, block_times, received_marks_from, "database upgraded");
-    Ok(Upgraded::From { version, renamed, block_times, received_marks_from, seconds })
+    info!(target: "ots::index", from = version, to = FORMAT_VERSION, seconds, block_times, received_marks_from, internal_txs_from, "database upgraded");
+    Ok(Upgraded::From { version, renamed, block_times, received_marks_from, internal_txs_from, seconds })
 }
 
 /// The times of blocks `0..=tip` from `source`, after checking that it is the database's chain
@@ -188,6 +197,17 @@ fn to_11(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
         state::set_received_marks_from(txn, from)?;
     }
     Ok(from)
+}
+
+/// Format 11 → 12: the internal-transaction index (its tables new and empty) holds the
+/// transactions past `tip`. Returns the first TxId it holds them from.
+fn to_12(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
+    let from = match tip {
+        Some(tip) => TxId::first_of_block(tip + 1).0,
+        None => 0,
+    };
+    state::raise_internal_txs_from(txn, from)?;
+    state::read_internal_txs_from(txn)
 }
 
 /// Format 8 → 9.

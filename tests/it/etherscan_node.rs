@@ -1030,3 +1030,107 @@ async fn lists_read_after_a_reorg_are_the_chain_after() {
     server.stopped().await;
     follower.stop().await;
 }
+
+/// `txlistinternal` of an address walks its internal-transaction index: an account that sent
+/// many plain transfers and was paid by a contract three times is traced for those three
+/// transactions alone, not for every transaction it appears in — unless the index does not
+/// reach back to the range's first block (as in a database upgraded from format 11), where the
+/// walk traces each of its appearances and gives the same rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_internal_transactions_are_read_from_their_own_index() {
+    use crate::common::fault_proxy::FaultProxy;
+    use ots_indexer::{db::state, txid::TxId};
+
+    /// Plain transfers the account sends before each payment.
+    const SENT: usize = 14;
+    let anvil = Anvil::start(&[]);
+    let mut chain = Chain::connect(&anvil.url);
+    let a = chain.accounts().await;
+    let ops_deploy = chain.deploy_artifact(a[0], "InternalOps").await;
+    chain.mine().await;
+    let ops: Address =
+        serde_json::from_value(chain.receipt_of(ops_deploy).await["contractAddress"].clone()).expect("ops");
+    let payee = a[1];
+    let mut paid = Vec::new();
+    for round in 0..3 {
+        for _ in 0..SENT {
+            chain.send_value(payee, a[5], U256::from(1)).await;
+        }
+        let data = Bytes::from(Ops::allCall { to: payee }.abi_encode());
+        let call = json!([{"from": a[0], "to": ops, "value": format!("{:#x}", 0x400 + round), "gas": "0x2dc6c0", "data": data}]);
+        paid.push(chain.call("eth_sendTransaction", call).await);
+        chain.mine().await;
+    }
+    let theirs = Client::new(&anvil.url);
+    let mut want = Vec::new();
+    for hash in &paid {
+        let receipt = theirs.call("eth_getTransactionReceipt", json!([hash])).await;
+        let block = number(&receipt["blockNumber"]);
+        let header = theirs.call("eth_getBlockByNumber", json!([format!("{block:#x}"), false])).await;
+        let party = json!(format!("{payee:#x}"));
+        want.extend(
+            expected_internal(&theirs, hash, block, number(&header["timestamp"]))
+                .await
+                .into_iter()
+                .filter(|r| r["from"] == party || r["to"] == party || r["contractAddress"] == party),
+        );
+    }
+    // The first call pays it by a call and a selfdestruct; the later ones revert (the CREATE2
+    // salt is taken) and list their call as reverted.
+    assert_eq!(want.len(), 4, "{want:?}");
+    assert_eq!(want.iter().filter(|r| r["isError"] == "1").count(), 2, "{want:?}");
+
+    let node = NodeClient::connect(&anvil.url, Duration::from_secs(30))
+        .expect("node")
+        .with_traces(TraceChoice::Auto)
+        .await
+        .expect("tracer");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
+    let classifiers =
+        ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();
+    let config = SyncConfig { batch_blocks: 2, reorg_window: 2, ..Default::default() };
+    let indexer = Indexer::open(db.clone(), node.clone(), classifiers, config).await.expect("indexer");
+    let head = node.head().await.expect("head");
+    indexer.sync_to(head).await.expect("sync");
+    assert_eq!(state::read_internal_txs_from(&db.begin_read().expect("read")).expect("from"), 0);
+
+    let http = reqwest::Client::new();
+    for listed in [true, false] {
+        if !listed {
+            // As a database upgraded from format 11 holds it: no internal transaction below its tip.
+            let txn = db.begin_write().expect("write");
+            state::raise_internal_txs_from(&txn, TxId::first_of_block(head + 1).0).expect("raise");
+            txn.commit().expect("commit");
+        }
+        let proxy = FaultProxy::start(&anvil.url).await;
+        let (client, server) =
+            common::serve(&db, NodeClient::connect(&proxy.url, Duration::from_secs(30)).expect("node")).await;
+        let mut traced = None;
+        for sort in ["asc", "desc"] {
+            let ordered: Vec<Value> =
+                if sort == "asc" { want.clone() } else { want.iter().rev().cloned().collect() };
+            for (page, offset) in [(1, 100), (1, 4), (2, 4), (3, 2)] {
+                let query = format!("module=account&action=txlistinternal&address={payee}&page={page}&offset={offset}&sort={sort}");
+                let start = (page - 1) * offset;
+                let rows = ordered[start..(start + offset).min(ordered.len())].to_vec();
+                assert_eq!(compared(&get(&http, &client.url, &query).await["result"], true), rows, "{query}");
+                // The first read of the whole list: what it traced.
+                traced.get_or_insert_with(|| proxy.calls_of("debug_traceTransaction"));
+            }
+        }
+        let traced = traced.unwrap_or_default();
+        eprintln!(
+            "txlistinternal of an account in {} transactions, {} with internal rows: {traced} traces (index: {listed})",
+            3 * SENT + paid.len(),
+            paid.len()
+        );
+        if listed {
+            assert_eq!(traced, paid.len(), "only the transactions that paid it are traced");
+        } else {
+            assert!(traced >= 3 * SENT, "below the index every appearance is traced: {traced}");
+        }
+        server.stop().expect("stop");
+        server.stopped().await;
+    }
+}

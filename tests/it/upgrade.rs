@@ -1,7 +1,8 @@
 //! `ots-indexer migrate`: a format-8 database, as the last format-8 release wrote it, upgrades in
-//! place (through format 9, to format 10 with the block times its chain's source gives, and to
-//! format 11 with received marks from its tip on) to exactly what a fresh index of the same chain
-//! holds without the received marks of the blocks it had indexed, and a kill -9 during the
+//! place (through format 9, to format 10 with the block times its chain's source gives, to
+//! format 11 with received marks from its tip on, and to format 12 with the internal-transaction
+//! index from its tip on) to exactly what a fresh index of the same chain holds without the
+//! received marks and internal transactions of the blocks it had indexed, and a kill -9 during the
 //! upgrade leaves a database that opens and upgrades on the next try. Without a source, or with
 //! another chain's, the upgrade is refused and the database is unchanged; from format 10 none is
 //! needed.
@@ -21,7 +22,7 @@ use std::{
 use ots_indexer::{
     db::{
         state::{self, StateError, FORMAT_VERSION},
-        tables::TableId,
+        tables::{OtsInternalTxCounter, TableId},
         AccessMode, Db, DbError, DATA_FILE,
     },
     index::{
@@ -49,13 +50,38 @@ fn fixture_chain() -> SyntheticChain {
     SyntheticChain::new(9, 20_000, Shape::MAINNET)
 }
 
-/// A fresh index of the fixture's chain, made as the fixture was, with the received marks
-/// format 10 did not keep taken out.
+/// A fresh index of the fixture's chain, made as the fixture was, with the received marks and the
+/// internal transactions format 10 did not keep taken out.
 async fn fresh_index(dir: &Path) -> Db {
     let recording = generate(dir, "chain.rec.zst", 9, 20_000).await;
     let db = index(&recording, &dir.join("fresh"), 8, 64).await.0;
     without_received_marks(&db);
+    let internal = db.begin_read().expect("read").entries::<OtsInternalTxCounter>().expect("count");
+    assert!(internal > 0, "the chain's factories create contracts in inner frames");
+    without_internal_txs(&db);
     db
+}
+
+/// Empties the internal-transaction index (the chain's factories create contracts in inner
+/// frames), and deletes the reorg window's rows of it.
+fn without_internal_txs(db: &Db) {
+    use ots_indexer::db::{
+        codec::{IndexKind, KeyCodec, ListId, RecentId, RecentKey, ValueCodec},
+        tables::{OtsInternalTxIndex, OtsRecentIds, OtsRecentIdsByAddress},
+    };
+    let txn = db.begin_write().expect("write");
+    txn.clear::<OtsInternalTxIndex>().expect("clear");
+    txn.clear::<OtsInternalTxCounter>().expect("clear");
+    for (key, value) in txn.raw_entries(TableId::OtsRecentIds).expect("scan") {
+        let row = RecentId::decode_value(&value).expect("row");
+        if row.kind == IndexKind::InternalTxs {
+            let block = ots_indexer::db::codec::BlockNumber::decode_key(&key).expect("block");
+            txn.delete::<OtsRecentIds>(&block, Some(&row)).expect("delete");
+            let by_address = RecentKey { kind: row.kind, address: row.address };
+            txn.delete::<OtsRecentIdsByAddress>(&by_address, Some(&ListId(row.id))).expect("delete");
+        }
+    }
+    txn.commit().expect("commit");
 }
 
 /// Takes out the received marks, leaving the lists as format 10 wrote them: each list packed
@@ -329,10 +355,12 @@ async fn a_format_10_database_upgrades_without_a_source() {
     let said = String::from_utf8_lossy(&done.stdout);
     assert!(said.contains(&format!("upgraded format version 10 -> {FORMAT_VERSION}")), "{said}");
     assert!(said.contains(&format!("received marks from block {}", tip + 1)), "{said}");
+    assert!(said.contains(&format!("internal transactions indexed from block {}", tip + 1)), "{said}");
     assert!(!said.contains("OtsBlockTimes"), "{said}");
     let db = Db::open(&datadir, AccessMode::ReadWrite).expect("open");
     let t = db.begin_read().expect("read");
     assert_eq!(state::read_received_marks_from(&t).expect("marks"), TxId::first_of_block(tip + 1).0);
+    assert_eq!(state::read_internal_txs_from(&t).expect("internal"), TxId::first_of_block(tip + 1).0);
     check(&t).expect("the upgraded database passes check");
     drop(t);
     assert_eq!(dump_hash(&db).expect("hash"), before, "the tables are not touched");
@@ -349,7 +377,38 @@ async fn a_format_10_database_upgrades_without_a_source() {
         serde_json::from_slice(&out.stdout).expect("status JSON")
     };
     assert_eq!(status(&datadir)["receivedMarksFromBlock"], serde_json::json!(tip + 1));
+    assert_eq!(status(&datadir)["internalTxsFromBlock"], serde_json::json!(tip + 1));
     let fresh = generate(dir.path(), "small.rec.zst", 3, 500).await;
-    drop(index(&fresh, &dir.path().join("new"), 8, 4).await);
-    assert!(status(&dir.path().join("new")).get("receivedMarksFromBlock").is_none());
+    let new = dir.path().join("new");
+    drop(index(&fresh, &new, 8, 4).await);
+    let said = status(&new);
+    assert!(
+        said.get("receivedMarksFromBlock").is_none() && said.get("internalTxsFromBlock").is_none(),
+        "{said}"
+    );
+
+    // A format-11 database (received marks everywhere) gains the internal-transaction index from
+    // its tip on, its tables untouched (the index's tables emptied, as format 11 had none).
+    let tip = {
+        let db = Db::open(&new, AccessMode::ReadWrite).expect("open");
+        without_internal_txs(&db);
+        let txn = db.begin_write().expect("write");
+        txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &11u64.to_be_bytes().to_vec())
+            .expect("put");
+        txn.commit().expect("commit");
+        state::read_tip(&db.begin_read().expect("read")).expect("tip").expect("indexed")
+    };
+    let done = Command::new(BIN)
+        .args(["migrate", "--log", "warn", "--datadir"])
+        .arg(&new)
+        .stdin(Stdio::null())
+        .output()
+        .expect("migrate");
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let said = String::from_utf8_lossy(&done.stdout);
+    assert!(said.contains(&format!("upgraded format version 11 -> {FORMAT_VERSION}")), "{said}");
+    assert!(!said.contains("received marks"), "{said}");
+    let said = status(&new);
+    assert!(said.get("receivedMarksFromBlock").is_none(), "{said}");
+    assert_eq!(said["internalTxsFromBlock"], serde_json::json!(tip + 1));
 }

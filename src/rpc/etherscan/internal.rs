@@ -14,12 +14,16 @@ use super::{
     marks::Stream,
     params::{Params, Sort},
     token::lower_hex,
-    walk::{page_of, Source, Walk},
+    walk::{first_id, page_of, Source, Walk},
     Etherscan,
 };
-use crate::rpc::{
-    call_tree::{self, Placed},
-    materialize::hex_field,
+use crate::{
+    db::state,
+    index::families::address_index::IdList,
+    rpc::{
+        call_tree::{self, Placed},
+        materialize::hex_field,
+    },
 };
 
 /// Blocks whose headers one step of a range walk asks for.
@@ -193,9 +197,11 @@ async fn by_range(
     Ok(page_of(found, window))
 }
 
-/// The rows of the transactions `address` appears in, in blocks `range`, whose frames it is a
-/// party of (`from`, `to`, the created contract or the beneficiary): a walk of its appearances,
-/// each step's transactions traced in parallel, until `skip + rows` are found.
+/// The rows of the transactions of `address` in blocks `range` whose frames it is a party of
+/// (`from`, `to`, the created contract or the beneficiary): a walk of its internal-transaction
+/// index — or, where that does not reach the range's first block (blocks indexed without call
+/// frames, or before an upgrade), of every transaction it appears in — each step's
+/// transactions traced in parallel, until `skip + rows` are found.
 async fn by_address(
     api: &Etherscan,
     address: Address,
@@ -203,7 +209,13 @@ async fn by_address(
     window: super::params::Window,
     sort: Sort,
 ) -> Result<Vec<Value>, Answer> {
-    let mut walk = Walk::new(Source::Appearances(address), Stream::Internal(address), range, window, sort);
+    let listed_from = api.read(state::read_internal_txs_from)?;
+    let (source, stream) = if listed_from <= first_id(range.0) {
+        (Source::Transfers(IdList::InternalTxs, address), Stream::InternalTxs(address))
+    } else {
+        (Source::Appearances(address), Stream::Internal(address))
+    };
+    let mut walk = Walk::new(source, stream, range, window, sort);
     let mut found: Vec<Value> = Vec::new();
     let party = json!(lower_hex(&address));
     while let Some(step) = walk.next(api)? {

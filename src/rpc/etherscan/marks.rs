@@ -34,8 +34,11 @@ const BUDGET: usize = 1 << 18;
 pub enum Stream {
     /// `txlist` of an address.
     Transactions(Address),
-    /// `txlistinternal` of an address.
+    /// `txlistinternal` of an address, walked over its appearances (where the internal-transaction
+    /// index does not reach).
     Internal(Address),
+    /// `txlistinternal` of an address, walked over its internal-transaction index.
+    InternalTxs(Address),
     /// A token transfer list: its kind, the party and the token asked for.
     Movements(TokenKind, Option<Address>, Option<Address>),
 }
@@ -45,7 +48,7 @@ impl Stream {
     pub(super) fn action(self) -> &'static str {
         match self {
             Self::Transactions(_) => "etherscan_txlist",
-            Self::Internal(_) => "etherscan_txlistinternal",
+            Self::Internal(_) | Self::InternalTxs(_) => "etherscan_txlistinternal",
             Self::Movements(TokenKind::Erc20, ..) => "etherscan_tokentx",
             Self::Movements(TokenKind::Erc721, ..) => "etherscan_tokennfttx",
             Self::Movements(TokenKind::Erc1155, ..) => "etherscan_token1155tx",

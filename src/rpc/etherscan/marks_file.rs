@@ -186,6 +186,10 @@ fn encode(groups: &[(Stream, u64, Arc<Group>)], chain: ChainIdentity) -> Vec<u8>
                 out.push(1);
                 put_address(&mut out, Some(address));
             }
+            Stream::InternalTxs(address) => {
+                out.push(3);
+                put_address(&mut out, Some(address));
+            }
             Stream::Movements(kind, party, token) => {
                 out.extend_from_slice(&[
                     2,
@@ -268,6 +272,7 @@ fn decode(bytes: &[u8], chain: ChainIdentity) -> Result<Vec<(Stream, u64, Group)
         let stream = match r.byte()? {
             0 => Stream::Transactions(r.address()?),
             1 => Stream::Internal(r.address()?),
+            3 => Stream::InternalTxs(r.address()?),
             2 => {
                 let kind = kind_of(r.byte()?).ok_or("an unknown token kind")?;
                 let present = r.byte()?;
@@ -309,6 +314,7 @@ mod tests {
         vec![
             (Stream::Transactions(a), 3, group(300, vec![])),
             (Stream::Internal(a), 0, group(1, vec![])),
+            (Stream::InternalTxs(a), 0, group(2, vec![])),
             (Stream::Movements(TokenKind::Erc20, Some(a), None), 9, group(900, vec![(t, erc20)])),
             (
                 Stream::Movements(TokenKind::Erc1155, None, Some(t)),

@@ -115,7 +115,7 @@ pub(super) struct Walked<'a> {
 }
 
 /// The first id of block `block`, or the end of all ids past the last block a `TxId` holds.
-fn first_id(block: u64) -> u64 {
+pub(super) fn first_id(block: u64) -> u64 {
     if block >= 1 << (64 - 20) {
         u64::MAX
     } else {

@@ -1,6 +1,7 @@
 //! The address-index family: per-address id lists in chunks with their counters — the three
-//! transfer indexes (ids are TxIds), blocks rewarded (block numbers) and withdrawals (withdrawal
-//! indexes) — and the withdrawal → block table (docs/format.md, "Address indexes").
+//! transfer indexes and the internal-transaction index (ids are TxIds), blocks rewarded (block
+//! numbers) and withdrawals (withdrawal indexes) — and the withdrawal → block table
+//! (docs/format.md, "Address indexes").
 //!
 //! An index's tables are named once, in [`view_id_list`]; collecting a batch, writing,
 //! unwinding, checking and the API's counts and pages reach them through it. The chunk
@@ -12,7 +13,7 @@ pub mod chunks;
 use std::sync::Arc;
 
 use alloy_primitives::Address;
-use ots_classifiers::BlockData;
+use ots_classifiers::{BlockData, CallFrame, FrameKind};
 use signet_libmdbx::tx::TransactionKind;
 
 pub use chunks::{
@@ -56,20 +57,27 @@ pub enum IdList {
     BlocksRewarded,
     /// `OtsWithdrawalsIndex`.
     Withdrawals,
+    /// `OtsInternalTxIndex`.
+    InternalTxs,
 }
 
 /// Every address index, in the order a batch writes them.
-pub const ID_LISTS: [IdList; 5] = [
+pub const ID_LISTS: [IdList; 6] = [
     IdList::Erc20Transfers,
     IdList::Erc721Transfers,
     IdList::Erc1155Transfers,
     IdList::BlocksRewarded,
     IdList::Withdrawals,
+    IdList::InternalTxs,
 ];
 
 /// The transfer indexes, whose ids are TxIds.
 pub const TRANSFER_LISTS: [IdList; 3] =
     [IdList::Erc20Transfers, IdList::Erc721Transfers, IdList::Erc1155Transfers];
+
+/// Every index whose ids are TxIds: the transfer indexes and the internal transactions.
+pub const TX_LISTS: [IdList; 4] =
+    [IdList::Erc20Transfers, IdList::Erc721Transfers, IdList::Erc1155Transfers, IdList::InternalTxs];
 
 impl IdList {
     /// The transfer index of a token kind.
@@ -89,6 +97,7 @@ impl IdList {
             Self::Erc1155Transfers => IndexKind::Erc1155Transfers,
             Self::BlocksRewarded => IndexKind::BlocksRewarded,
             Self::Withdrawals => IndexKind::Withdrawals,
+            Self::InternalTxs => IndexKind::InternalTxs,
         }
     }
 }
@@ -109,6 +118,7 @@ pub fn view_id_list<V: IdListViewer>(list: IdList, viewer: &mut V) -> V::Output 
         IdList::Erc1155Transfers => viewer.view::<OtsERC1155TransferIndex, OtsERC1155TransferCounter>(),
         IdList::BlocksRewarded => viewer.view::<OtsBlocksRewardedIndex, OtsBlocksRewardedCounter>(),
         IdList::Withdrawals => viewer.view::<OtsWithdrawalsIndex, OtsWithdrawalsCounter>(),
+        IdList::InternalTxs => viewer.view::<OtsInternalTxIndex, OtsInternalTxCounter>(),
     }
 }
 
@@ -119,10 +129,12 @@ type IdCollector = Sorter<(Address, u64)>;
 /// Every address index's new ids of a batch or a stage.
 #[derive(Debug, Default)]
 pub struct IdLists {
-    lists: [IdCollector; 5],
+    lists: [IdCollector; 6],
     /// Per transfer index: a transaction with several transfers names the same address in
     /// many (9.4 M of the 102 M touches of the 21 M-transaction benchmark chain).
     in_tx: [SeenInTx; 3],
+    /// The same for the internal transactions: a router paid back in several frames.
+    internal_in_tx: SeenInTx,
 }
 
 impl IdLists {
@@ -131,6 +143,7 @@ impl IdLists {
         Self {
             lists: std::array::from_fn(|_| Sorter::spilling(runs.clone(), budget).keyed(ADDRESS_KEY)),
             in_tx: Default::default(),
+            internal_in_tx: SeenInTx::default(),
         }
     }
 
@@ -148,10 +161,18 @@ impl IdLists {
         self.push(list, touch.address, touch.tx.0)
     }
 
-    /// Collects `block`'s fee recipient and withdrawals, and writes which block holds its last
-    /// withdrawal.
-    pub fn collect_block(&mut self, txn: &WriteTxn, block: &BlockData) -> DbResult<()> {
+    /// Collects `block`'s fee recipient, withdrawals and internal transactions, and writes
+    /// which block holds its last withdrawal.
+    pub fn collect_block(&mut self, txn: &WriteTxn, block: &BlockData) -> Result<(), WriteError> {
         self.push(IdList::BlocksRewarded, block.coinbase, block.number)?;
+        for frame in block.frames.as_deref().unwrap_or_default().iter().filter(|f| lists_internal(f)) {
+            let tx = TxId::new(block.number, frame.tx_index)?;
+            for address in [frame.from, frame.to] {
+                if self.internal_in_tx.first_time(address, tx) {
+                    self.push(IdList::InternalTxs, address, tx.0)?;
+                }
+            }
+        }
         for w in &block.withdrawals {
             self.push(IdList::Withdrawals, w.address, w.index)?;
         }
@@ -205,13 +226,28 @@ impl IdLists {
     }
 }
 
+/// Whether `frame` makes its transaction one of the internal transactions of its `from` and
+/// `to`: a frame below the top call that moves ether (a CALL with value), creates a contract or
+/// selfdestructs — what `txlistinternal` lists, reverted or not. A DELEGATECALL or CALLCODE
+/// repeats its caller's value without moving it, and is left out as Etherscan leaves it out.
+pub fn lists_internal(frame: &CallFrame) -> bool {
+    frame.depth > 0
+        && match frame.kind {
+            FrameKind::Call => !frame.value.is_zero(),
+            FrameKind::Create | FrameKind::Create2 | FrameKind::SelfDestruct => true,
+            FrameKind::StaticCall | FrameKind::DelegateCall | FrameKind::CallCode => false,
+        }
+}
+
 /// An address's ids, addresses ascending: what one list moves at once.
 type AddressIds = Vec<(Address, Vec<u64>)>;
 
 /// The block that added id `id` to `list`.
 fn block_of(txn: &WriteTxn, list: IdList, id: u64) -> DbResult<u64> {
     Ok(match list {
-        IdList::Erc20Transfers | IdList::Erc721Transfers | IdList::Erc1155Transfers => TxId(id).block(),
+        IdList::Erc20Transfers | IdList::Erc721Transfers | IdList::Erc1155Transfers | IdList::InternalTxs => {
+            TxId(id).block()
+        }
         IdList::BlocksRewarded => id,
         IdList::Withdrawals => match txn.cursor::<OtsWithdrawalIdx2Block>()?.seek(&Count(id))? {
             Some((_, BlockNumber(block))) => block,
@@ -375,7 +411,10 @@ impl Cuts {
 
     fn of(self, list: IdList) -> u64 {
         match list {
-            IdList::Erc20Transfers | IdList::Erc721Transfers | IdList::Erc1155Transfers => self.tx,
+            IdList::Erc20Transfers
+            | IdList::Erc721Transfers
+            | IdList::Erc1155Transfers
+            | IdList::InternalTxs => self.tx,
             IdList::BlocksRewarded => self.block,
             IdList::Withdrawals => self.withdrawal,
         }
@@ -432,14 +471,15 @@ impl<K: TransactionKind> IdListViewer for Check<'_, K> {
     }
 }
 
-/// Checks the transfer indexes (ots2's `transferIntegrityChecker`): keys and counts agree, ids
-/// grow, only the last chunk is open, no id at or above `below` (the first id past the tip).
+/// Checks the transfer indexes (ots2's `transferIntegrityChecker`) and the internal
+/// transactions: keys and counts agree, ids grow, only the last chunk is open, no id at or above
+/// `below` (the first id past the tip).
 pub fn check_transfers<K: TransactionKind>(
     txn: &Txn<K>,
     report: &mut CheckReport,
     below: u64,
 ) -> DbResult<()> {
-    for list in TRANSFER_LISTS {
+    for list in TX_LISTS {
         view_id_list(list, &mut Check { txn, report, below })?;
     }
     Ok(())
@@ -477,10 +517,10 @@ pub fn check_recent<K: TransactionKind>(
             if ids.windows(2).any(|w| w[0] >= w[1]) {
                 return Err(bad("window ids do not grow from block to block".into()));
             }
-            if let Some(&last) = ids.last().filter(|&&l| TRANSFER_LISTS.contains(&list) && l >= below) {
+            if let Some(&last) = ids.last().filter(|&&l| TX_LISTS.contains(&list) && l >= below) {
                 return Err(bad(format!("holds id {last:#x}, beyond the indexed tip")));
             }
-            if TRANSFER_LISTS.contains(&list) {
+            if TX_LISTS.contains(&list) {
                 report.addresses += u64::from(stored == 0);
                 report.ids += ids.len() as u64;
             }
@@ -578,7 +618,7 @@ impl Gatherer for IdLists {
         for touch in block.touches {
             self.touch(touch)?;
         }
-        Ok(self.collect_block(block.txn, block.block)?)
+        self.collect_block(block.txn, block.block)
     }
 
     fn buffers(&mut self) -> Vec<&mut dyn Buffer> {
@@ -609,6 +649,8 @@ impl Family for AddressIndexFamily {
         TableId::OtsBlocksRewardedCounter,
         TableId::OtsERC1155TransferIndex,
         TableId::OtsERC1155TransferCounter,
+        TableId::OtsInternalTxIndex,
+        TableId::OtsInternalTxCounter,
     ];
 
     fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {
@@ -658,6 +700,57 @@ mod tests {
         let len = |list: IdList| lists.lists[list as usize].len();
         assert_eq!(len(IdList::Erc20Transfers), 3, "user and router in 7, router in 8");
         assert_eq!(len(IdList::Erc721Transfers), 1);
+    }
+
+    /// A transaction is an internal transaction of the parties of its inner frames that move
+    /// ether, create or selfdestruct, reverted or not, once each; the top call, calls without
+    /// value, static calls and the value a DELEGATECALL or CALLCODE repeats make none.
+    #[test]
+    fn inner_frames_that_move_ether_create_or_destroy_list_their_parties() {
+        use crate::db::{AccessMode, Db};
+        use alloy_primitives::U256;
+        let [sender, router, payee, factory, made, heir, proxy, logic] =
+            [1, 2, 3, 4, 5, 6, 7, 8].map(Address::repeat_byte);
+        let frame = |tx: u64, depth: u32, kind: FrameKind, from: Address, to: Address, value: u64| {
+            CallFrame { tx_index: tx, depth, kind, from, to, value: U256::from(value), success: value != 13 }
+        };
+        let block = BlockData {
+            number: 9,
+            frames: Some(vec![
+                frame(0, 0, FrameKind::Call, sender, router, 100),
+                frame(0, 1, FrameKind::Call, router, payee, 40),
+                frame(0, 1, FrameKind::Call, router, payee, 13),
+                frame(0, 1, FrameKind::Call, router, factory, 0),
+                frame(1, 0, FrameKind::Call, sender, proxy, 5),
+                frame(1, 1, FrameKind::DelegateCall, proxy, logic, 5),
+                frame(1, 1, FrameKind::StaticCall, proxy, router, 0),
+                frame(1, 1, FrameKind::CallCode, proxy, logic, 5),
+                frame(2, 0, FrameKind::Call, sender, factory, 0),
+                frame(2, 1, FrameKind::Create2, factory, made, 0),
+                frame(2, 2, FrameKind::SelfDestruct, made, heir, 0),
+                frame(3, 0, FrameKind::Create, sender, made, 0),
+            ]),
+            ..Default::default()
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let txn = db.begin_write().expect("write");
+        let mut lists = IdLists::default();
+        lists.collect_block(&txn, &block).expect("collect");
+        lists.write(&txn, None, WindowStart::Closed, &mut WindowRows::default()).expect("write");
+        let id = |i| TxId::new(9, i).expect("id").0;
+        for (address, want) in [
+            (sender, vec![]),
+            (router, vec![id(0)]),
+            (payee, vec![id(0)]),
+            (factory, vec![id(2)]),
+            (made, vec![id(2)]),
+            (heir, vec![id(2)]),
+            (proxy, vec![]),
+            (logic, vec![]),
+        ] {
+            assert_eq!(page(&txn, IdList::InternalTxs, &address, 0, 10).expect("page"), want, "{address}");
+        }
     }
 
     /// A rank is the position an id has or would have, in the single-byte form, in the last
