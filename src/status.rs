@@ -206,7 +206,11 @@ pub fn read_status(
         genesis_hash: s.chain.map(|c| c.genesis_hash),
         format_version: s.format_version,
         received_marks_from_block: (marks_from > 0).then(|| crate::txid::TxId(marks_from).block()),
-        internal_txs_from_block: (internal_from > 0).then(|| crate::txid::TxId(internal_from).block()),
+        internal_txs_from_block: match internal_from {
+            0 => None,
+            state::INTERNAL_TXS_NOWHERE => Some(indexed.map_or(0, |tip| tip + 1)),
+            from => Some(crate::txid::TxId(from).block()),
+        },
         db_state: s.db_state.map(|d| d.to_string()),
         indexed_block: indexed,
         indexed_hash: s.checkpoint.map(|c| c.hash),

@@ -11,7 +11,7 @@
 //! | `sync_rate`      | f64 BE bits: blocks/s of the last batch       |
 //! | `call_frames`    | 1 byte: bit 0 some block came with call frames, bit 1 some without |
 //! | `received_marks_from` | TxId (u64 BE): the appearance lists mark received transactions from it on (absent: from 0) |
-//! | `internal_txs_from` | TxId (u64 BE): `OtsInternalTxIndex` holds every internal transaction from it on (absent: from 0) |
+//! | `internal_txs_from` | TxId (u64 BE): `OtsInternalTxIndex` holds every internal transaction from it on (absent: from 0; `u64::MAX`: none up to the tip) |
 
 use std::fmt;
 
@@ -379,17 +379,28 @@ pub fn read_received_marks_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<u6
     read_tx_id(txn, RECEIVED_MARKS_FROM_KEY)
 }
 
-/// Records that `OtsInternalTxIndex` holds every internal transaction from TxId `from` on, if
-/// that is later than what was recorded: a block indexed without call frames (or a database
-/// upgraded from a format without the index) leaves the index silent up to it.
+/// What `internal_txs_from` holds while the newest indexed block came without call frames: the
+/// internal-transaction index holds no range up to the tip.
+pub const INTERNAL_TXS_NOWHERE: u64 = u64::MAX;
+
+/// Records that `OtsInternalTxIndex` holds every internal transaction from TxId `from` on (or,
+/// [`INTERNAL_TXS_NOWHERE`], none up to the tip).
+pub fn set_internal_txs_from(txn: &WriteTxn, from: u64) -> DbResult<()> {
+    put(txn, INTERNAL_TXS_FROM_KEY, &from.to_be_bytes())
+}
+
+/// Records that `OtsInternalTxIndex` holds nothing below TxId `from`, if that is later than what
+/// was recorded: a database upgraded from a format without the index has none of the blocks it
+/// had indexed.
 pub fn raise_internal_txs_from(txn: &WriteTxn, from: u64) -> DbResult<()> {
     if from > read_internal_txs_from(txn)? {
-        put(txn, INTERNAL_TXS_FROM_KEY, &from.to_be_bytes())?;
+        set_internal_txs_from(txn, from)?;
     }
     Ok(())
 }
 
-/// The first TxId from which `OtsInternalTxIndex` holds every internal transaction (0: all).
+/// The first TxId from which `OtsInternalTxIndex` holds every internal transaction (0: all;
+/// [`INTERNAL_TXS_NOWHERE`]: none up to the tip).
 pub fn read_internal_txs_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<u64> {
     read_tx_id(txn, INTERNAL_TXS_FROM_KEY)
 }

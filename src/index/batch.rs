@@ -131,6 +131,26 @@ fn continues(tip: Option<Checkpoint>, block: &BlockData) -> Result<Checkpoint, W
     Ok(Checkpoint { number: block.number, hash: block.hash })
 }
 
+/// Moves the state's `internal_txs_from` over `blocks`: the internal-transaction index learns
+/// of a block's internal transactions from its frames alone, so it holds them all only from the
+/// first block of the latest run of blocks with frames. Written only where a run starts or ends
+/// (a node without a tracer writes it once, not every batch).
+fn note_internal_txs_from(txn: &WriteTxn, blocks: &[ClassifiedBlock]) -> Result<(), WriteError> {
+    let stored = state::read_internal_txs_from(txn)?;
+    let mut from = stored;
+    for ClassifiedBlock { block, .. } in blocks {
+        match (&block.frames, from == state::INTERNAL_TXS_NOWHERE) {
+            (None, false) => from = state::INTERNAL_TXS_NOWHERE,
+            (Some(_), true) => from = TxId::first_of_block(block.number).0,
+            _ => {}
+        }
+    }
+    if from != stored {
+        state::set_internal_txs_from(txn, from)?;
+    }
+    Ok(())
+}
+
 /// Gives `blocks` (consecutive, continuing `tip`, which follows them) to every family: the
 /// matches first (they decide which logs are token transfers), then each family in `rows`
 /// writes the block or gathers its rows. The part of a write both paths share.
@@ -146,12 +166,7 @@ pub(super) fn write_blocks(
     let with = blocks.iter().any(|b| b.block.frames.is_some());
     let without = blocks.iter().any(|b| b.block.frames.is_none());
     state::note_call_frames(txn, with, without)?;
-    // The internal-transaction index learns of a block's internal transactions from its frames
-    // alone: it holds them all only past the last block that came without.
-    if let Some(last) = blocks.iter().rev().find(|b| b.block.frames.is_none()) {
-        let past = TxId::first_of_block(last.block.number.saturating_add(1)).0;
-        state::raise_internal_txs_from(txn, past)?;
-    }
+    note_internal_txs_from(txn, blocks)?;
     for ClassifiedBlock { block, facts, probe_misses } in blocks {
         *tip = Some(continues(*tip, block)?);
         undo.begin_block(block.number, block.hash);
@@ -200,4 +215,49 @@ pub fn write_batch(
     }
     debug!(target: "ots::index", first = blocks[0].block.number, last = last.block.number, stats = ?out.stats, "batch committed");
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::AccessMode;
+
+    /// The index holds every internal transaction from the first block of the newest run of
+    /// blocks with call frames: none while the newest came without, and the state is written
+    /// only where a run starts or ends.
+    #[test]
+    fn internal_transactions_are_held_from_the_latest_run_of_blocks_with_frames() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let blocks = |numbers: std::ops::Range<u64>, frames: bool| -> Vec<ClassifiedBlock> {
+            numbers
+                .map(|number| ClassifiedBlock {
+                    block: BlockData { number, frames: frames.then(Vec::new), ..Default::default() },
+                    facts: Vec::new(),
+                    probe_misses: Vec::new(),
+                })
+                .collect()
+        };
+        let from = |batches: &[Vec<ClassifiedBlock>]| {
+            let txn = db.begin_write().expect("write");
+            for batch in batches {
+                note_internal_txs_from(&txn, batch).expect("note");
+            }
+            // Dropped without a commit: each case starts from an empty state.
+            state::read_internal_txs_from(&txn).expect("read")
+        };
+        let first = |block| TxId::first_of_block(block).0;
+        assert_eq!(from(&[blocks(0..5, true)]), 0, "every block with frames: all of them");
+        assert_eq!(from(&[blocks(0..5, true), blocks(5..7, false)]), state::INTERNAL_TXS_NOWHERE);
+        assert_eq!(from(&[blocks(0..5, false)]), state::INTERNAL_TXS_NOWHERE);
+        assert_eq!(from(&[blocks(0..5, false), blocks(5..9, true)]), first(5));
+        let mut mixed = blocks(0..3, true);
+        mixed.extend(blocks(3..4, false));
+        mixed.extend(blocks(4..6, true));
+        assert_eq!(from(&[mixed]), first(4), "within one batch too");
+        assert_eq!(
+            from(&[blocks(0..2, false), blocks(2..4, true), blocks(4..5, false), blocks(5..6, true)]),
+            first(5)
+        );
+    }
 }

@@ -159,6 +159,24 @@ pub(crate) fn shown(rows: &Value, fields: &[&str]) -> Vec<Value> {
         .unwrap_or_default()
 }
 
+/// The chain of the node at `url` indexed to its head with its call tracer, by every built-in
+/// classifier: the node, the datadir (kept while the database is used), the database, the head.
+async fn indexed_with_traces(url: &str, config: SyncConfig) -> (NodeClient, tempfile::TempDir, Db, u64) {
+    let node = NodeClient::connect(url, Duration::from_secs(30))
+        .expect("node")
+        .with_traces(TraceChoice::Auto)
+        .await
+        .expect("tracer");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
+    let classifiers =
+        ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();
+    let indexer = Indexer::open(db.clone(), node.clone(), classifiers, config).await.expect("indexer");
+    let head = node.head().await.expect("head");
+    indexer.sync_to(head).await.expect("sync");
+    (node, dir, db, head)
+}
+
 /// The internal rows of one transaction from Parity-style traces, with the fields compared.
 async fn expected_internal(node: &Client, hash: &Value, block: u64, timestamp: u64) -> Vec<Value> {
     let traces = node.call("trace_transaction", json!([hash])).await;
@@ -279,20 +297,9 @@ async fn node_backed_actions_match_independent_node_answers() {
     chain.mine().await;
     chain.mine().await;
 
-    let node = NodeClient::connect(&anvil.url, Duration::from_secs(30))
-        .expect("node")
-        .with_traces(TraceChoice::Auto)
-        .await
-        .expect("tracer");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
-    let classifiers =
-        ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();
     let config =
         SyncConfig { batch_blocks: 2, poll_interval: Duration::from_millis(50), ..Default::default() };
-    let indexer = Indexer::open(db.clone(), node.clone(), classifiers, config).await.expect("indexer");
-    let head = node.head().await.expect("head");
-    indexer.sync_to(head).await.expect("sync");
+    let (node, _dir, db, head) = indexed_with_traces(&anvil.url, config).await;
     let (client, server) = common::serve(&db, node).await;
     let base = client.url.clone();
     let http = reqwest::Client::new();
@@ -1080,19 +1087,8 @@ async fn an_address_internal_transactions_are_read_from_their_own_index() {
     assert_eq!(want.len(), 4, "{want:?}");
     assert_eq!(want.iter().filter(|r| r["isError"] == "1").count(), 2, "{want:?}");
 
-    let node = NodeClient::connect(&anvil.url, Duration::from_secs(30))
-        .expect("node")
-        .with_traces(TraceChoice::Auto)
-        .await
-        .expect("tracer");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open db");
-    let classifiers =
-        ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();
     let config = SyncConfig { batch_blocks: 2, reorg_window: 2, ..Default::default() };
-    let indexer = Indexer::open(db.clone(), node.clone(), classifiers, config).await.expect("indexer");
-    let head = node.head().await.expect("head");
-    indexer.sync_to(head).await.expect("sync");
+    let (_node, _dir, db, head) = indexed_with_traces(&anvil.url, config).await;
     assert_eq!(state::read_internal_txs_from(&db.begin_read().expect("read")).expect("from"), 0);
 
     let http = reqwest::Client::new();

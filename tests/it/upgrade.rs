@@ -65,22 +65,11 @@ async fn fresh_index(dir: &Path) -> Db {
 /// Empties the internal-transaction index (the chain's factories create contracts in inner
 /// frames), and deletes the reorg window's rows of it.
 fn without_internal_txs(db: &Db) {
-    use ots_indexer::db::{
-        codec::{IndexKind, KeyCodec, ListId, RecentId, RecentKey, ValueCodec},
-        tables::{OtsInternalTxIndex, OtsRecentIds, OtsRecentIdsByAddress},
-    };
+    use ots_indexer::db::{codec::IndexKind, tables::OtsInternalTxIndex};
     let txn = db.begin_write().expect("write");
     txn.clear::<OtsInternalTxIndex>().expect("clear");
     txn.clear::<OtsInternalTxCounter>().expect("clear");
-    for (key, value) in txn.raw_entries(TableId::OtsRecentIds).expect("scan") {
-        let row = RecentId::decode_value(&value).expect("row");
-        if row.kind == IndexKind::InternalTxs {
-            let block = ots_indexer::db::codec::BlockNumber::decode_key(&key).expect("block");
-            txn.delete::<OtsRecentIds>(&block, Some(&row)).expect("delete");
-            let by_address = RecentKey { kind: row.kind, address: row.address };
-            txn.delete::<OtsRecentIdsByAddress>(&by_address, Some(&ListId(row.id))).expect("delete");
-        }
-    }
+    delete_window_rows(&txn, IndexKind::InternalTxs);
     txn.commit().expect("commit");
 }
 
@@ -89,11 +78,8 @@ fn without_internal_txs(db: &Db) {
 /// window's received rows deleted.
 fn without_received_marks(db: &Db) {
     use ots_indexer::db::{
-        codec::{
-            pack_chunks, IndexKind, KeyCodec, ListId, ListKey, PackedIds, RecentId, RecentKey, Role,
-            ValueCodec,
-        },
-        tables::{OtsAppearances, OtsRecentIds, OtsRecentIdsByAddress},
+        codec::{pack_chunks, IndexKind, KeyCodec, ListKey, PackedIds, Role, ValueCodec},
+        tables::OtsAppearances,
     };
     let txn = db.begin_write().expect("write");
     let mut lists: Vec<(alloy_primitives::Address, Vec<u64>, Vec<Role>)> = Vec::new();
@@ -115,16 +101,25 @@ fn without_received_marks(db: &Db) {
             txn.put::<OtsAppearances>(&ListKey { address, last }, &packed).expect("put");
         }
     }
+    delete_window_rows(&txn, IndexKind::Received);
+    txn.commit().expect("commit");
+}
+
+/// Deletes the reorg window's list rows of `kind` (both tables of them).
+fn delete_window_rows(txn: &ots_indexer::db::WriteTxn, kind: ots_indexer::db::codec::IndexKind) {
+    use ots_indexer::db::{
+        codec::{BlockNumber, KeyCodec, ListId, RecentId, RecentKey, ValueCodec},
+        tables::{OtsRecentIds, OtsRecentIdsByAddress},
+    };
     for (key, value) in txn.raw_entries(TableId::OtsRecentIds).expect("scan") {
         let row = RecentId::decode_value(&value).expect("row");
-        if row.kind == IndexKind::Received {
-            let block = ots_indexer::db::codec::BlockNumber::decode_key(&key).expect("block");
+        if row.kind == kind {
+            let block = BlockNumber::decode_key(&key).expect("block");
             txn.delete::<OtsRecentIds>(&block, Some(&row)).expect("delete");
             let by_address = RecentKey { kind: row.kind, address: row.address };
             txn.delete::<OtsRecentIdsByAddress>(&by_address, Some(&ListId(row.id))).expect("delete");
         }
     }
-    txn.commit().expect("commit");
 }
 
 /// Every table but the indexer's state holds the same bytes in both, and `check --hash` agrees.
