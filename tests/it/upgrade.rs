@@ -134,6 +134,18 @@ fn assert_same_tables(upgraded: &Db, fresh: &Db) {
     assert_eq!(dump_hash(upgraded).expect("hash"), dump_hash(fresh).expect("hash"));
 }
 
+/// What `ots-indexer migrate` without a source printed, once it succeeded on `datadir`.
+fn migrate_without_source(datadir: &Path) -> String {
+    let done = Command::new(BIN)
+        .args(["migrate", "--log", "warn", "--datadir"])
+        .arg(datadir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("migrate");
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    String::from_utf8_lossy(&done.stdout).into_owned()
+}
+
 fn format_of(datadir: &Path) -> u64 {
     let db = Db::open(datadir, AccessMode::ReadOnly);
     match db {
@@ -340,14 +352,7 @@ async fn a_format_10_database_upgrades_without_a_source() {
         );
     }
 
-    let done = Command::new(BIN)
-        .args(["migrate", "--log", "warn", "--datadir"])
-        .arg(&datadir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("migrate");
-    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
-    let said = String::from_utf8_lossy(&done.stdout);
+    let said = migrate_without_source(&datadir);
     assert!(said.contains(&format!("upgraded format version 10 -> {FORMAT_VERSION}")), "{said}");
     assert!(said.contains(&format!("received marks from block {}", tip + 1)), "{said}");
     assert!(said.contains(&format!("internal transactions indexed from block {}", tip + 1)), "{said}");
@@ -393,14 +398,7 @@ async fn a_format_10_database_upgrades_without_a_source() {
         txn.commit().expect("commit");
         state::read_tip(&db.begin_read().expect("read")).expect("tip").expect("indexed")
     };
-    let done = Command::new(BIN)
-        .args(["migrate", "--log", "warn", "--datadir"])
-        .arg(&new)
-        .stdin(Stdio::null())
-        .output()
-        .expect("migrate");
-    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
-    let said = String::from_utf8_lossy(&done.stdout);
+    let said = migrate_without_source(&new);
     assert!(said.contains(&format!("upgraded format version 11 -> {FORMAT_VERSION}")), "{said}");
     assert!(!said.contains("received marks"), "{said}");
     let said = status(&new);
