@@ -273,6 +273,20 @@ pub(crate) fn open_usable(datadir: &std::path::Path, mode: AccessMode) -> anyhow
     Ok(db)
 }
 
+/// Marks the database closed once indexing has ended with `result`, and says why it ended. The
+/// indexing error comes first: a close that fails after it (on the same full disk, say) only
+/// repeats the cause, so it is logged instead of shown in the error's place.
+async fn close_after(indexer: Indexer, result: Result<(), SyncError>) -> anyhow::Result<()> {
+    let closed = indexer.close().await;
+    if let Err(error) = result {
+        if let Err(close) = closed {
+            warn!(target: "ots::cli", error = %close, "the database could not be marked closed either: the next start finds it as a crash leaves it, intact at its last checkpoint");
+        }
+        return Err(anyhow::Error::new(error).context("indexing stopped"));
+    }
+    anyhow::Context::context(closed, "marking the database closed")
+}
+
 /// Opens the database for writing and binds it to the node, waiting for the node if it is down.
 /// `None` if a stop was requested meanwhile.
 pub(crate) async fn start_indexer(

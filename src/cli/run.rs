@@ -1,6 +1,5 @@
 //! `ots-indexer run`: index, follow the head and serve, until Ctrl-C or SIGTERM.
 
-use anyhow::Context;
 use clap::Args;
 use tracing::info;
 
@@ -54,8 +53,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let _ = server.stop();
     server.stopped().await;
     super::save_walk_marks(options.walk_marks.as_deref());
-    indexer.close().await.context("marking the database closed")?;
-    result.context("indexing stopped")?;
+    super::close_after(indexer, result).await?;
     info!(target: "ots::cli", "stopped cleanly");
     Ok(())
 }

@@ -46,8 +46,7 @@ pub async fn sync(args: SyncCmdArgs) -> anyhow::Result<()> {
     } else {
         indexer.follow(stop).await
     };
-    indexer.close().await.context("marking the database closed")?;
-    result.context("indexing stopped")?;
+    super::close_after(indexer, result).await?;
     // What this run did, in one line: the figures a benchmark or an operator wants.
     let p = progress.get();
     let w = p.written;

@@ -43,7 +43,7 @@ pub fn compact_into(source: &Db, dest: &Path) -> DbResult<Vec<TableCopy>> {
     if dest.exists() {
         return Err(DbError::Open {
             path: dest.to_path_buf(),
-            source: MdbxError::Other(17),
+            source: MdbxError::Other(17).into(),
             hint: " (a compacting copy is written to a directory that does not exist yet)",
         });
     }

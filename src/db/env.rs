@@ -37,7 +37,7 @@ pub const DATA_FILE: &str = "mdbx.dat";
 pub(super) const MAX_READERS: u64 = 256;
 
 fn txn_err(op: &'static str) -> impl FnOnce(MdbxError) -> DbError {
-    move |source| DbError::Txn { op, hint: hint_for(&source), source }
+    move |source| DbError::Txn { op, hint: hint_for(&source), source: source.into() }
 }
 
 /// Whether this process may write.
@@ -88,12 +88,12 @@ impl Db {
                 }
                 _ => hint_for(&source),
             },
-            source,
+            source: source.into(),
         };
         if mode == AccessMode::ReadWrite {
             std::fs::create_dir_all(path).map_err(|e| DbError::Open {
                 path: path.to_path_buf(),
-                source: MdbxError::Other(e.raw_os_error().unwrap_or(0)),
+                source: MdbxError::Other(e.raw_os_error().unwrap_or(0)).into(),
                 hint: " (cannot create the directory)",
             })?;
         }
@@ -130,7 +130,7 @@ impl Db {
                             table: t.name(),
                             key: String::new(),
                             hint: hint_for(&source),
-                            source,
+                            source: source.into(),
                         }
                     })?;
                     dbs.push(db);
@@ -154,7 +154,7 @@ impl Db {
                             table: t.name(),
                             key: String::new(),
                             hint: hint_for(&source),
-                            source,
+                            source: source.into(),
                         },
                     })?;
                     dbs.push(db);

@@ -21,7 +21,7 @@ pub enum DbError {
         /// Database directory.
         path: PathBuf,
         /// MDBX's error.
-        source: MdbxError,
+        source: MdbxCause,
         /// What to do about it, if we know.
         hint: &'static str,
     },
@@ -53,7 +53,7 @@ pub enum DbError {
         /// `begin`, `commit` or `id`.
         op: &'static str,
         /// MDBX's error.
-        source: MdbxError,
+        source: MdbxCause,
         /// What to do about it, if we know.
         hint: &'static str,
     },
@@ -67,7 +67,7 @@ pub enum DbError {
         /// Hex of the key involved (empty when none).
         key: String,
         /// MDBX's error.
-        source: MdbxError,
+        source: MdbxCause,
         /// What to do about it, if we know.
         hint: &'static str,
     },
@@ -133,6 +133,28 @@ impl From<crate::etl::EtlError> for DbError {
     }
 }
 
+/// MDBX's error in words: one it passes on from the operating system (`Other(errno)`, which the
+/// binding shows as "unknown error code") by the system's name for it.
+#[derive(Debug)]
+pub struct MdbxCause(pub MdbxError);
+
+impl From<MdbxError> for MdbxCause {
+    fn from(error: MdbxError) -> Self {
+        Self(error)
+    }
+}
+
+impl std::fmt::Display for MdbxCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            MdbxError::Other(errno) => std::io::Error::from_raw_os_error(errno).fmt(f),
+            ref other => other.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for MdbxCause {}
+
 /// Advice for MDBX errors a user can act on.
 pub(crate) const fn hint_for(err: &MdbxError) -> &'static str {
     match err {
@@ -153,7 +175,13 @@ pub(crate) const fn hint_for(err: &MdbxError) -> &'static str {
 }
 
 pub(crate) fn table_err(op: &'static str, table: &'static str, key: &[u8], source: MdbxError) -> DbError {
-    DbError::Table { op, table, key: alloy_primitives::hex::encode(key), hint: hint_for(&source), source }
+    DbError::Table {
+        op,
+        table,
+        key: alloy_primitives::hex::encode(key),
+        hint: hint_for(&source),
+        source: source.into(),
+    }
 }
 
 pub(crate) fn read_err(op: &'static str, table: &'static str, key: &[u8], err: ReadError) -> DbError {
@@ -177,6 +205,8 @@ mod tests {
             assert!(hint.contains("free disk space under the datadir"), "errno {errno}: {hint:?}");
         }
         assert_eq!(hint_for(&MdbxError::Other(libc::EINVAL)), "");
+        let failed = DbError::Txn { op: "commit", source: MdbxError::Other(libc::EIO).into(), hint: "" };
+        assert_eq!(failed.to_string(), "MDBX transaction commit failed: Input/output error (os error 5)");
     }
 
     #[test]

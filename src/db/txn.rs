@@ -62,7 +62,11 @@ impl<K: TransactionKind> Txn<K> {
     /// last. Two read transactions with one id see the same data, so what is derived from one
     /// serves the other.
     pub fn snapshot_id(&self) -> DbResult<u64> {
-        self.tx.id().map_err(|source| DbError::Txn { op: "id", source, hint: hint_for(&source) })
+        self.tx.id().map_err(|source| DbError::Txn {
+            op: "id",
+            hint: hint_for(&source),
+            source: source.into(),
+        })
     }
 
     fn db<T: Table>(&self) -> Database {
@@ -224,7 +228,11 @@ impl Txn<Rw> {
 
     /// Commits every write of this transaction at once.
     pub fn commit(self) -> DbResult<()> {
-        self.tx.commit().map_err(|source| DbError::Txn { op: "commit", hint: hint_for(&source), source })
+        self.tx.commit().map_err(|source| DbError::Txn {
+            op: "commit",
+            hint: hint_for(&source),
+            source: source.into(),
+        })
     }
 }
 

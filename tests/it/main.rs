@@ -25,6 +25,7 @@ mod etherscan_busy;
 mod etherscan_clients;
 mod etherscan_geth;
 mod etherscan_node;
+mod full_disk;
 mod geth;
 mod golden_api;
 mod hardhat;

@@ -227,6 +227,64 @@ async fn an_op_stack_chain_is_indexed_as_plain_anvils_plus_its_deposits() {
         assert_eq!(details["totalFees"], json!("0x0"), "deposits pay no fee: {details}");
     }
 
+    // Etherscan's lists show deposits as their parties' transactions, paying no fee.
+    let http = reqwest::Client::new();
+    let scan = |query: String| {
+        let url = format!("{}/api?{query}", api.url);
+        let http = http.clone();
+        async move {
+            let got: Value = http.get(&url).send().await.expect("GET").json().await.expect("JSON");
+            assert_eq!(got["status"], json!("1"), "{url}: {got}");
+            got["result"].clone()
+        }
+    };
+    let row_of = |rows: &Value, hash: B256| {
+        rows.as_array().expect("rows").iter().find(|r| r["hash"] == json!(hash)).cloned().expect("listed")
+    };
+    for (party, hash, failed) in [
+        (d1, plain_deposit, false),
+        (d1, repeat_deposit, false),
+        (created, create_deposit, false),
+        (d4, failed_deposit, true),
+    ] {
+        let row = row_of(&scan(format!("module=account&action=txlist&address={party}")).await, hash);
+        assert_eq!(row["gasPrice"], json!("0"), "{row}");
+        assert_eq!(
+            (row["isError"].clone(), row["txreceipt_status"].clone()),
+            (json!(if failed { "1" } else { "0" }), json!(if failed { "0" } else { "1" })),
+            "{row}"
+        );
+        let status = scan(format!("module=transaction&action=gettxreceiptstatus&txhash={hash}")).await;
+        assert_eq!(status["status"], row["txreceipt_status"]);
+    }
+    let created_row =
+        row_of(&scan(format!("module=account&action=txlist&address={created}")).await, create_deposit);
+    assert_eq!(
+        (created_row["to"].clone(), created_row["contractAddress"].clone()),
+        (json!(""), json!(format!("{created:#x}")))
+    );
+    // The deposit's call moves ether and creates contracts below it: its internal transactions,
+    // by hash and in its block's range, are the same frames.
+    let by_hash = scan(format!("module=account&action=txlistinternal&txhash={call_deposit}")).await;
+    let block = quantity(&chain.receipt_of(call_deposit).await["blockNumber"]);
+    let in_block =
+        scan(format!("module=account&action=txlistinternal&startblock={block}&endblock={block}")).await;
+    let of_deposit: Vec<Value> = in_block
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter(|r| r["hash"] == json!(call_deposit))
+        .map(|r| {
+            let mut r = r.clone();
+            let fields = r.as_object_mut().expect("row");
+            fields.remove("hash");
+            fields.remove("traceId");
+            r
+        })
+        .collect();
+    assert!(!of_deposit.is_empty(), "{in_block}");
+    assert_eq!(by_hash, json!(of_deposit));
+
     // A deposit whose nonce goes back counts as its sender's next, as the account does.
     assert_eq!(quantity(&chain.call("eth_getTransactionCount", json!([d1, "latest"])).await), 2);
     let second = api.call("ots_getTransactionBySenderAndNonce", json!([d1, 1])).await;
