@@ -43,7 +43,14 @@ impl RunBudget {
         match self {
             Self::Fixed(bytes) => bytes,
             Self::FromFreeDisk { keep_free } => match disk_space(dir) {
-                Ok(DiskSpace { available, total }) => spare(available, total, keep_free),
+                Ok(DiskSpace { available, total }) => {
+                    let bytes = spare(available, total, keep_free);
+                    if bytes == MIN_FROM_FREE_DISK {
+                        let keep_free = keep_free.unwrap_or_else(|| default_keep_free(total));
+                        warn!(target: "ots::sync", dir = %dir.display(), available, keep_free, bytes, "the disk under the datadir is nearly full: a bulk stage takes the least run files, so a long catch-up runs in many small stages (slower), and a stage that fills the disk fails; free disk space, or lower --stage-keep-free-mib");
+                    }
+                    bytes
+                }
                 Err(error) => {
                     warn!(target: "ots::sync", dir = %dir.display(), %error, bytes = WITHOUT_DISK_FIGURES, "the free disk cannot be read: a bulk stage's run files take a fixed bound");
                     WITHOUT_DISK_FIGURES

@@ -127,6 +127,13 @@ async fn a_full_disk_stops_the_writer_with_its_cause_and_loses_nothing() {
         says_the_disk_is_full(&out, &what);
         // The write that failed is the error, not the close after it on the same full disk.
         assert!(stderr(&out).contains("error: indexing stopped: "), "{what}: {}", stderr(&out));
+        if flags == bulk {
+            assert!(
+                stderr(&out).contains("the disk under the datadir is nearly full"),
+                "{what}: {}",
+                stderr(&out)
+            );
+        }
         let kept = checked_tip(&datadir);
         assert!(kept.is_none_or(|tip| tip < head), "{what}: stopped at {kept:?}");
         disk.grow(512);
