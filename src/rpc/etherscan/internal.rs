@@ -19,7 +19,6 @@ use super::{
 };
 use crate::{
     db::state,
-    index::families::address_index::IdList,
     rpc::{
         call_tree::{self, Placed},
         materialize::hex_field,
@@ -211,7 +210,7 @@ async fn by_address(
 ) -> Result<Vec<Value>, Answer> {
     let listed_from = api.read(state::read_internal_txs_from)?;
     let (source, stream) = if listed_from <= first_id(range.0) {
-        (Source::Transfers(IdList::InternalTxs, address), Stream::InternalTxs(address))
+        (Source::InternalTxs(address), Stream::InternalTxs(address))
     } else {
         (Source::Appearances(address), Stream::Internal(address))
     };

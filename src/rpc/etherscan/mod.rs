@@ -10,6 +10,7 @@ pub mod envelope;
 mod gas;
 mod history;
 mod internal;
+mod internal_ids;
 pub mod keys;
 mod lists;
 mod logs;

@@ -19,6 +19,7 @@ use tracing::debug;
 
 use super::{
     envelope::Answer,
+    internal_ids,
     marks::{Group, Spans, Stream, WalkMarks, GROUP},
     movement_count::{Counted, SpanLogs},
     params::{Sort, Window},
@@ -50,6 +51,8 @@ pub(super) enum Source {
     Appearances(Address),
     /// An address's transactions in a transfer index.
     Transfers(IdList, Address),
+    /// An address's internal transactions: its index and its inner creations.
+    InternalTxs(Address),
 }
 
 impl Source {
@@ -78,6 +81,8 @@ impl Source {
                 ids.reverse();
                 (ids, start > 0)
             }
+            (Self::InternalTxs(address), Sort::Asc) => internal_ids::after(t, &address, bound, want)?,
+            (Self::InternalTxs(address), Sort::Desc) => internal_ids::before(t, &address, bound, want)?,
         };
         // The appearances come in whole blocks; a step ends on a group's edge instead.
         let cut = ids.len() > want;
@@ -90,6 +95,7 @@ impl Source {
         match self {
             Self::Appearances(address) => appearances::rank(t, &address, id),
             Self::Transfers(list, address) => rank(t, list, &address, id),
+            Self::InternalTxs(address) => internal_ids::rank_of(t, &address, id),
         }
     }
 
@@ -98,6 +104,7 @@ impl Source {
         match self {
             Self::Appearances(address) => appearances::settled(t, &address),
             Self::Transfers(list, address) => settled(t, list, &address),
+            Self::InternalTxs(address) => internal_ids::settled_of(t, &address),
         }
     }
 }

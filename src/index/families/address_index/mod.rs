@@ -167,7 +167,7 @@ impl IdLists {
         self.push(IdList::BlocksRewarded, block.coinbase, block.number)?;
         for frame in block.frames.as_deref().unwrap_or_default().iter().filter(|f| lists_internal(f)) {
             let tx = TxId::new(block.number, frame.tx_index)?;
-            for address in [frame.from, frame.to] {
+            for address in internal_parties(frame) {
                 if self.internal_in_tx.first_time(address, tx) {
                     self.push(IdList::InternalTxs, address, tx.0)?;
                 }
@@ -237,6 +237,17 @@ pub fn lists_internal(frame: &CallFrame) -> bool {
             FrameKind::Create | FrameKind::Create2 | FrameKind::SelfDestruct => true,
             FrameKind::StaticCall | FrameKind::DelegateCall | FrameKind::CallCode => false,
         }
+}
+
+/// The parties a frame that [`lists_internal`] lists under: its `from`, and its `to` unless that
+/// is a contract it created — `OtsContractCreators` holds that creation, and the walk reads it
+/// from there (half the index's addresses would otherwise be contracts a factory made, listed
+/// once) — or no address at all (a create that failed before it had one). A create reverted
+/// after it ran is not in `OtsContractCreators`, so its contract is listed here.
+pub fn internal_parties(frame: &CallFrame) -> impl Iterator<Item = Address> {
+    let creates = matches!(frame.kind, FrameKind::Create | FrameKind::Create2);
+    let to = (!creates || !(frame.success || frame.to.is_zero())).then_some(frame.to);
+    std::iter::once(frame.from).chain(to)
 }
 
 /// An address's ids, addresses ascending: what one list moves at once.
@@ -709,8 +720,8 @@ mod tests {
     fn inner_frames_that_move_ether_create_or_destroy_list_their_parties() {
         use crate::db::{AccessMode, Db};
         use alloy_primitives::U256;
-        let [sender, router, payee, factory, made, heir, proxy, logic] =
-            [1, 2, 3, 4, 5, 6, 7, 8].map(Address::repeat_byte);
+        let [sender, router, payee, factory, made, heir, proxy, logic, clone, stillborn] =
+            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10].map(Address::repeat_byte);
         let frame = |tx: u64, depth: u32, kind: FrameKind, from: Address, to: Address, value: u64| {
             CallFrame { tx_index: tx, depth, kind, from, to, value: U256::from(value), success: value != 13 }
         };
@@ -729,6 +740,12 @@ mod tests {
                 frame(2, 1, FrameKind::Create2, factory, made, 0),
                 frame(2, 2, FrameKind::SelfDestruct, made, heir, 0),
                 frame(3, 0, FrameKind::Create, sender, made, 0),
+                // A contract a factory made: its creation is `OtsContractCreators`' to tell.
+                frame(4, 0, FrameKind::Call, sender, factory, 0),
+                frame(4, 1, FrameKind::Create, factory, clone, 0),
+                // One reverted after it ran (no creation stored), one that never had an address.
+                frame(5, 1, FrameKind::Create, factory, stillborn, 13),
+                frame(6, 1, FrameKind::Create2, factory, Address::ZERO, 13),
             ]),
             ..Default::default()
         };
@@ -743,8 +760,12 @@ mod tests {
             (sender, vec![]),
             (router, vec![id(0)]),
             (payee, vec![id(0)]),
-            (factory, vec![id(2)]),
+            (factory, vec![id(2), id(4), id(5), id(6)]),
+            // Made by CREATE2 and listed for the selfdestruct it then ran.
             (made, vec![id(2)]),
+            (clone, vec![]),
+            (stillborn, vec![id(5)]),
+            (Address::ZERO, vec![]),
             (heir, vec![id(2)]),
             (proxy, vec![]),
             (logic, vec![]),
