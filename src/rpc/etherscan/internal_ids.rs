@@ -56,7 +56,8 @@ pub(super) fn after(t: &ReadTxn, address: &Address, bound: u64, want: usize) -> 
     ids.sort_unstable();
     ids.truncate(want);
     let left = count(t, LIST, address)? + created.len() as u64 - at - below(&created, bound);
-    Ok((ids.clone(), left > ids.len() as u64))
+    let more = left > ids.len() as u64;
+    Ok((ids, more))
 }
 
 /// Up to `want` ids below `bound`, newest first, and whether more precede them.
@@ -69,8 +70,8 @@ pub(super) fn before(t: &ReadTxn, address: &Address, bound: u64, want: usize) ->
     ids.extend(&earlier[earlier.len().saturating_sub(want)..]);
     ids.sort_unstable_by(|a, b| b.cmp(a));
     ids.truncate(want);
-    let left = end + earlier.len() as u64;
-    Ok((ids.clone(), left > ids.len() as u64))
+    let more = end + earlier.len() as u64 > ids.len() as u64;
+    Ok((ids, more))
 }
 
 /// How many of the ids lie below `id`.
