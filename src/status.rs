@@ -141,6 +141,12 @@ pub struct IndexerStatus {
     /// blocks traces every transaction it appears in). Absent when it holds every block's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub internal_txs_from_block: Option<u64>,
+    /// The first block from which the transfer rows index holds every transaction's token-list
+    /// rows, where it does not hold them all: a database upgraded in place from format 12 (a deep
+    /// page of a token list counts older rows with the node's help). Absent when it holds every
+    /// block's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer_rows_from_block: Option<u64>,
     /// `open`, `closed` or `inconsistent`.
     pub db_state: Option<String>,
     /// Last indexed block.
@@ -191,6 +197,7 @@ pub fn read_status(
     let refusals = stored_refusals(&txn)?;
     let marks_from = state::read_received_marks_from(&txn)?;
     let internal_from = state::read_internal_txs_from(&txn)?;
+    let rows_from = state::read_transfer_rows_from(&txn)?;
     let s = state::read_state(&txn).map_err(|e| match e {
         state::StateError::Db(e) => e,
         other => DbError::Corrupt { table: "OtsIndexerState", key: String::new(), reason: other.to_string() },
@@ -211,6 +218,7 @@ pub fn read_status(
             state::INTERNAL_TXS_NOWHERE => Some(indexed.map_or(0, |tip| tip + 1)),
             from => Some(crate::txid::TxId(from).block()),
         },
+        transfer_rows_from_block: (rows_from > 0).then(|| crate::txid::TxId(rows_from).block()),
         db_state: s.db_state.map(|d| d.to_string()),
         indexed_block: indexed,
         indexed_hash: s.checkpoint.map(|c| c.hash),

@@ -61,23 +61,37 @@ pub async fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
         Upgraded::AlreadyCurrent => {
             println!("nothing to do: the database is already format version {FORMAT_VERSION}");
         }
-        Upgraded::From { version, renamed, block_times, received_marks_from, internal_txs_from, seconds } => {
+        Upgraded::From {
+            version,
+            renamed,
+            block_times,
+            received_marks_from,
+            internal_txs_from,
+            transfer_rows_from,
+            seconds,
+        } => {
             for (old, table, entries) in renamed {
                 println!("{old:<28} -> {:<30} {entries:>10} entries", table.name());
             }
             if version < 10 {
                 println!("{:<28} -> {:<30} {block_times:>10} entries", "block times", "OtsBlockTimes");
             }
-            if received_marks_from > 0 {
+            if version < 11 && received_marks_from > 0 {
                 let from = TxId(received_marks_from).block();
                 println!(
                     "received marks from block {from}: `txlist` counts older blocks' rows with the node's help"
                 );
             }
-            if internal_txs_from > 0 {
+            if version < 12 && internal_txs_from > 0 {
                 let from = TxId(internal_txs_from).block();
                 println!(
                     "internal transactions indexed from block {from}: `txlistinternal` of an address reaching older blocks traces each of its transactions"
+                );
+            }
+            if transfer_rows_from > 0 {
+                let from = TxId(transfer_rows_from).block();
+                println!(
+                    "token-list rows counted by the index from block {from}: a deep page of `tokentx`, `tokennfttx` or `token1155tx` counts older rows with the node's help"
                 );
             }
             println!("upgraded format version {version} -> {FORMAT_VERSION} in {seconds:.2} s");

@@ -88,6 +88,11 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
             "internal transactions indexed from block {block} (txlistinternal traces older transactions one by one)"
         );
     }
+    if let Some(block) = s.transfer_rows_from_block {
+        println!(
+            "token-list rows counted by the index from block {block} (upgraded from format 12: older rows counted with the node's help)"
+        );
+    }
     if let Some(why) = &s.notices.stopped {
         println!("STOPPED       {why}");
     }

@@ -419,6 +419,8 @@ pub enum IndexKind {
     Received = 15,
     /// `OtsInternalTxIndex` / `OtsInternalTxCounter`.
     InternalTxs = 16,
+    /// `OtsTransferRowsIndex` / `OtsTransferRowsCounter`.
+    TransferRows = 17,
 }
 
 impl IndexKind {
@@ -441,6 +443,7 @@ impl IndexKind {
             14 => Some(Self::CodeRemoval),
             15 => Some(Self::Received),
             16 => Some(Self::InternalTxs),
+            17 => Some(Self::TransferRows),
             _ => None,
         }
     }

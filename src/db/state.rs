@@ -11,6 +11,7 @@
 //! | `sync_rate`      | f64 BE bits: blocks/s of the last batch       |
 //! | `call_frames`    | 1 byte: bit 0 some block came with call frames, bit 1 some without |
 //! | `received_marks_from` | TxId (u64 BE): the appearance lists mark received transactions from it on (absent: from 0) |
+//! | `transfer_rows_from` | TxId (u64 BE): `OtsTransferRowsIndex` holds every transaction's extra rows from it on (absent: from 0) |
 //! | `internal_txs_from` | TxId (u64 BE): `OtsInternalTxIndex` holds every internal transaction from it on (absent: from 0; `u64::MAX`: none up to the tip) |
 
 use std::fmt;
@@ -39,6 +40,7 @@ const STOPPED_KEY: &str = "stopped";
 const REFUSED_PROBES_KEY: &str = "refused_probes";
 const RECEIVED_MARKS_FROM_KEY: &str = "received_marks_from";
 const INTERNAL_TXS_FROM_KEY: &str = "internal_txs_from";
+const TRANSFER_ROWS_FROM_KEY: &str = "transfer_rows_from";
 
 /// Which chain a database indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -403,6 +405,18 @@ pub fn raise_internal_txs_from(txn: &WriteTxn, from: u64) -> DbResult<()> {
 /// [`INTERNAL_TXS_NOWHERE`]: none up to the tip).
 pub fn read_internal_txs_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<u64> {
     read_tx_id(txn, INTERNAL_TXS_FROM_KEY)
+}
+
+/// Records that `OtsTransferRowsIndex` holds the extra rows of every transaction from TxId
+/// `from` on: a database upgraded from a format without it has none of the blocks it had indexed.
+pub fn set_transfer_rows_from(txn: &WriteTxn, from: u64) -> DbResult<()> {
+    put(txn, TRANSFER_ROWS_FROM_KEY, &from.to_be_bytes())
+}
+
+/// The first TxId from which `OtsTransferRowsIndex` holds every transaction's extra rows (0:
+/// all).
+pub fn read_transfer_rows_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<u64> {
+    read_tx_id(txn, TRANSFER_ROWS_FROM_KEY)
 }
 
 fn read_tx_id<K: TransactionKind>(txn: &Txn<K>, key: &'static str) -> DbResult<u64> {

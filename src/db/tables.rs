@@ -190,6 +190,15 @@ tables! {
     OtsInternalTxIndex: Plain, ChunkKey => IdChunk;
     /// Counter of `OtsInternalTxIndex`; layout of `OtsERC20TransferCounter`.
     OtsInternalTxCounter: DupSort, Address => CounterDup;
+    /// The token-list rows the transfer indexes do not count (not part of ots2): for each
+    /// transaction of an address's ERC20, ERC721 or ERC1155 transfer index that makes other than
+    /// one row of its Etherscan list, one id: TxId (52 bits) ‖ kind (2: 0 ERC20, 1 ERC721, 2
+    /// ERC1155) ‖ code (10: the rows beyond the first, 1–1,022; 1,023 when there are none or more
+    /// than 1,022). Layout of `OtsERC20TransferIndex`. The state's `transfer_rows_from` says from
+    /// which TxId it holds them all.
+    OtsTransferRowsIndex: Plain, ChunkKey => IdChunk;
+    /// Counter of `OtsTransferRowsIndex`; layout of `OtsERC20TransferCounter`.
+    OtsTransferRowsCounter: DupSort, Address => CounterDup;
     /// Balances from Transfer logs (ours). Key: token (20) ‖ holder (20). Value: balance (BE
     /// without leading zeros, 1–32): ERC20 amount, or the number of ERC721 ids held. No row for a
     /// zero balance, none for the zero address.
@@ -299,7 +308,7 @@ tables! {
     /// The reorg window's part of the address lists (ours): ids that blocks still in the
     /// window (those `OtsUndoJournal` holds) added to `OtsERC20TransferIndex`,
     /// `OtsERC721TransferIndex`, `OtsERC1155TransferIndex`, `OtsBlocksRewardedIndex`,
-    /// `OtsWithdrawalsIndex`, `OtsInternalTxIndex` and `OtsAppearances`. Key: block (8). Dup: list kind (1, the
+    /// `OtsWithdrawalsIndex`, `OtsInternalTxIndex`, `OtsTransferRowsIndex` and `OtsAppearances`. Key: block (8). Dup: list kind (1, the
     /// journal's row kind) ‖ address (20) ‖ id (8); every id larger than the address's ids in
     /// the list's own table. A list is its table's ids, then these; a block leaving the window
     /// moves its ids into the tables, and an unwind deletes the unwound blocks' rows here only
@@ -372,7 +381,7 @@ sub_keys! {
     OtsTokenHolderRanks, OtsRecentHolderRanks by Rank: |v| *v, |s| s.encode_value();
     // An address-index counter's dups sort by the cumulative count (the 1-byte form is alone).
     OtsERC20TransferCounter, OtsERC721TransferCounter, OtsERC1155TransferCounter, OtsWithdrawalsCounter,
-    OtsBlocksRewardedCounter, OtsInternalTxCounter by u64: |v| v.cumulative(), |s| s.to_be_bytes().to_vec();
+    OtsBlocksRewardedCounter, OtsInternalTxCounter, OtsTransferRowsCounter by u64: |v| v.cumulative(), |s| s.to_be_bytes().to_vec();
 }
 
 #[cfg(test)]
@@ -392,11 +401,11 @@ mod tests {
     fn registry_holds_every_ots2_table() {
         // The ots2 format: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
         // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, our
-        // internal-transaction index and counter, the 11
+        // internal-transaction index and counter, the transfer rows index and counter, the 11
         // balance tables (3 of them the window's values by key), contract info, transfer probes, labels, the 3 appearance tables, the 2
         // totals tables, code removals, block times, the window's list ids and sent transactions
         // (each by block and by address), undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 13 + 3 + 2 + 1 + 1 + 9);
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 2 + 13 + 3 + 2 + 1 + 1 + 9);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

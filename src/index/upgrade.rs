@@ -15,6 +15,10 @@
 //!   the received marks, the blocks already indexed stay as they are: the state records the
 //!   first TxId past them, from which the index holds every internal transaction, and
 //!   `txlistinternal` walks an address's appearances (tracing each) where it reaches below it.
+//! * Format 12 → 13 adds the transfer rows index (`OtsTransferRowsIndex`, empty): the rows of a
+//!   token list the transfer indexes do not count. The blocks already indexed stay as they are
+//!   again: the state records the first TxId past them, and a deep page of a token list counts
+//!   the rows below it with the node's help, as before.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old
@@ -109,6 +113,9 @@ pub enum Upgraded {
         /// The first TxId from which the internal-transaction index holds every internal
         /// transaction (0: all of them).
         internal_txs_from: u64,
+        /// The first TxId from which the transfer rows index holds every transaction's rows (0:
+        /// all of them).
+        transfer_rows_from: u64,
         /// Seconds the upgrade took, commit included.
         seconds: f64,
     },
@@ -142,12 +149,22 @@ pub async fn upgrade(db: &Db, source: Option<&dyn BlockSource>) -> Result<Upgrad
     let block_times = if version < 10 { to_10(&txn, &times)? } else { 0 };
     let received_marks_from =
         if version < 11 { to_11(&txn, tip)? } else { state::read_received_marks_from(&txn)? };
-    let internal_txs_from = to_12(&txn, tip)?;
+    let internal_txs_from =
+        if version < 12 { to_12(&txn, tip)? } else { state::read_internal_txs_from(&txn)? };
+    let transfer_rows_from = to_13(&txn, tip)?;
     state::set_format_version(&txn)?;
     txn.commit()?;
     let seconds = started.elapsed().as_secs_f64();
-    info!(target: "ots::index", from = version, to = FORMAT_VERSION, seconds, block_times, received_marks_from, internal_txs_from, "database upgraded");
-    Ok(Upgraded::From { version, renamed, block_times, received_marks_from, internal_txs_from, seconds })
+    info!(target: "ots::index", from = version, to = FORMAT_VERSION, seconds, block_times, received_marks_from, internal_txs_from, transfer_rows_from, "database upgraded");
+    Ok(Upgraded::From {
+        version,
+        renamed,
+        block_times,
+        received_marks_from,
+        internal_txs_from,
+        transfer_rows_from,
+        seconds,
+    })
 }
 
 /// The times of blocks `0..=tip` from `source`, after checking that it is the database's chain
@@ -208,6 +225,19 @@ fn to_12(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
     };
     state::raise_internal_txs_from(txn, from)?;
     state::read_internal_txs_from(txn)
+}
+
+/// Format 12 → 13: the transfer rows index (its tables new and empty) holds the transactions
+/// past `tip`. Returns the first TxId it holds them from.
+fn to_13(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
+    let from = match tip {
+        Some(tip) => TxId::first_of_block(tip + 1).0,
+        None => 0,
+    };
+    if from > 0 {
+        state::set_transfer_rows_from(txn, from)?;
+    }
+    Ok(from)
 }
 
 /// Format 8 → 9.

@@ -375,9 +375,10 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
     }
 
     // A token list's first deep page, no counts kept: the collector's rows 200-209 either way.
-    // The groups before the page are counted from the node's logs, not from their receipts:
-    // only the page's group is read whole (50 or 100 transactions; every one of the 250 without
-    // the logs).
+    // The settled groups before the page are counted by the index (the transfer index and the
+    // transfer rows index); in a database upgraded from format 12, whose rows index starts at
+    // its tip, from the node's logs. Either way no receipt of a transaction before the page is
+    // read: only the page's group is (50 or 100 transactions; every one of the 250 without).
     let collected: Vec<Value> = transfers
         .iter()
         .filter(|t| t["to"] == json!(format!("{collector:#x}")))
@@ -385,10 +386,37 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
         .collect();
     assert_eq!(collected.len(), COLLECTED);
     let proxy = FaultProxy::start(&anvil.url).await;
-    let node = NodeClient::connect(&proxy.url, Duration::from_secs(30)).expect("node");
-    let (fresh, server) = serve_with(&db, node, None).await;
-    in_process.push(server);
-    for sort in ["asc", "desc"] {
+    // The busy account's first group makes 10,575 rows (the mint, the 25 batches of 420 and 74
+    // transfers to the collector): a first page past it passes the group by the index's count
+    // of the rows beyond one a transaction, and reads the next group only.
+    {
+        let node = NodeClient::connect(&proxy.url, Duration::from_secs(30)).expect("node");
+        let (fresh, server) = serve_with(&db, node, None).await;
+        in_process.push(server);
+        let deep = format!("module=account&action=tokentx&address={busy}&page=1061&offset=10&sort=asc");
+        let (before, logs_before) =
+            (proxy.calls_of("eth_getTransactionReceipt"), proxy.calls_of("eth_getLogs"));
+        let got = get(&http, &fresh.url, &deep).await;
+        assert_eq!(shown(&got["result"], &token_fields), transfers[10_600..10_610], "{deep}");
+        let receipts = proxy.calls_of("eth_getTransactionReceipt") - before;
+        let logs = proxy.calls_of("eth_getLogs") - logs_before;
+        eprintln!("tokentx rows 10,600-10,609 of the busy account: {receipts} receipts and {logs} eth_getLogs asked");
+        assert_eq!(logs, 0, "the first group's 10,575 rows are counted by the index");
+        assert!(receipts <= 100, "only the page's group is read: {receipts} receipts");
+    }
+    let mut fresh_url = String::new();
+    for (upgraded, sort) in [(false, "asc"), (false, "desc"), (true, "asc"), (true, "desc")] {
+        if upgraded && sort == "asc" {
+            let txn = db.begin_write().expect("write");
+            state::set_transfer_rows_from(&txn, ots_indexer::txid::TxId::first_of_block(tip + 1).0)
+                .expect("upgraded");
+            txn.commit().expect("commit");
+        }
+        // A server of its own for each pass: no counted groups kept.
+        let node = NodeClient::connect(&proxy.url, Duration::from_secs(30)).expect("node");
+        let (fresh, server) = serve_with(&db, node, None).await;
+        in_process.push(server);
+        fresh_url.clone_from(&fresh.url);
         let deep = format!("module=account&action=tokentx&address={collector}&page=21&offset=10&sort={sort}");
         let want: Vec<Value> = if sort == "asc" {
             collected[200..210].to_vec()
@@ -402,17 +430,24 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
         let took = started.elapsed().as_secs_f64() * 1e3;
         let receipts = proxy.calls_of("eth_getTransactionReceipt") - before;
         let logs = proxy.calls_of("eth_getLogs") - logs_before;
+        let counted = if upgraded { "upgraded from format 12" } else { "counted by the index" };
         eprintln!(
-            "tokentx rows 200-209 of the collector ({sort}), nothing counted before: {receipts} receipts and {logs} eth_getLogs asked, {took:.1} ms"
+            "tokentx rows 200-209 of the collector ({sort}, {counted}), nothing counted before: {receipts} receipts and {logs} eth_getLogs asked, {took:.1} ms"
         );
-        assert!(receipts <= 100, "the rows before the page come from the node's logs: {receipts} receipts");
-        // Ascending, the two groups before the page are counted from one batch over their blocks
-        // (the collector as sender, as receiver), not one a group. Descending, the 50 newest
-        // are counted with the ascending walk's groups' blocks, and those groups are passed
-        // from the marks; the page's own group is asked too, since only its count tells that
-        // it reaches the page.
-        let want = if sort == "asc" { 2 } else { 4 };
-        assert_eq!(logs, want, "eth_getLogs calls for the steps before the page ({sort})");
+        assert!(receipts <= 100, "the rows before the page are counted, not read: {receipts} receipts");
+        // Counted by the index, the settled groups need no node at all: descending, only the 50
+        // newest (not a whole group) are counted from one batch of logs (the collector as sender,
+        // as receiver) over their own blocks, and the page's group, which the index says reaches
+        // the page, is read without counting it first. Upgraded, ascending, the two groups before the page are counted
+        // from one batch over their blocks (the collector as sender, as receiver), not one a
+        // group; descending as before, but the second group counted from the first batch's logs.
+        let want = match (upgraded, sort) {
+            (false, "asc") => 0,
+            (false, _) => 2,
+            (true, "asc") => 2,
+            (true, _) => 4,
+        };
+        assert_eq!(logs, want, "eth_getLogs calls for the steps before the page ({sort}, {counted})");
     }
     // A node that refuses the query over two groups' blocks (more logs than it answers at once)
     // is asked for each step's blocks instead: still counted, not read whole. (The list of the
@@ -422,7 +457,7 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
     let deep = format!(
         "module=account&action=tokentx&address={collector}&contractaddress={token}&page=21&offset=10"
     );
-    assert_eq!(rows(&get(&http, &fresh.url, &deep).await), collected[200..210].to_vec(), "{deep}");
+    assert_eq!(rows(&get(&http, &fresh_url, &deep).await), collected[200..210].to_vec(), "{deep}");
     let receipts = proxy.calls_of("eth_getTransactionReceipt") - before;
     let logs = proxy.calls_of("eth_getLogs") - logs_before;
     eprintln!(

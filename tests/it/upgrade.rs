@@ -1,8 +1,9 @@
 //! `ots-indexer migrate`: a format-8 database, as the last format-8 release wrote it, upgrades in
 //! place (through format 9, to format 10 with the block times its chain's source gives, to
-//! format 11 with received marks from its tip on, and to format 12 with the internal-transaction
-//! index from its tip on) to exactly what a fresh index of the same chain holds without the
-//! received marks and internal transactions of the blocks it had indexed, and a kill -9 during the
+//! format 11 with received marks from its tip on, to format 12 with the internal-transaction
+//! index from its tip on, and to format 13 with the transfer rows index from its tip on) to
+//! exactly what a fresh index of the same chain holds without the received marks, internal
+//! transactions and transfer rows of the blocks it had indexed, and a kill -9 during the
 //! upgrade leaves a database that opens and upgrades on the next try. Without a source, or with
 //! another chain's, the upgrade is refused and the database is unchanged; from format 10 none is
 //! needed.
@@ -22,7 +23,7 @@ use std::{
 use ots_indexer::{
     db::{
         state::{self, StateError, FORMAT_VERSION},
-        tables::{OtsInternalTxCounter, TableId},
+        tables::{OtsInternalTxCounter, OtsTransferRowsCounter, TableId},
         AccessMode, Db, DbError, DATA_FILE,
     },
     index::{
@@ -59,7 +60,21 @@ async fn fresh_index(dir: &Path) -> Db {
     let internal = db.begin_read().expect("read").entries::<OtsInternalTxCounter>().expect("count");
     assert!(internal > 0, "the chain's factories create contracts in inner frames");
     without_internal_txs(&db);
+    let rows = db.begin_read().expect("read").entries::<OtsTransferRowsCounter>().expect("count");
+    assert!(rows > 0, "the chain's routers move several tokens of a party in one transaction");
+    without_transfer_rows(&db);
     db
+}
+
+/// Empties the transfer rows index, and deletes the reorg window's rows of it (format 12 had
+/// none).
+fn without_transfer_rows(db: &Db) {
+    use ots_indexer::db::{codec::IndexKind, tables::OtsTransferRowsIndex};
+    let txn = db.begin_write().expect("write");
+    txn.clear::<OtsTransferRowsIndex>().expect("clear");
+    txn.clear::<OtsTransferRowsCounter>().expect("clear");
+    delete_window_rows(&txn, IndexKind::TransferRows);
+    txn.commit().expect("commit");
 }
 
 /// Empties the internal-transaction index (the chain's factories create contracts in inner
@@ -392,6 +407,7 @@ async fn a_format_10_database_upgrades_without_a_source() {
     let tip = {
         let db = Db::open(&new, AccessMode::ReadWrite).expect("open");
         without_internal_txs(&db);
+        without_transfer_rows(&db);
         let txn = db.begin_write().expect("write");
         txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &11u64.to_be_bytes().to_vec())
             .expect("put");
@@ -404,4 +420,31 @@ async fn a_format_10_database_upgrades_without_a_source() {
     let said = status(&new);
     assert!(said.get("receivedMarksFromBlock").is_none(), "{said}");
     assert_eq!(said["internalTxsFromBlock"], serde_json::json!(tip + 1));
+    assert_eq!(said["transferRowsFromBlock"], serde_json::json!(tip + 1));
+
+    // A format-12 database gains the transfer rows index from its tip on, and nothing else
+    // changes (its tables emptied, as format 12 had none).
+    let (tip, before) = {
+        let fresh = generate(dir.path(), "twelve.rec.zst", 4, 500).await;
+        let twelve = dir.path().join("twelve");
+        let db = index(&fresh, &twelve, 8, 4).await.0;
+        without_transfer_rows(&db);
+        let txn = db.begin_write().expect("write");
+        txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &12u64.to_be_bytes().to_vec())
+            .expect("put");
+        txn.commit().expect("commit");
+        let tip = state::read_tip(&db.begin_read().expect("read")).expect("tip").expect("indexed");
+        (tip, dump_hash(&db).expect("hash"))
+    };
+    let twelve = dir.path().join("twelve");
+    let said = migrate_without_source(&twelve);
+    assert!(said.contains(&format!("upgraded format version 12 -> {FORMAT_VERSION}")), "{said}");
+    assert!(said.contains(&format!("token-list rows counted by the index from block {}", tip + 1)), "{said}");
+    assert!(!said.contains("received marks") && !said.contains("internal transactions"), "{said}");
+    let said = status(&twelve);
+    assert!(said.get("internalTxsFromBlock").is_none(), "{said}");
+    assert_eq!(said["transferRowsFromBlock"], serde_json::json!(tip + 1));
+    let db = Db::open(&twelve, AccessMode::ReadWrite).expect("open");
+    check(&db.begin_read().expect("read")).expect("the upgraded database passes check");
+    assert_eq!(dump_hash(&db).expect("hash"), before, "the tables are not touched");
 }

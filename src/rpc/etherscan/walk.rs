@@ -27,9 +27,9 @@ use super::{
 };
 use crate::{
     db::{state, DbResult, ReadTxn},
-    decode::TokenKinds,
+    decode::{TokenKind, TokenKinds},
     index::families::{
-        address_index::{count, page, rank, settled, IdList},
+        address_index::{count, page, rank, settled, transfer_rows, IdList},
         appearances,
         attributes::attributes,
     },
@@ -138,6 +138,9 @@ pub(super) struct Step {
     /// The indexed tip, for `confirmations`.
     pub tip: u64,
     group: Option<(u64, u64, u64)>,
+    /// The step is a group whose rows are known (counted before) to reach into the page: it is
+    /// read whole without counting it first.
+    reaches_page: bool,
 }
 
 /// A walk over a source's ids within a block range for one page: a step (a group of
@@ -165,6 +168,8 @@ pub(super) struct Walk {
     /// Where the ids read ahead end, in the walk's direction (ascending: the first id after
     /// them; descending: the last of them).
     ahead: Option<u64>,
+    /// The counted group the walk stopped skipping at, its rows reaching into the page.
+    reaching: Option<u64>,
     /// The index's part of the page, for `ots::rpc::timing`.
     timer: PageTimer,
 }
@@ -199,6 +204,7 @@ impl Walk {
             skipped_groups: 0,
             checked_groups: 0,
             ahead: None,
+            reaching: None,
             timer: PageTimer::start(stream.action()),
         }
     }
@@ -283,6 +289,9 @@ impl Walk {
                 Sort::Asc => group.first >= self.bound && group.last < self.high,
                 Sort::Desc => group.last < self.bound && group.first >= self.low,
             };
+            if group.rows > before_page && inside {
+                self.reaching = Some(index);
+            }
             if group.rows > before_page || !inside {
                 return Ok(());
             }
@@ -458,12 +467,42 @@ impl Walk {
         }
     }
 
+    /// Whether the index counts this walk's settled groups by itself: an account's own `txlist`,
+    /// or a token list of a party (without a token: the transfer rows index counts per party).
+    fn counted_in_index(&self) -> bool {
+        self.own_account().is_some() || self.token_party().is_some()
+    }
+
+    /// The kind and party of a token list of one party over its transfer index, all tokens.
+    fn token_party(&self) -> Option<(TokenKind, Address)> {
+        match (self.stream, self.source) {
+            (Stream::Movements(kind, Some(party), None), Source::Transfers(..)) => Some((kind, party)),
+            _ => None,
+        }
+    }
+
+    /// The rows of the settled group of ids `first..=last` (`len` of them), if the index alone
+    /// says (see [`Walk::counted_by_index`]).
+    fn rows_from_index(&self, t: &ReadTxn, (first, last): (u64, u64), len: u64) -> DbResult<Option<u64>> {
+        if let Some(address) = self.own_account() {
+            return own_rows_from_index(t, &address, first, last);
+        }
+        match self.token_party() {
+            Some((kind, party)) => movement_rows_from_index(t, kind, &party, (first, last), len),
+            None => Ok(None),
+        }
+    }
+
     /// The group ahead of position `at`, counted from the index alone where it can be: a settled
     /// group of an address's appearances makes a `txlist` row for each it sent or received (the
-    /// lists mark both), so an account's history needs no node to be skipped. Below the received
-    /// marks of a database upgraded from format 10, only a group it sent every one of is.
+    /// lists mark both), so an account's history needs no node to be skipped (below the received
+    /// marks of a database upgraded from format 10, only a group it sent every one of is); a
+    /// settled group of a party's transfer index makes a row for each transaction plus the rows
+    /// the transfer rows index holds beyond them.
     fn counted_by_index(&self, t: &ReadTxn, at: u64) -> DbResult<Option<Group>> {
-        let Some(address) = self.own_account() else { return Ok(None) };
+        if !self.counted_in_index() {
+            return Ok(None);
+        }
         let end = match self.sort {
             Sort::Asc => at + GROUP,
             Sort::Desc => at,
@@ -476,7 +515,7 @@ impl Walk {
         if ids.len() as u64 != GROUP {
             return Ok(None);
         }
-        let Some(rows) = own_rows_from_index(t, &address, first, last)? else { return Ok(None) };
+        let Some(rows) = self.rows_from_index(t, (first, last), GROUP)? else { return Ok(None) };
         Ok(Some(Group { first, last, rows, emitters: Arc::new([]), loaded: false }))
     }
 
@@ -526,7 +565,8 @@ impl Walk {
             }
         };
         let tip = state::read_tip(t)?.unwrap_or_default();
-        Ok(Some(Step { ids: inside, tip, group: group.map(|g| (g, first, last)) }))
+        let reaches_page = group.is_some() && group == self.reaching;
+        Ok(Some(Step { ids: inside, tip, group: group.map(|g| (g, first, last)), reaches_page }))
     }
 
     /// The ids of the [`READ_AHEAD`] groups after the walk's bound, a group's ids each, when
@@ -587,9 +627,9 @@ impl Walk {
             Sort::Desc => at % GROUP,
         };
         let (partial, whole) = ids.split_at((first as usize).min(ids.len()));
-        let own = match self.own_account() {
-            Some(address) => Some((address, self.source.settled(t)?)),
-            None => None,
+        let settled = match self.counted_in_index() {
+            true => Some(self.source.settled(t)?),
+            false => None,
         };
         let mut groups = vec![partial];
         let mut edge = match self.sort {
@@ -602,9 +642,9 @@ impl Walk {
                 Sort::Asc => edge + GROUP,
                 Sort::Desc => edge,
             };
-            if let Some((address, settled)) = own {
+            if let Some(settled) = settled {
                 let full = group.len() as u64 == GROUP && end <= settled;
-                if full && own_rows_from_index(t, &address, low, high)?.is_some() {
+                if full && self.rows_from_index(t, (low, high), GROUP)?.is_some() {
                     self.ahead = Some(match self.sort {
                         Sort::Asc => low,
                         Sort::Desc => high + 1,
@@ -646,6 +686,24 @@ impl Walk {
                 Sort::Desc => inside.min(),
             };
             Ok(far.map(|id| TxId(id).block()))
+        })
+    }
+
+    /// How many groups after the walk's position a token list's logs are worth reading ahead
+    /// for: those the index does not count (the reorg window's; any, `None`, for a list the
+    /// index does not count or below the transfer rows index's start).
+    fn groups_uncounted_ahead(&self, api: &Etherscan) -> Result<Option<u64>, Answer> {
+        let Some(at) = self.at.filter(|_| self.token_party().is_some()) else { return Ok(None) };
+        api.read(|t| {
+            if state::read_transfer_rows_from(t)? > 0 {
+                return Ok(None);
+            }
+            let settled = self.source.settled(t)?;
+            Ok(match self.sort {
+                Sort::Asc if at >= settled => None,
+                Sort::Asc => Some(0),
+                Sort::Desc => Some(at.saturating_sub(settled).div_ceil(GROUP)),
+            })
         })
     }
 
@@ -735,7 +793,7 @@ pub(super) async fn walk(
     let mut by_logs = matches!(stream, Stream::Movements(..));
     let mut span: Option<SpanLogs> = None;
     while let Some(step) = walk.next(api)? {
-        if by_logs && walk.short_of_page() > 0 {
+        if by_logs && walk.short_of_page() > 0 && !step.reaches_page {
             if !span.as_ref().is_some_and(|s| s.covers(&step.ids)) {
                 span = logs_for(api, &walk, stream, &step).await?;
             }
@@ -812,6 +870,7 @@ async fn logs_for(
     let blocks = step.ids.iter().map(|id| id.block());
     let (Some(low), Some(high)) = (blocks.clone().min(), blocks.max()) else { return Ok(None) };
     let groups = (walk.short_of_page().saturating_sub(step.ids.len() as u64) / GROUP).min(LOGS_AHEAD);
+    let groups = walk.groups_uncounted_ahead(api)?.map_or(groups, |uncounted| groups.min(uncounted));
     if groups > 0 {
         if let Some(far) = walk.block_ahead(api, groups * GROUP)? {
             if let Some(span) = SpanLogs::read(api, stream, (low.min(far), high.max(far))).await {
@@ -820,6 +879,39 @@ async fn logs_for(
         }
     }
     Ok(SpanLogs::read(api, stream, (low, high)).await)
+}
+
+/// How many rows of `kind`'s token list of `party` (all tokens) the settled transactions
+/// `first..=last` of its transfer index (`len` of them) make, if the index alone says: one each,
+/// plus those beyond the first that the transfer rows index holds for them (from
+/// `transfer_rows_from` on: a database upgraded from format 12 has none below it). `None` below
+/// that, or where a transaction's rows are not counted there (none, or past the codes' reach).
+fn movement_rows_from_index(
+    t: &ReadTxn,
+    kind: TokenKind,
+    party: &Address,
+    (first, last): (u64, u64),
+    len: u64,
+) -> DbResult<Option<u64>> {
+    if first < state::read_transfer_rows_from(t)? {
+        return Ok(None);
+    }
+    let (Some(low), Some(high)) =
+        (transfer_rows::first_of(first), last.checked_add(1).and_then(transfer_rows::first_of))
+    else {
+        return Ok(None);
+    };
+    let from = rank(t, IdList::TransferRows, party, low)?;
+    let to = rank(t, IdList::TransferRows, party, high)?;
+    let mut rows = len;
+    for id in page(t, IdList::TransferRows, party, from, to - from)? {
+        match transfer_rows::decode_row_id(id) {
+            (_, Some(k), _) if k != kind => {}
+            (_, _, transfer_rows::UNCOUNTED) => return Ok(None),
+            (_, _, extra) => rows += extra,
+        }
+    }
+    Ok(Some(rows))
 }
 
 /// How many `txlist` rows of `address` the settled group of its appearances `first..=last` makes,
@@ -905,7 +997,10 @@ mod tests {
     use crate::{
         db::{
             codec::{AttributeBit, IndexKind, ListId, RecentKey},
-            tables::{OtsERC20TransferCounter, OtsERC20TransferIndex, OtsRecentIdsByAddress},
+            tables::{
+                OtsERC20TransferCounter, OtsERC20TransferIndex, OtsRecentIdsByAddress,
+                OtsTransferRowsCounter, OtsTransferRowsIndex,
+            },
             AccessMode, Db,
         },
         decode::TokenKind,
@@ -928,17 +1023,38 @@ mod tests {
     }
 
     /// The holder's transfer list: ids `id(n)` of `settled` in the table, of `recent` in the
-    /// window.
+    /// window, with the transfer rows index [`rows_of`] makes.
     fn database_of(settled: std::ops::Range<u64>, recent: std::ops::Range<u64>) -> (tempfile::TempDir, Db) {
+        database_with(settled, recent, &|id| rows_of(id).len() as u64)
+    }
+
+    /// [`database_of`] with the transfer rows index of transactions making `rows` rows each.
+    fn database_with(
+        settled: std::ops::Range<u64>,
+        recent: std::ops::Range<u64>,
+        rows: &dyn Fn(TxId) -> u64,
+    ) -> (tempfile::TempDir, Db) {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
         let txn = db.begin_write().expect("write");
+        let row_ids = |ids: &[u64]| -> Vec<u64> {
+            ids.iter()
+                .filter_map(|&i| transfer_rows::row_id(TxId(i), TokenKind::Erc20, rows(TxId(i))))
+                .collect()
+        };
         let settled: Vec<u64> = settled.map(id).collect();
         append_ids::<OtsERC20TransferIndex, OtsERC20TransferCounter>(&txn, &HOLDER, &settled)
             .expect("append");
+        append_ids::<OtsTransferRowsIndex, OtsTransferRowsCounter>(&txn, &HOLDER, &row_ids(&settled))
+            .expect("append");
+        let recent: Vec<u64> = recent.map(id).collect();
         let key = RecentKey { kind: IndexKind::Erc20Transfers, address: HOLDER };
-        for n in recent {
-            txn.put::<OtsRecentIdsByAddress>(&key, &ListId(id(n))).expect("recent");
+        for &n in &recent {
+            txn.put::<OtsRecentIdsByAddress>(&key, &ListId(n)).expect("recent");
+        }
+        let key = RecentKey { kind: IndexKind::TransferRows, address: HOLDER };
+        for n in row_ids(&recent) {
+            txn.put::<OtsRecentIdsByAddress>(&key, &ListId(n)).expect("recent");
         }
         txn.commit().expect("commit");
         (dir, db)
@@ -1232,6 +1348,45 @@ mod tests {
             read(&db, &marks, stream, whole, deep, Sort::Asc).1 <= 3 * GROUP as usize,
             "and counted anew"
         );
+    }
+
+    /// A party's token list counts its settled groups from the transfer rows index: a first deep
+    /// page, in either sort, reads the node for its own groups only (a transaction making two or
+    /// three rows counted too); below `transfer_rows_from` (a database upgraded from format 12)
+    /// and where a group holds a transaction making no row, the groups are walked.
+    #[test]
+    fn a_token_list_counts_its_settled_groups_from_the_transfer_rows_index() {
+        let made = |id: TxId| -> Vec<Value> { (0..1 + id.0 % 3).map(|k| json!([id.0, k])).collect() };
+        let (_dir, db) = database_with(0..SETTLED, SETTLED..SETTLED + RECENT, &|id| made(id).len() as u64);
+        let stream = Stream::Movements(TokenKind::Erc20, Some(HOLDER), None);
+        let source = Source::Transfers(IdList::Erc20Transfers, HOLDER);
+        let whole = (0, u64::MAX);
+        let all: Vec<Value> = (0..SETTLED + RECENT).flat_map(|n| made(TxId(id(n)))).collect();
+        let deep = Window { skip: 1_500, rows: 10 };
+        for sort in [Sort::Asc, Sort::Desc] {
+            let mut want = all.clone();
+            if sort == Sort::Desc {
+                want.reverse();
+            }
+            let (rows, walked) =
+                read_from(&db, &WalkMarks::default(), (source, stream), whole, deep, sort, &made);
+            assert_eq!(rows, page_of(want, deep), "{sort:?}");
+            assert!(walked <= 2 * GROUP as usize, "only the page's groups are read ({sort:?}): {walked}");
+        }
+        // The party's rows of one token: the index does not count them by token.
+        let one_token = Stream::Movements(TokenKind::Erc20, Some(HOLDER), Some(TOKEN));
+        let (rows, walked) =
+            read_from(&db, &WalkMarks::default(), (source, one_token), whole, deep, Sort::Asc, &made);
+        assert_eq!(rows, page_of(all.clone(), deep));
+        assert!(walked >= 500, "one token's rows are walked: {walked}");
+        // Upgraded from format 12 half way through the settled ids: the lower half is walked.
+        let txn = db.begin_write().expect("write");
+        state::set_transfer_rows_from(&txn, id(SETTLED / 2)).expect("state");
+        txn.commit().expect("commit");
+        let (rows, walked) =
+            read_from(&db, &WalkMarks::default(), (source, stream), whole, deep, Sort::Asc, &made);
+        assert_eq!(rows, page_of(all, deep));
+        assert!(walked >= 500, "below the rows' start the groups are walked: {walked}");
     }
 
     /// An account's settled groups are counted from the index (a sent or received transaction is

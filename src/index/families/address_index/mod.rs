@@ -9,6 +9,7 @@
 //! [`crate::index::recent`], after the table's, until their blocks leave it.
 
 pub mod chunks;
+pub mod transfer_rows;
 
 use std::sync::Arc;
 
@@ -59,16 +60,19 @@ pub enum IdList {
     Withdrawals,
     /// `OtsInternalTxIndex`.
     InternalTxs,
+    /// `OtsTransferRowsIndex`: ids are row ids ([`transfer_rows`]), not TxIds.
+    TransferRows,
 }
 
 /// Every address index, in the order a batch writes them.
-pub const ID_LISTS: [IdList; 6] = [
+pub const ID_LISTS: [IdList; 7] = [
     IdList::Erc20Transfers,
     IdList::Erc721Transfers,
     IdList::Erc1155Transfers,
     IdList::BlocksRewarded,
     IdList::Withdrawals,
     IdList::InternalTxs,
+    IdList::TransferRows,
 ];
 
 /// The transfer indexes, whose ids are TxIds.
@@ -98,6 +102,7 @@ impl IdList {
             Self::BlocksRewarded => IndexKind::BlocksRewarded,
             Self::Withdrawals => IndexKind::Withdrawals,
             Self::InternalTxs => IndexKind::InternalTxs,
+            Self::TransferRows => IndexKind::TransferRows,
         }
     }
 }
@@ -119,6 +124,7 @@ pub fn view_id_list<V: IdListViewer>(list: IdList, viewer: &mut V) -> V::Output 
         IdList::BlocksRewarded => viewer.view::<OtsBlocksRewardedIndex, OtsBlocksRewardedCounter>(),
         IdList::Withdrawals => viewer.view::<OtsWithdrawalsIndex, OtsWithdrawalsCounter>(),
         IdList::InternalTxs => viewer.view::<OtsInternalTxIndex, OtsInternalTxCounter>(),
+        IdList::TransferRows => viewer.view::<OtsTransferRowsIndex, OtsTransferRowsCounter>(),
     }
 }
 
@@ -129,7 +135,7 @@ type IdCollector = Sorter<(Address, u64)>;
 /// Every address index's new ids of a batch or a stage.
 #[derive(Debug, Default)]
 pub struct IdLists {
-    lists: [IdCollector; 6],
+    lists: [IdCollector; 7],
     /// Per transfer index: a transaction with several transfers names the same address in
     /// many (9.4 M of the 102 M touches of the 21 M-transaction benchmark chain).
     in_tx: [SeenInTx; 3],
@@ -159,6 +165,14 @@ impl IdLists {
             return Ok(());
         }
         self.push(list, touch.address, touch.tx.0)
+    }
+
+    /// Collects the row ids of a block's transfer logs (`logs`, in log order).
+    pub fn count_rows(&mut self, logs: &[(TxId, crate::decode::TokenLog<'_>)]) -> DbResult<()> {
+        for (party, id) in transfer_rows::row_ids(logs) {
+            self.push(IdList::TransferRows, party, id)?;
+        }
+        Ok(())
     }
 
     /// Collects `block`'s fee recipient, withdrawals and internal transactions, and writes
@@ -259,6 +273,7 @@ fn block_of(txn: &WriteTxn, list: IdList, id: u64) -> DbResult<u64> {
         IdList::Erc20Transfers | IdList::Erc721Transfers | IdList::Erc1155Transfers | IdList::InternalTxs => {
             TxId(id).block()
         }
+        IdList::TransferRows => TxId(id >> transfer_rows::SHIFT).block(),
         IdList::BlocksRewarded => id,
         IdList::Withdrawals => match txn.cursor::<OtsWithdrawalIdx2Block>()?.seek(&Count(id))? {
             Some((_, BlockNumber(block))) => block,
@@ -426,6 +441,7 @@ impl Cuts {
             | IdList::Erc721Transfers
             | IdList::Erc1155Transfers
             | IdList::InternalTxs => self.tx,
+            IdList::TransferRows => transfer_rows::first_of(self.tx).unwrap_or(u64::MAX),
             IdList::BlocksRewarded => self.block,
             IdList::Withdrawals => self.withdrawal,
         }
@@ -493,7 +509,9 @@ pub fn check_transfers<K: TransactionKind>(
     for list in TX_LISTS {
         view_id_list(list, &mut Check { txn, report, below })?;
     }
-    Ok(())
+    // The row ids are checked as a list, but are not the transfer indexes' lists or ids.
+    let below = transfer_rows::first_of(below).unwrap_or(u64::MAX);
+    view_id_list(IdList::TransferRows, &mut Check { txn, report: &mut CheckReport::default(), below })
 }
 
 /// Checks the reorg window's part of every list (`window`: its ids by list and address): each
@@ -528,7 +546,12 @@ pub fn check_recent<K: TransactionKind>(
             if ids.windows(2).any(|w| w[0] >= w[1]) {
                 return Err(bad("window ids do not grow from block to block".into()));
             }
-            if let Some(&last) = ids.last().filter(|&&l| TX_LISTS.contains(&list) && l >= below) {
+            let past_tip = match list {
+                IdList::TransferRows => transfer_rows::first_of(below).unwrap_or(u64::MAX),
+                _ if TX_LISTS.contains(&list) => below,
+                _ => u64::MAX,
+            };
+            if let Some(&last) = ids.last().filter(|&&l| l >= past_tip) {
                 return Err(bad(format!("holds id {last:#x}, beyond the indexed tip")));
             }
             if TX_LISTS.contains(&list) {
@@ -629,6 +652,7 @@ impl Gatherer for IdLists {
         for touch in block.touches {
             self.touch(touch)?;
         }
+        self.count_rows(block.logs)?;
         self.collect_block(block.txn, block.block)
     }
 
@@ -662,6 +686,8 @@ impl Family for AddressIndexFamily {
         TableId::OtsERC1155TransferCounter,
         TableId::OtsInternalTxIndex,
         TableId::OtsInternalTxCounter,
+        TableId::OtsTransferRowsIndex,
+        TableId::OtsTransferRowsCounter,
     ];
 
     fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {

@@ -1,0 +1,189 @@
+//! The rows of an address's token lists (`tokentx`, `tokennfttx`, `token1155tx`) that its
+//! transfer indexes do not count: those list a transaction once, a list shows a row per movement
+//! — a swap sends one token and receives another, a mint of ten NFTs is ten rows, an ERC1155
+//! batch a row per id. `OtsTransferRowsIndex` holds one id for each transaction of an address's
+//! transfer index that makes other than one row (docs/format.md, "Address indexes"), so a walk
+//! counts the rows of a settled stretch of the list from two lists alone (docs/etherscan.md,
+//! "Paging").
+//!
+//! An id is the transaction's TxId shifted left by [`SHIFT`] bits, the kind in the next two and
+//! a code in the low ten: the rows beyond the first (1 to [`MAX_EXTRA`]), or [`UNCOUNTED`] when
+//! the transaction makes none (an ERC1155 log whose ids and amounts do not decode) or more than
+//! that. Ids sort by transaction, so a stretch of the transfer index is a stretch of these.
+
+use alloy_primitives::Address;
+
+use crate::{
+    decode::{TokenKind, TokenLog},
+    txid::TxId,
+};
+
+/// Bits below the TxId: two for the kind, ten for the code.
+pub const SHIFT: u32 = 12;
+
+/// The code of a transaction whose rows the index does not count: a walk asks the node.
+pub const UNCOUNTED: u64 = (1 << 10) - 1;
+
+/// The most rows beyond the first a code counts.
+pub const MAX_EXTRA: u64 = UNCOUNTED - 1;
+
+/// The first row id of transaction `tx` (its kinds and codes sort after it); `None` for a TxId
+/// too large to shift (a block past 2^32), which the index never holds.
+pub const fn first_of(tx: u64) -> Option<u64> {
+    if tx >> (64 - SHIFT) == 0 {
+        Some(tx << SHIFT)
+    } else {
+        None
+    }
+}
+
+/// The row id of transaction `tx` making `rows` rows of `kind`'s list, if it is not one.
+pub fn row_id(tx: TxId, kind: TokenKind, rows: u64) -> Option<u64> {
+    if rows == 1 {
+        return None;
+    }
+    let code = if rows == 0 || rows - 1 > MAX_EXTRA { UNCOUNTED } else { rows - 1 };
+    Some(first_of(tx.0)? | (kind_bits(kind) << 10) | code)
+}
+
+/// What a row id says: its transaction, its kind and its code.
+pub fn decode_row_id(id: u64) -> (TxId, Option<TokenKind>, u64) {
+    let kind = match (id >> 10) & 3 {
+        0 => Some(TokenKind::Erc20),
+        1 => Some(TokenKind::Erc721),
+        2 => Some(TokenKind::Erc1155),
+        _ => None,
+    };
+    (TxId(id >> SHIFT), kind, id & UNCOUNTED)
+}
+
+const fn kind_bits(kind: TokenKind) -> u64 {
+    match kind {
+        TokenKind::Erc20 => 0,
+        TokenKind::Erc721 => 1,
+        TokenKind::Erc1155 => 2,
+    }
+}
+
+/// The rows `log` makes in its parties' lists: one for an ERC20 or ERC721 transfer, one per id
+/// for an ERC1155 log (none when its ids and amounts do not decode) — what the list's rows are
+/// made by (`rpc::transfer_detail::movements`).
+fn rows_of(log: &TokenLog<'_>) -> u64 {
+    match log.kind {
+        TokenKind::Erc20 | TokenKind::Erc721 => 1,
+        TokenKind::Erc1155 => log.units().map_or(0, |units| units.len() as u64),
+    }
+}
+
+/// The row ids of a block's transfer logs (`logs`, in log order), as `(party, id)`: each
+/// transaction's rows per party and kind, a log counted once for a party that both sent and
+/// received it.
+pub fn row_ids(logs: &[(TxId, TokenLog<'_>)]) -> Vec<(Address, u64)> {
+    let mut out = Vec::new();
+    let mut tx_rows: Vec<(TokenKind, Address, u64)> = Vec::new();
+    let mut flush = |tx: TxId, tx_rows: &mut Vec<(TokenKind, Address, u64)>| {
+        for (kind, party, rows) in tx_rows.drain(..) {
+            if let Some(id) = row_id(tx, kind, rows) {
+                out.push((party, id));
+            }
+        }
+    };
+    let mut current = None;
+    for (tx, log) in logs {
+        if current != Some(*tx) {
+            if let Some(done) = current {
+                flush(done, &mut tx_rows);
+            }
+            current = Some(*tx);
+        }
+        let rows = rows_of(log);
+        let parties: &[Address] = if log.from == log.to { &[log.from] } else { &[log.from, log.to] };
+        for &party in parties {
+            match tx_rows.iter_mut().find(|(k, p, _)| *k == log.kind && *p == party) {
+                Some((_, _, counted)) => *counted += rows,
+                None => tx_rows.push((log.kind, party, rows)),
+            }
+        }
+    }
+    if let Some(done) = current {
+        flush(done, &mut tx_rows);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy_primitives::{B256, U256};
+
+    use super::*;
+    use crate::decode::{TokenKinds, TRANSFER_BATCH_TOPIC, TRANSFER_TOPIC};
+
+    #[test]
+    fn a_row_id_is_the_txid_then_the_kind_then_the_code() {
+        let tx = TxId::new(0x1234_5678, 0x9_abcd).expect("id");
+        assert_eq!(row_id(tx, TokenKind::Erc20, 1), None);
+        // TxId 0x12345678_9abcd → shifted 12 bits, kind 1 (ERC721), 2 rows beyond the first.
+        assert_eq!(row_id(tx, TokenKind::Erc721, 3), Some(0x1234_5678_9abc_d402));
+        assert_eq!(row_id(tx, TokenKind::Erc1155, 0), Some(0x1234_5678_9abc_dbff));
+        assert_eq!(row_id(tx, TokenKind::Erc20, 1_023), Some(0x1234_5678_9abc_d3fe));
+        assert_eq!(row_id(tx, TokenKind::Erc20, 1_024), Some(0x1234_5678_9abc_d3ff));
+        assert_eq!(decode_row_id(0x1234_5678_9abc_d402), (tx, Some(TokenKind::Erc721), 2));
+        assert_eq!(first_of(tx.0), Some(0x1234_5678_9abc_d000));
+        // A block past 2^32 does not shift.
+        let far = TxId::new(1 << 32, 0).expect("id");
+        assert_eq!((first_of(far.0), row_id(far, TokenKind::Erc20, 2)), (None, None));
+    }
+
+    fn word(a: Address) -> B256 {
+        a.into_word()
+    }
+
+    /// A log of `token`, an ERC1155 when it is `multi`, else an ERC20.
+    fn log<'a>(token: Address, multi: Address, topics: &'a [B256], data: &'a [u8]) -> TokenLog<'a> {
+        let kinds = |t: &Address| {
+            Ok::<_, std::convert::Infallible>(if *t == multi {
+                TokenKinds { transfer: None, multi: true }
+            } else {
+                TokenKinds { transfer: Some(TokenKind::Erc20), multi: false }
+            })
+        };
+        TokenLog::decode(token, topics, data, kinds).expect("kinds").expect("a token log")
+    }
+
+    #[test]
+    fn each_party_counts_its_rows_per_transaction_and_kind() {
+        let [token, multi, a, b, c] = [1, 2, 3, 4, 5].map(Address::repeat_byte);
+        let erc20 = [TRANSFER_TOPIC, word(a), word(b)];
+        let to_self = [TRANSFER_TOPIC, word(c), word(c)];
+        let batch = [TRANSFER_BATCH_TOPIC, word(a), word(a), word(c)];
+        let amount = U256::from(5).to_be_bytes::<32>().to_vec();
+        // Two ids, two amounts.
+        let two: Vec<u8> =
+            [64u64, 160, 2, 7, 8, 2, 1, 1].iter().flat_map(|n| U256::from(*n).to_be_bytes::<32>()).collect();
+        let tx = |i| TxId::new(9, i).expect("id");
+        let logs = vec![
+            // Transaction 0: a sends to b twice; c to itself once.
+            (tx(0), log(token, multi, &erc20, &amount)),
+            (tx(0), log(token, multi, &erc20, &amount)),
+            (tx(0), log(token, multi, &to_self, &amount)),
+            // Transaction 1: a sends to b once, and a batch of two ids from a to c.
+            (tx(1), log(token, multi, &erc20, &amount)),
+            (tx(1), log(multi, multi, &batch, &two)),
+            // Transaction 2: a batch whose amounts do not decode.
+            (tx(2), log(multi, multi, &batch, &amount)),
+        ];
+        let mut ids = row_ids(&logs);
+        ids.sort_unstable();
+        let id = |i, kind, rows| row_id(tx(i), kind, rows).expect("not one row");
+        let mut want = vec![
+            (a, id(0, TokenKind::Erc20, 2)),
+            (b, id(0, TokenKind::Erc20, 2)),
+            (a, id(1, TokenKind::Erc1155, 2)),
+            (c, id(1, TokenKind::Erc1155, 2)),
+            (a, id(2, TokenKind::Erc1155, 0)),
+            (c, id(2, TokenKind::Erc1155, 0)),
+        ];
+        want.sort_unstable();
+        assert_eq!(ids, want);
+    }
+}
