@@ -14,6 +14,7 @@ mod balances;
 mod contract_info;
 mod label;
 mod recent;
+mod row_ids;
 mod totals;
 pub use appearances::{
     gap_len, pack_chunks, varint_len, ChunkCounts, Creation, ListKey, NonceAnchor, PackedIds, Role, Unpacked,
@@ -25,6 +26,7 @@ pub use balances::{
 pub use contract_info::ContractInfo;
 pub use label::{Label, MAX_LABEL_BYTES};
 pub use recent::{ListId, RecentId, RecentKey, RecentSent, SentTx};
+pub use row_ids::RowIdChunk;
 pub use totals::{AddressTotals, TotalsDelta};
 
 /// A value read from disk did not have the shape its table declares.
@@ -185,6 +187,23 @@ impl KeyCodec for ChunkKey {
     fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
         let (address, chunk) = split_address_u64_key(bytes, "chunk key")?;
         Ok(Self { address, chunk })
+    }
+}
+
+/// The value of an address-index chunk: its ids, ascending, in some encoding.
+pub trait ChunkIds: ValueCodec {
+    /// The chunk of `ids` (strictly ascending).
+    fn from_ids(ids: Vec<u64>) -> Self;
+    /// Its ids.
+    fn into_ids(self) -> Vec<u64>;
+}
+
+impl ChunkIds for IdChunk {
+    fn from_ids(ids: Vec<u64>) -> Self {
+        Self(ids)
+    }
+    fn into_ids(self) -> Vec<u64> {
+        self.0
     }
 }
 

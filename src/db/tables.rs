@@ -6,8 +6,8 @@
 use super::codec::{
     AddressTotals, Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup,
     Creation, Holding, IdChunk, KeyCodec, Label, ListId, ListKey, MultiKey, MultiPrior, NonceAnchor,
-    OwnerPrior, PackedIds, PairKey, Rank, RecentId, RecentKey, RecentSent, SentTx, StateKey, Timestamp,
-    TokenIdKey, TotalsDelta, UndoRecord, ValueCodec, WindowValue,
+    OwnerPrior, PackedIds, PairKey, Rank, RecentId, RecentKey, RecentSent, RowIdChunk, SentTx, StateKey,
+    Timestamp, TokenIdKey, TotalsDelta, UndoRecord, ValueCodec, WindowValue,
 };
 use alloy_primitives::{Address, U256};
 
@@ -194,9 +194,9 @@ tables! {
     /// transaction of an address's ERC20, ERC721 or ERC1155 transfer index that makes other than
     /// one row of its Etherscan list, one id: TxId (52 bits) ‖ kind (2: 0 ERC20, 1 ERC721, 2
     /// ERC1155) ‖ code (10: the rows beyond the first, 1–1,022; 1,023 when there are none or more
-    /// than 1,022). Layout of `OtsERC20TransferIndex`. The state's `transfer_rows_from` says from
-    /// which TxId it holds them all.
-    OtsTransferRowsIndex: Plain, ChunkKey => IdChunk;
+    /// than 1,022). Keys and chunks as `OtsERC20TransferIndex`'s, a chunk's ids packed as gaps
+    /// (`RowIdChunk`). The state's `transfer_rows_from` says from which TxId it holds them all.
+    OtsTransferRowsIndex: Plain, ChunkKey => RowIdChunk;
     /// Counter of `OtsTransferRowsIndex`; layout of `OtsERC20TransferCounter`.
     OtsTransferRowsCounter: DupSort, Address => CounterDup;
     /// Balances from Transfer logs (ours). Key: token (20) ‖ holder (20). Value: balance (BE

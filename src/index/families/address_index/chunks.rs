@@ -10,7 +10,7 @@ use alloy_primitives::Address;
 use signet_libmdbx::tx::{Rw, TransactionKind};
 
 use crate::db::{
-    codec::{ChunkKey, CounterDup, IdChunk, LAST_CHUNK, MAX_UNIQUE_CHUNK_COUNT},
+    codec::{ChunkIds, ChunkKey, CounterDup, LAST_CHUNK, MAX_UNIQUE_CHUNK_COUNT},
     tables::{DupSubKey, Table},
     DbError, DbResult, TableCursor, Txn, WriteTxn,
 };
@@ -21,8 +21,8 @@ use crate::db::{
 pub const CHUNK_IDS: usize = 244;
 
 /// An address index table: `address ‖ chunk id` → ids.
-pub trait AddressIndex: Table<Key = ChunkKey, Value = IdChunk> {}
-impl<T: Table<Key = ChunkKey, Value = IdChunk>> AddressIndex for T {}
+pub trait AddressIndex: Table<Key = ChunkKey, Value: ChunkIds> {}
+impl<T: Table<Key = ChunkKey, Value: ChunkIds>> AddressIndex for T {}
 
 /// An address counter table: `address` → counter dups.
 pub trait AddressCounter: DupSubKey<SubKey = u64> + Table<Key = Address, Value = CounterDup> {}
@@ -40,7 +40,7 @@ fn corrupt<T: Table>(address: &Address, chunk: u64, reason: String) -> DbError {
 
 /// What replaces an address's last chunk and its counter dup after an append: chunks in key
 /// order and their counter dups in order.
-type NewTail = (Vec<(ChunkKey, IdChunk)>, Vec<CounterDup>);
+type NewTail<V> = (Vec<(ChunkKey, V)>, Vec<CounterDup>);
 
 /// The counter's view of an address before an append.
 #[derive(Debug)]
@@ -100,7 +100,7 @@ impl Tail {
 
     /// The chunks and counter dups that replace the last chunk and its dup once `new_ids`
     /// (strictly ascending, each larger than every stored id) are appended.
-    fn extend<I: AddressIndex>(self, address: &Address, new_ids: &[u64]) -> DbResult<NewTail> {
+    fn extend<I: AddressIndex>(self, address: &Address, new_ids: &[u64]) -> DbResult<NewTail<I::Value>> {
         if let (Some(&last_old), Some(&first_new)) = (self.last_ids.last(), new_ids.first()) {
             if first_new <= last_old {
                 return Err(corrupt::<I>(
@@ -115,7 +115,7 @@ impl Tail {
         if self.unique && merged.len() as u64 <= MAX_UNIQUE_CHUNK_COUNT {
             let total = merged.len() as u64;
             return Ok((
-                vec![(ChunkKey::last(*address), IdChunk(merged))],
+                vec![(ChunkKey::last(*address), I::Value::from_ids(merged))],
                 vec![CounterDup::Unique { total }],
             ));
         }
@@ -126,7 +126,7 @@ impl Tail {
         for (i, piece) in merged.chunks(CHUNK_IDS).enumerate() {
             let chunk = if i + 1 == pieces { LAST_CHUNK } else { piece[piece.len() - 1] };
             cumulative += piece.len() as u64;
-            chunks.push((ChunkKey { address: *address, chunk }, IdChunk(piece.to_vec())));
+            chunks.push((ChunkKey { address: *address, chunk }, I::Value::from_ids(piece.to_vec())));
             dups.push(CounterDup::Regular { cumulative, chunk });
         }
         Ok((chunks, dups))
@@ -160,7 +160,8 @@ impl<'tx, I: AddressIndex, C: AddressCounter> IdAppender<'tx, I, C> {
         } else {
             (None, first)
         };
-        let ids = self.index.seek_exact(&ChunkKey::last(*address))?.map(|c| c.0).unwrap_or_default();
+        let ids =
+            self.index.seek_exact(&ChunkKey::last(*address))?.map(ChunkIds::into_ids).unwrap_or_default();
         Tail::of::<I, C>(address, dups, first, before_last, last, ids)
     }
 
@@ -206,7 +207,7 @@ pub fn rewrite_with_appends<I: AddressIndex, C: AddressCounter, K: TransactionKi
     let mut index = txn.cursor::<I>()?;
     let mut counter = txn.cursor::<C>()?;
     let mut appends = appends.into_iter().peekable();
-    let mut chunks: Vec<(ChunkKey, IdChunk)> = Vec::new();
+    let mut chunks: Vec<(ChunkKey, I::Value)> = Vec::new();
     let mut dups: Vec<CounterDup> = Vec::new();
     loop {
         let Some(address) = [
@@ -236,7 +237,7 @@ pub fn rewrite_with_appends<I: AddressIndex, C: AddressCounter, K: TransactionKi
                     (Some(&first), Some(&last)) => {
                         let before_last = dups.len().checked_sub(2).map(|i| dups[i]);
                         let last_ids = match chunks.last() {
-                            Some((k, _)) if k.chunk == LAST_CHUNK => chunks.pop().map(|(_, c)| c.0),
+                            Some((k, _)) if k.chunk == LAST_CHUNK => chunks.pop().map(|(_, c)| c.into_ids()),
                             _ => None,
                         };
                         Tail::of::<I, C>(
@@ -314,9 +315,10 @@ pub fn id_page<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
     };
     let mut index = txn.cursor::<I>()?;
     let chunk_key = ChunkKey { address: *address, chunk: dup.chunk() };
-    let Some((key, IdChunk(ids))) = index.seek(&chunk_key)? else {
+    let Some((key, chunk)) = index.seek(&chunk_key)? else {
         return Err(corrupt::<I>(address, dup.chunk(), "the counter names a chunk that is missing".into()));
     };
+    let ids = chunk.into_ids();
     if key != chunk_key || (ids.len() as u64) > dup.cumulative() {
         return Err(corrupt::<I>(address, dup.chunk(), "the counter and the chunk disagree".into()));
     }
@@ -326,8 +328,8 @@ pub fn id_page<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
     out.extend(ids.iter().skip(skip).take(want));
     while out.len() < want {
         match index.next_entry()? {
-            Some((k, IdChunk(ids))) if k.address == *address => {
-                out.extend(ids.iter().take(want - out.len()));
+            Some((k, chunk)) if k.address == *address => {
+                out.extend(chunk.into_ids().into_iter().take(want - out.len()));
             }
             _ => break,
         }
@@ -350,9 +352,10 @@ pub fn id_rank<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
         CounterDup::Regular { .. } => counter.last_dup()?.map_or(0, |d| d.cumulative()),
     };
     let mut index = txn.cursor::<I>()?;
-    let Some((key, IdChunk(ids))) = index.seek(&ChunkKey { address: *address, chunk: id })? else {
+    let Some((key, chunk)) = index.seek(&ChunkKey { address: *address, chunk: id })? else {
         return Ok(total);
     };
+    let ids = chunk.into_ids();
     if key.address != *address {
         return Ok(total);
     }
@@ -390,7 +393,8 @@ pub fn verify_address<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
     let mut index = txn.cursor::<I>()?;
     let mut chunks = Vec::new();
     let mut next = index.seek(&ChunkKey { address: *address, chunk: 0 })?;
-    while let Some((key, IdChunk(ids))) = next {
+    while let Some((key, chunk)) = next {
+        let ids = chunk.into_ids();
         if key.address != *address {
             break;
         }
