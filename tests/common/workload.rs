@@ -185,6 +185,25 @@ impl Chain {
         serde_json::from_value(answer).unwrap_or_else(|e| panic!("{method} answered unexpectedly: {e}"))
     }
 
+    /// Sends a signed transaction. geth's pool checks the sender's balance against its own view
+    /// of the state, which it brings to a new block a moment after the block is sealed: a sender
+    /// funded in the block just sealed may still read as empty there, so that refusal is tried
+    /// again for a while.
+    async fn send_raw(&self, raw: impl serde::Serialize) -> B256 {
+        let params = json!([raw]);
+        for _ in 0..50 {
+            match self.provider.raw_request::<_, B256>("eth_sendRawTransaction".into(), params.clone()).await
+            {
+                Ok(hash) => return hash,
+                Err(e) if e.to_string().contains("insufficient funds") => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("eth_sendRawTransaction failed: {e}"),
+            }
+        }
+        self.rpc("eth_sendRawTransaction", params).await
+    }
+
     /// The accounts the workload sends from: the local keys' if any, else the node's unlocked ones.
     pub async fn accounts(&self) -> Vec<Address> {
         match &self.local {
@@ -228,7 +247,7 @@ impl Chain {
         let hash: B256 = match local {
             Some((chain_id, key)) => {
                 let tx = LegacyTx { nonce, gas_price: LOCAL_GAS_PRICE, gas: 3_000_000, to, value, data };
-                self.rpc("eth_sendRawTransaction", json!([key.sign(&tx, chain_id)])).await
+                self.send_raw(key.sign(&tx, chain_id)).await
             }
             None => {
                 let mut tx = json!({
