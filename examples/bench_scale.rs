@@ -11,9 +11,10 @@
 //! * query latency over HTTP at 1 and 32 clients against `ots-indexer serve` on that database,
 //!   for the methods that need no node, and the index's own part of list and search pages,
 //!   Etherscan's `txlist` and `tokentx` among them (the server's `ots::rpc::timing` events: there
-//!   is no node behind a recording, so the rest fails) — page 1, and the page past row 10,000 of
-//!   the busiest address once its groups are counted from the recording into the walk marks, as a
-//!   first walk with a node would have counted them (`counted_groups`);
+//!   is no node behind a recording, so the rest fails) — page 1, and the pages past row 10,000 of
+//!   the busiest address, whose settled groups the server counts from the index (the first read
+//!   is a whole first walk; `counted_groups` counts them from the recording only to know how deep
+//!   the lists go);
 //! * unwinding 64 blocks at the tip (the median of three: two fresh copies of the database and the
 //!   database itself), then `check`;
 //! * the stage regime mainnet's catch-up runs in (about a hundred stages at the defaults): the
@@ -410,15 +411,15 @@ fn queries(
     eprintln!(
         "  busiest transfer address {busy}, token with most holders {token}, holder of most tokens {holder}"
     );
-    // The busiest address's lists counted from the recording, as a first walk with a node would
-    // count them: its deep pages can then be walked to.
+    // The busiest address's lists counted from the recording, independently of the index: which
+    // deep pages exist.
     let counted = match recording {
         Some(recording) => {
             let started = Instant::now();
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let counted = runtime.block_on(counted_groups::count_into_marks(db, recording, datadir, busy))?;
+            let counted = runtime.block_on(counted_groups::count_groups(db, recording, busy))?;
             eprintln!(
-                "  walk marks counted from the recording in {:.1} s: txlist {:?}, tokentx {:?}",
+                "  groups counted from the recording in {:.1} s: txlist {:?}, tokentx {:?}",
                 started.elapsed().as_secs_f64(),
                 counted.0,
                 counted.1
@@ -528,10 +529,11 @@ fn queries(
             index_part.insert((*method).to_owned(), v);
         }
         // Etherscan's walked lists: the index's part of a page (ranks, the groups skipped, the
-        // page's ids) until the first call to the node, which fails here. Without a node a
-        // token list's groups are counted only from the recording (above); an account's `txlist`
-        // groups the server counts from the appearances' sent and received marks itself, so the
-        // first read of a deep `txlist` page (`first_ms`) is its first walk.
+        // page's ids) until the first call to the node, which fails here. The server counts an
+        // account's `txlist` groups from the appearances' sent and received marks, and an
+        // address's `tokentx` groups from its transfer index and the transfer rows index, by
+        // itself: the first read of a deep page (`first_ms`) is its first walk. The recording's
+        // counts (above) only say how deep the lists go.
         let (sender, sent, appearances) = busiest_sender(db)?;
         eprintln!("  busiest sender {sender}: sent {sent} of its {appearances} transactions");
         let mut lists = vec![("txlist", busy, 1), ("tokentx", busy, 1)];
@@ -568,7 +570,7 @@ fn queries(
                 let first_ms = us.first().map_or(0.0, |&f| f64::from(f) / 1000.0);
                 us.sort_unstable();
                 let mut v = json!({"pages": us.len(), "index_p50_ms": percentile(&us, 0.5), "index_p99_ms": percentile(&us, 0.99)});
-                if action == "txlist" && page > 1 && clients == 1 {
+                if page > 1 && clients == 1 {
                     v["first_ms"] = json!(first_ms);
                 }
                 eprintln!("  etherscan {action} of the {who}, page {page} (25 rows), {clients} clients, index part: {v}");
