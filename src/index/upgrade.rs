@@ -203,13 +203,16 @@ fn to_10(txn: &WriteTxn, times: &[u64]) -> Result<u64, DbError> {
     Ok(times.len() as u64)
 }
 
+/// The first TxId past `tip` (0 for a database that holds no block): where what an upgrade adds
+/// starts to hold, the blocks indexed before it being left as they are.
+fn first_past(tip: Option<u64>) -> u64 {
+    tip.map_or(0, |tip| TxId::first_of_block(tip + 1).0)
+}
+
 /// Format 10 → 11: the received marks hold from the first transaction past `tip` (the reorg
 /// window's rows included: they were written without them). Returns that TxId.
 fn to_11(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
-    let from = match tip {
-        Some(tip) => TxId::first_of_block(tip + 1).0,
-        None => 0,
-    };
+    let from = first_past(tip);
     if from > 0 {
         state::set_received_marks_from(txn, from)?;
     }
@@ -219,21 +222,14 @@ fn to_11(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
 /// Format 11 → 12: the internal-transaction index (its tables new and empty) holds the
 /// transactions past `tip`. Returns the first TxId it holds them from.
 fn to_12(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
-    let from = match tip {
-        Some(tip) => TxId::first_of_block(tip + 1).0,
-        None => 0,
-    };
-    state::raise_internal_txs_from(txn, from)?;
+    state::raise_internal_txs_from(txn, first_past(tip))?;
     state::read_internal_txs_from(txn)
 }
 
 /// Format 12 → 13: the transfer rows index (its tables new and empty) holds the transactions
 /// past `tip`. Returns the first TxId it holds them from.
 fn to_13(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
-    let from = match tip {
-        Some(tip) => TxId::first_of_block(tip + 1).0,
-        None => 0,
-    };
+    let from = first_past(tip);
     if from > 0 {
         state::set_transfer_rows_from(txn, from)?;
     }
