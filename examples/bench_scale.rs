@@ -537,6 +537,15 @@ fn queries(
         let (sender, sent, appearances) = busiest_sender(db)?;
         eprintln!("  busiest sender {sender}: sent {sent} of its {appearances} transactions");
         let mut lists = vec![("txlist", busy, 1), ("tokentx", busy, 1)];
+        // The token with most holders: its own `tokentx` (`contractaddress` alone), counted from
+        // the token transfers index (a row a transaction at least: its pages as deep as those).
+        let moves = {
+            use ots_indexer::index::families::address_index::{count, IdList};
+            count(&db.begin_read()?, IdList::TokenTransfers, &token)?
+        };
+        eprintln!("  the hot token {token} moved in {moves} transactions");
+        let mut token_pages = vec![1];
+        token_pages.extend([10_000, 1_000, 10_000 / 25 + 1].into_iter().filter(|p| p * 25 <= moves));
         // The page that starts at row 10,000 (Etherscan's cap), page 1,000 and page 10,000, as
         // far as the counted groups reach: a page's index part should not grow with its depth.
         if let Some((txlist, tokentx)) = counted {
@@ -555,9 +564,16 @@ fn queries(
         } else {
             eprintln!("  no account sent 10,025 transactions and took part in no other: a deep page's skip is not measured here");
         }
-        for (action, address, page) in lists {
-            let who = if address == sender { "busiest sender" } else { "busiest transfer address" };
-            let path = format!("/api?module=account&action={action}&address={address}&page={page}&offset=25");
+        let mut lists: Vec<(&str, Address, u64, &str)> =
+            lists.into_iter().map(|(action, address, page)| (action, address, page, "address")).collect();
+        lists.extend(token_pages.into_iter().map(|page| ("tokentx", token, page, "contractaddress")));
+        for (action, address, page, param) in lists {
+            let who = match (param, address == sender) {
+                ("contractaddress", _) => "hot token",
+                (_, true) => "busiest sender",
+                _ => "busiest transfer address",
+            };
+            let path = format!("/api?module=account&action={action}&{param}={address}&page={page}&offset=25");
             for clients in [1usize, 32] {
                 let _ = runtime.block_on(load_get(addr, &path, clients, seconds.min(1.0)))?;
                 std::thread::sleep(Duration::from_millis(300));

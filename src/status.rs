@@ -147,6 +147,11 @@ pub struct IndexerStatus {
     /// block's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transfer_rows_from_block: Option<u64>,
+    /// The first block from which the token transfers index holds every transaction that moves
+    /// a token, where it does not hold them all: a database upgraded in place from format 13 (a
+    /// token's own list walks its appearances below it). Absent when it holds every block's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_transfers_from_block: Option<u64>,
     /// `open`, `closed` or `inconsistent`.
     pub db_state: Option<String>,
     /// Last indexed block.
@@ -198,6 +203,7 @@ pub fn read_status(
     let marks_from = state::read_received_marks_from(&txn)?;
     let internal_from = state::read_internal_txs_from(&txn)?;
     let rows_from = state::read_transfer_rows_from(&txn)?;
+    let moves_from = state::read_token_transfers_from(&txn)?;
     let s = state::read_state(&txn).map_err(|e| match e {
         state::StateError::Db(e) => e,
         other => DbError::Corrupt { table: "OtsIndexerState", key: String::new(), reason: other.to_string() },
@@ -219,6 +225,7 @@ pub fn read_status(
             from => Some(crate::txid::TxId(from).block()),
         },
         transfer_rows_from_block: (rows_from > 0).then(|| crate::txid::TxId(rows_from).block()),
+        token_transfers_from_block: (moves_from > 0).then(|| crate::txid::TxId(moves_from).block()),
         db_state: s.db_state.map(|d| d.to_string()),
         indexed_block: indexed,
         indexed_hash: s.checkpoint.map(|c| c.hash),

@@ -68,6 +68,7 @@ pub async fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
             received_marks_from,
             internal_txs_from,
             transfer_rows_from,
+            token_transfers_from,
             seconds,
         } => {
             for (old, table, entries) in renamed {
@@ -88,10 +89,16 @@ pub async fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
                     "internal transactions indexed from block {from}: `txlistinternal` of an address reaching older blocks traces each of its transactions"
                 );
             }
-            if transfer_rows_from > 0 {
+            if version < 13 && transfer_rows_from > 0 {
                 let from = TxId(transfer_rows_from).block();
                 println!(
                     "token-list rows counted by the index from block {from}: a deep page of `tokentx`, `tokennfttx` or `token1155tx` counts older rows with the node's help"
+                );
+            }
+            if token_transfers_from > 0 {
+                let from = TxId(token_transfers_from).block();
+                println!(
+                    "token transfers indexed from block {from}: a token's own `tokentx`, `tokennfttx` or `token1155tx` walks its appearances below it, counting them with the node's help"
                 );
             }
             println!("upgraded format version {version} -> {FORMAT_VERSION} in {seconds:.2} s");

@@ -93,6 +93,11 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
             "token-list rows counted by the index from block {block} (upgraded from format 12: older rows counted with the node's help)"
         );
     }
+    if let Some(block) = s.token_transfers_from_block {
+        println!(
+            "token transfers indexed from block {block} (upgraded from format 13: a token's own list walks older appearances)"
+        );
+    }
     if let Some(why) = &s.notices.stopped {
         println!("STOPPED       {why}");
     }

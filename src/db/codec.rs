@@ -440,6 +440,8 @@ pub enum IndexKind {
     InternalTxs = 16,
     /// `OtsTransferRowsIndex` / `OtsTransferRowsCounter`.
     TransferRows = 17,
+    /// `OtsTokenTransfersIndex` / `OtsTokenTransfersCounter`.
+    TokenTransfers = 18,
 }
 
 impl IndexKind {
@@ -463,6 +465,7 @@ impl IndexKind {
             15 => Some(Self::Received),
             16 => Some(Self::InternalTxs),
             17 => Some(Self::TransferRows),
+            18 => Some(Self::TokenTransfers),
             _ => None,
         }
     }

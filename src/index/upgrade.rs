@@ -19,6 +19,10 @@
 //!   token list the transfer indexes do not count. The blocks already indexed stay as they are
 //!   again: the state records the first TxId past them, and a deep page of a token list counts
 //!   the rows below it with the node's help, as before.
+//! * Format 13 → 14 adds the token transfers index (`OtsTokenTransfersIndex`, empty): each
+//!   token's transactions that move it, with their rows, for its own token lists. The blocks
+//!   already indexed stay as they are once more: the state records the first TxId past them, and
+//!   a token's own list keeps walking its appearances, as before, while that is not 0.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old
@@ -116,6 +120,9 @@ pub enum Upgraded {
         /// The first TxId from which the transfer rows index holds every transaction's rows (0:
         /// all of them).
         transfer_rows_from: u64,
+        /// The first TxId from which the token transfers index holds every transaction that moves
+        /// a token (0: all of them).
+        token_transfers_from: u64,
         /// Seconds the upgrade took, commit included.
         seconds: f64,
     },
@@ -151,11 +158,13 @@ pub async fn upgrade(db: &Db, source: Option<&dyn BlockSource>) -> Result<Upgrad
         if version < 11 { to_11(&txn, tip)? } else { state::read_received_marks_from(&txn)? };
     let internal_txs_from =
         if version < 12 { to_12(&txn, tip)? } else { state::read_internal_txs_from(&txn)? };
-    let transfer_rows_from = to_13(&txn, tip)?;
+    let transfer_rows_from =
+        if version < 13 { to_13(&txn, tip)? } else { state::read_transfer_rows_from(&txn)? };
+    let token_transfers_from = to_14(&txn, tip)?;
     state::set_format_version(&txn)?;
     txn.commit()?;
     let seconds = started.elapsed().as_secs_f64();
-    info!(target: "ots::index", from = version, to = FORMAT_VERSION, seconds, block_times, received_marks_from, internal_txs_from, transfer_rows_from, "database upgraded");
+    info!(target: "ots::index", from = version, to = FORMAT_VERSION, seconds, block_times, received_marks_from, internal_txs_from, transfer_rows_from, token_transfers_from, "database upgraded");
     Ok(Upgraded::From {
         version,
         renamed,
@@ -163,6 +172,7 @@ pub async fn upgrade(db: &Db, source: Option<&dyn BlockSource>) -> Result<Upgrad
         received_marks_from,
         internal_txs_from,
         transfer_rows_from,
+        token_transfers_from,
         seconds,
     })
 }
@@ -232,6 +242,16 @@ fn to_13(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
     let from = first_past(tip);
     if from > 0 {
         state::set_transfer_rows_from(txn, from)?;
+    }
+    Ok(from)
+}
+
+/// Format 13 → 14: the token transfers index (its tables new and empty) holds the transactions
+/// past `tip`. Returns the first TxId it holds them from.
+fn to_14(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
+    let from = first_past(tip);
+    if from > 0 {
+        state::set_token_transfers_from(txn, from)?;
     }
     Ok(from)
 }

@@ -404,6 +404,39 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
         assert_eq!(logs, 0, "the first group's 10,575 rows are counted by the index");
         assert!(receipts <= 100, "only the page's group is read: {receipts} receipts");
     }
+    // The token's own list (`contractaddress` alone) walks the transactions that move it, whose
+    // first 100 make the same 10,575 rows: the token transfers index counts them. In a database
+    // upgraded from format 13 (that index from its tip on) the walk reads the token's
+    // appearances and counts them from the node's logs, as before.
+    for upgraded in [false, true] {
+        if upgraded {
+            let txn = db.begin_write().expect("write");
+            state::set_token_transfers_from(&txn, ots_indexer::txid::TxId::first_of_block(tip + 1).0)
+                .expect("upgraded");
+            txn.commit().expect("commit");
+        }
+        let node = NodeClient::connect(&proxy.url, Duration::from_secs(30)).expect("node");
+        let (fresh, server) = serve_with(&db, node, None).await;
+        in_process.push(server);
+        let deep = format!("module=account&action=tokentx&contractaddress={token}&page=1061&offset=10");
+        let (before, logs_before) =
+            (proxy.calls_of("eth_getTransactionReceipt"), proxy.calls_of("eth_getLogs"));
+        let started = std::time::Instant::now();
+        let got = get(&http, &fresh.url, &deep).await;
+        let took = started.elapsed().as_secs_f64() * 1e3;
+        assert_eq!(shown(&got["result"], &token_fields), transfers[10_600..10_610], "{deep} ({upgraded})");
+        let receipts = proxy.calls_of("eth_getTransactionReceipt") - before;
+        let logs = proxy.calls_of("eth_getLogs") - logs_before;
+        eprintln!(
+            "tokentx rows 10,600-10,609 of the token (upgraded from format 13: {upgraded}): {receipts} receipts and {logs} eth_getLogs asked, {took:.1} ms"
+        );
+        if upgraded {
+            assert!(logs > 0, "below the index's start the groups are counted from logs");
+        } else {
+            assert_eq!(logs, 0, "the token's first group's 10,575 rows are counted by the index");
+        }
+        assert!(receipts <= 100, "only the page's group is read: {receipts} receipts");
+    }
     let mut fresh_url = String::new();
     for (upgraded, sort) in [(false, "asc"), (false, "desc"), (true, "asc"), (true, "desc")] {
         if upgraded && sort == "asc" {

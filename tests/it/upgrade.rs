@@ -1,9 +1,10 @@
 //! `ots-indexer migrate`: a format-8 database, as the last format-8 release wrote it, upgrades in
 //! place (through format 9, to format 10 with the block times its chain's source gives, to
 //! format 11 with received marks from its tip on, to format 12 with the internal-transaction
-//! index from its tip on, and to format 13 with the transfer rows index from its tip on) to
-//! exactly what a fresh index of the same chain holds without the received marks, internal
-//! transactions and transfer rows of the blocks it had indexed, and a kill -9 during the
+//! index from its tip on, to format 13 with the transfer rows index from its tip on, and to
+//! format 14 with the token transfers index from its tip on) to exactly what a fresh index of
+//! the same chain holds without the received marks, internal transactions, transfer rows and
+//! token transfers of the blocks it had indexed, and a kill -9 during the
 //! upgrade leaves a database that opens and upgrades on the next try. Without a source, or with
 //! another chain's, the upgrade is refused and the database is unchanged; from format 10 none is
 //! needed.
@@ -23,7 +24,7 @@ use std::{
 use ots_indexer::{
     db::{
         state::{self, StateError, FORMAT_VERSION},
-        tables::{OtsInternalTxCounter, OtsTransferRowsCounter, TableId},
+        tables::{OtsInternalTxCounter, OtsTokenTransfersCounter, OtsTransferRowsCounter, TableId},
         AccessMode, Db, DbError, DATA_FILE,
     },
     index::{
@@ -63,6 +64,9 @@ async fn fresh_index(dir: &Path) -> Db {
     let rows = db.begin_read().expect("read").entries::<OtsTransferRowsCounter>().expect("count");
     assert!(rows > 0, "the chain's routers move several tokens of a party in one transaction");
     without_transfer_rows(&db);
+    let moves = db.begin_read().expect("read").entries::<OtsTokenTransfersCounter>().expect("count");
+    assert!(moves > 0, "the chain's tokens move");
+    without_token_transfers(&db);
     db
 }
 
@@ -74,6 +78,17 @@ fn without_transfer_rows(db: &Db) {
     txn.clear::<OtsTransferRowsIndex>().expect("clear");
     txn.clear::<OtsTransferRowsCounter>().expect("clear");
     delete_window_rows(&txn, IndexKind::TransferRows);
+    txn.commit().expect("commit");
+}
+
+/// Empties the token transfers index, and deletes the reorg window's rows of it (format 13 had
+/// none).
+fn without_token_transfers(db: &Db) {
+    use ots_indexer::db::{codec::IndexKind, tables::OtsTokenTransfersIndex};
+    let txn = db.begin_write().expect("write");
+    txn.clear::<OtsTokenTransfersIndex>().expect("clear");
+    txn.clear::<OtsTokenTransfersCounter>().expect("clear");
+    delete_window_rows(&txn, IndexKind::TokenTransfers);
     txn.commit().expect("commit");
 }
 
@@ -408,6 +423,7 @@ async fn a_format_10_database_upgrades_without_a_source() {
         let db = Db::open(&new, AccessMode::ReadWrite).expect("open");
         without_internal_txs(&db);
         without_transfer_rows(&db);
+        without_token_transfers(&db);
         let txn = db.begin_write().expect("write");
         txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &11u64.to_be_bytes().to_vec())
             .expect("put");
@@ -429,6 +445,7 @@ async fn a_format_10_database_upgrades_without_a_source() {
         let twelve = dir.path().join("twelve");
         let db = index(&fresh, &twelve, 8, 4).await.0;
         without_transfer_rows(&db);
+        without_token_transfers(&db);
         let txn = db.begin_write().expect("write");
         txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &12u64.to_be_bytes().to_vec())
             .expect("put");
@@ -444,7 +461,35 @@ async fn a_format_10_database_upgrades_without_a_source() {
     let said = status(&twelve);
     assert!(said.get("internalTxsFromBlock").is_none(), "{said}");
     assert_eq!(said["transferRowsFromBlock"], serde_json::json!(tip + 1));
+    assert_eq!(said["tokenTransfersFromBlock"], serde_json::json!(tip + 1));
     let db = Db::open(&twelve, AccessMode::ReadWrite).expect("open");
+    check(&db.begin_read().expect("read")).expect("the upgraded database passes check");
+    assert_eq!(dump_hash(&db).expect("hash"), before, "the tables are not touched");
+    drop(db);
+
+    // A format-13 database gains the token transfers index from its tip on, and nothing else
+    // changes (its tables emptied, as format 13 had none).
+    let (tip, before) = {
+        let fresh = generate(dir.path(), "thirteen.rec.zst", 5, 500).await;
+        let thirteen = dir.path().join("thirteen");
+        let db = index(&fresh, &thirteen, 8, 4).await.0;
+        without_token_transfers(&db);
+        let txn = db.begin_write().expect("write");
+        txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &13u64.to_be_bytes().to_vec())
+            .expect("put");
+        txn.commit().expect("commit");
+        let tip = state::read_tip(&db.begin_read().expect("read")).expect("tip").expect("indexed");
+        (tip, dump_hash(&db).expect("hash"))
+    };
+    let thirteen = dir.path().join("thirteen");
+    let said = migrate_without_source(&thirteen);
+    assert!(said.contains(&format!("upgraded format version 13 -> {FORMAT_VERSION}")), "{said}");
+    assert!(said.contains(&format!("token transfers indexed from block {}", tip + 1)), "{said}");
+    assert!(!said.contains("token-list rows counted"), "{said}");
+    let said = status(&thirteen);
+    assert!(said.get("transferRowsFromBlock").is_none(), "{said}");
+    assert_eq!(said["tokenTransfersFromBlock"], serde_json::json!(tip + 1));
+    let db = Db::open(&thirteen, AccessMode::ReadWrite).expect("open");
     check(&db.begin_read().expect("read")).expect("the upgraded database passes check");
     assert_eq!(dump_hash(&db).expect("hash"), before, "the tables are not touched");
 }

@@ -20,6 +20,7 @@ mod movement_count;
 pub mod params;
 mod proxy;
 mod token;
+mod token_moves;
 mod transaction;
 mod txlist;
 mod unserved;

@@ -156,7 +156,7 @@ pub(super) async fn token_list(api: &Etherscan, params: &Params, kind: TokenKind
     };
     let source = match (holder, token) {
         (Some(holder), _) => Source::Transfers(IdList::of_transfers(kind), holder),
-        (None, Some(token)) => Source::Appearances(token),
+        (None, Some(token)) => Source::TokenMoves(token),
         (None, None) => return Answer::refuse("Error! Missing address or contractaddress"),
     };
     let mut described = Described::default();

@@ -23,7 +23,7 @@ use super::{
     marks::{Group, Spans, Stream, WalkMarks, GROUP},
     movement_count::{Counted, SpanLogs},
     params::{Sort, Window},
-    Etherscan,
+    token_moves, Etherscan,
 };
 use crate::{
     db::{state, DbResult, ReadTxn},
@@ -53,6 +53,8 @@ pub(super) enum Source {
     Transfers(IdList, Address),
     /// An address's internal transactions: its index and its inner creations.
     InternalTxs(Address),
+    /// The transactions that move a token (`token_moves`).
+    TokenMoves(Address),
 }
 
 impl Source {
@@ -83,6 +85,8 @@ impl Source {
             }
             (Self::InternalTxs(address), Sort::Asc) => internal_ids::after(t, &address, bound, want)?,
             (Self::InternalTxs(address), Sort::Desc) => internal_ids::before(t, &address, bound, want)?,
+            (Self::TokenMoves(token), Sort::Asc) => token_moves::after(t, &token, bound, want)?,
+            (Self::TokenMoves(token), Sort::Desc) => token_moves::before(t, &token, bound, want)?,
         };
         // The appearances come in whole blocks; a step ends on a group's edge instead.
         let cut = ids.len() > want;
@@ -96,6 +100,7 @@ impl Source {
             Self::Appearances(address) => appearances::rank(t, &address, id),
             Self::Transfers(list, address) => rank(t, list, &address, id),
             Self::InternalTxs(address) => internal_ids::rank_of(t, &address, id),
+            Self::TokenMoves(token) => token_moves::rank_of(t, &token, id),
         }
     }
 
@@ -105,6 +110,7 @@ impl Source {
             Self::Appearances(address) => appearances::settled(t, &address),
             Self::Transfers(list, address) => settled(t, list, &address),
             Self::InternalTxs(address) => internal_ids::settled_of(t, &address),
+            Self::TokenMoves(token) => token_moves::settled_of(t, &token),
         }
     }
 }
@@ -468,9 +474,19 @@ impl Walk {
     }
 
     /// Whether the index counts this walk's settled groups by itself: an account's own `txlist`,
-    /// or a token list of a party (without a token: the transfer rows index counts per party).
+    /// a token list of a party (without a token: the transfer rows index counts per party), or a
+    /// token's own list.
     fn counted_in_index(&self) -> bool {
-        self.own_account().is_some() || self.token_party().is_some()
+        self.own_account().is_some() || self.token_party().is_some() || self.own_token().is_some()
+    }
+
+    /// The kind and token of a token's own list (`contractaddress` alone) over the transactions
+    /// that move it.
+    fn own_token(&self) -> Option<(TokenKind, Address)> {
+        match (self.stream, self.source) {
+            (Stream::Movements(kind, None, Some(token)), Source::TokenMoves(_)) => Some((kind, token)),
+            _ => None,
+        }
     }
 
     /// The kind and party of a token list of one party over its transfer index, all tokens.
@@ -486,6 +502,9 @@ impl Walk {
     fn rows_from_index(&self, t: &ReadTxn, (first, last): (u64, u64), len: u64) -> DbResult<Option<u64>> {
         if let Some(address) = self.own_account() {
             return own_rows_from_index(t, &address, first, last);
+        }
+        if let Some((kind, token)) = self.own_token() {
+            return token_moves::rows_within(t, &token, kind, (first, last));
         }
         match self.token_party() {
             Some((kind, party)) => movement_rows_from_index(t, kind, &party, (first, last), len),
@@ -691,11 +710,16 @@ impl Walk {
 
     /// How many groups after the walk's position a token list's logs are worth reading ahead
     /// for: those the index does not count (the reorg window's; any, `None`, for a list the
-    /// index does not count or below the transfer rows index's start).
+    /// index does not count, or in a database upgraded from before its rows were counted).
     fn groups_uncounted_ahead(&self, api: &Etherscan) -> Result<Option<u64>, Answer> {
-        let Some(at) = self.at.filter(|_| self.token_party().is_some()) else { return Ok(None) };
+        let counted_from: fn(&ReadTxn) -> DbResult<u64> = match (self.token_party(), self.own_token()) {
+            (Some(_), _) => state::read_transfer_rows_from,
+            (_, Some(_)) => state::read_token_transfers_from,
+            (None, None) => return Ok(None),
+        };
+        let Some(at) = self.at else { return Ok(None) };
         api.read(|t| {
-            if state::read_transfer_rows_from(t)? > 0 {
+            if counted_from(t)? > 0 {
                 return Ok(None);
             }
             let settled = self.source.settled(t)?;
@@ -1387,6 +1411,76 @@ mod tests {
             read_from(&db, &WalkMarks::default(), (source, stream), whole, deep, Sort::Asc, &made);
         assert_eq!(rows, page_of(all, deep));
         assert!(walked >= 500, "below the rows' start the groups are walked: {walked}");
+    }
+
+    /// A token's own list counts its settled groups from the token transfers index: a first deep
+    /// page, in either sort, reads the node for its own groups only. Upgraded from format 13 half
+    /// way, the token's appearances (with transactions that move nothing) stand in below the
+    /// index's start, and those groups are walked.
+    #[test]
+    fn a_tokens_own_list_counts_its_settled_groups_from_the_token_transfers_index() {
+        use crate::{
+            db::{
+                codec::Role,
+                tables::{OtsAppearances, OtsTokenTransfersCounter, OtsTokenTransfersIndex},
+            },
+            index::families::appearances::lists,
+        };
+        let made = |id: TxId| -> Vec<Value> { (0..1 + id.0 % 3).map(|k| json!([id.0, k])).collect() };
+        let row_id = |n: u64| transfer_rows::first_of(id(n)).expect("shifts") | (1 + id(n) % 3);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let txn = db.begin_write().expect("write");
+        let settled: Vec<u64> = (0..SETTLED).map(row_id).collect();
+        append_ids::<OtsTokenTransfersIndex, OtsTokenTransfersCounter>(&txn, &TOKEN, &settled)
+            .expect("append");
+        let key = RecentKey { kind: IndexKind::TokenTransfers, address: TOKEN };
+        for n in SETTLED..SETTLED + RECENT {
+            txn.put::<OtsRecentIdsByAddress>(&key, &ListId(row_id(n))).expect("recent");
+        }
+        txn.commit().expect("commit");
+        let stream = Stream::Movements(TokenKind::Erc20, None, Some(TOKEN));
+        let source = Source::TokenMoves(TOKEN);
+        let whole = (0, u64::MAX);
+        let all: Vec<Value> = (0..SETTLED + RECENT).flat_map(|n| made(TxId(id(n)))).collect();
+        let deep = Window { skip: 1_500, rows: 10 };
+        for sort in [Sort::Asc, Sort::Desc] {
+            let mut want = all.clone();
+            if sort == Sort::Desc {
+                want.reverse();
+            }
+            let (rows, walked) =
+                read_from(&db, &WalkMarks::default(), (source, stream), whole, deep, sort, &made);
+            assert_eq!(rows, page_of(want, deep), "{sort:?}");
+            assert!(walked <= 2 * GROUP as usize, "only the page's groups are read ({sort:?}): {walked}");
+        }
+        // Its ERC721 list (none of its transfers) is counted empty without a walk.
+        let nft = Stream::Movements(TokenKind::Erc721, None, Some(TOKEN));
+        let (rows, walked) =
+            read_from(&db, &WalkMarks::default(), (source, nft), whole, deep, Sort::Asc, &|_| Vec::new());
+        assert!(rows.is_empty());
+        assert!(walked <= 2 * GROUP as usize, "the settled groups count no rows unread: {walked}");
+
+        // Upgraded half way: below it the appearances, every other one moving nothing.
+        let half = SETTLED / 2;
+        let txn = db.begin_write().expect("write");
+        txn.clear::<OtsTokenTransfersIndex>().expect("clear");
+        txn.clear::<OtsTokenTransfersCounter>().expect("clear");
+        let upper: Vec<u64> = (half..SETTLED).map(row_id).collect();
+        append_ids::<OtsTokenTransfersIndex, OtsTokenTransfersCounter>(&txn, &TOKEN, &upper).expect("append");
+        let calls: Vec<u64> = (0..half).flat_map(|n| [id(n), id(n) | (1 << 19)]).collect();
+        let mut calls_sorted = calls.clone();
+        calls_sorted.sort_unstable();
+        lists::append::<OtsAppearances>(&txn, &TOKEN, &calls_sorted, &vec![Role::Other; calls.len()])
+            .expect("appearances");
+        state::set_token_transfers_from(&txn, TxId::first_of_block(TxId(id(half)).block()).0).expect("state");
+        txn.commit().expect("commit");
+        let listed: std::collections::HashSet<u64> = (0..SETTLED + RECENT).map(id).collect();
+        let made_or_none = |t: TxId| if listed.contains(&t.0) { made(t) } else { Vec::new() };
+        let (rows, walked) =
+            read_from(&db, &WalkMarks::default(), (source, stream), whole, deep, Sort::Asc, &made_or_none);
+        assert_eq!(rows, page_of(all, deep));
+        assert!(walked >= 500, "below the index's start the appearances are walked: {walked}");
     }
 
     /// An account's settled groups are counted from the index (a sent or received transaction is

@@ -62,10 +62,12 @@ pub enum IdList {
     InternalTxs,
     /// `OtsTransferRowsIndex`: ids are row ids ([`transfer_rows`]), not TxIds.
     TransferRows,
+    /// `OtsTokenTransfersIndex`: a token's row ids ([`transfer_rows::token_row_ids`]).
+    TokenTransfers,
 }
 
 /// Every address index, in the order a batch writes them.
-pub const ID_LISTS: [IdList; 7] = [
+pub const ID_LISTS: [IdList; 8] = [
     IdList::Erc20Transfers,
     IdList::Erc721Transfers,
     IdList::Erc1155Transfers,
@@ -73,7 +75,11 @@ pub const ID_LISTS: [IdList; 7] = [
     IdList::Withdrawals,
     IdList::InternalTxs,
     IdList::TransferRows,
+    IdList::TokenTransfers,
 ];
+
+/// The lists whose ids are row ids ([`transfer_rows`]): a TxId shifted left, a kind and a code.
+pub const ROW_LISTS: [IdList; 2] = [IdList::TransferRows, IdList::TokenTransfers];
 
 /// The transfer indexes, whose ids are TxIds.
 pub const TRANSFER_LISTS: [IdList; 3] =
@@ -103,6 +109,7 @@ impl IdList {
             Self::Withdrawals => IndexKind::Withdrawals,
             Self::InternalTxs => IndexKind::InternalTxs,
             Self::TransferRows => IndexKind::TransferRows,
+            Self::TokenTransfers => IndexKind::TokenTransfers,
         }
     }
 }
@@ -125,6 +132,7 @@ pub fn view_id_list<V: IdListViewer>(list: IdList, viewer: &mut V) -> V::Output 
         IdList::Withdrawals => viewer.view::<OtsWithdrawalsIndex, OtsWithdrawalsCounter>(),
         IdList::InternalTxs => viewer.view::<OtsInternalTxIndex, OtsInternalTxCounter>(),
         IdList::TransferRows => viewer.view::<OtsTransferRowsIndex, OtsTransferRowsCounter>(),
+        IdList::TokenTransfers => viewer.view::<OtsTokenTransfersIndex, OtsTokenTransfersCounter>(),
     }
 }
 
@@ -135,7 +143,7 @@ type IdCollector = Sorter<(Address, u64)>;
 /// Every address index's new ids of a batch or a stage.
 #[derive(Debug, Default)]
 pub struct IdLists {
-    lists: [IdCollector; 7],
+    lists: [IdCollector; 8],
     /// Per transfer index: a transaction with several transfers names the same address in
     /// many (9.4 M of the 102 M touches of the 21 M-transaction benchmark chain).
     in_tx: [SeenInTx; 3],
@@ -167,10 +175,14 @@ impl IdLists {
         self.push(list, touch.address, touch.tx.0)
     }
 
-    /// Collects the row ids of a block's transfer logs (`logs`, in log order).
+    /// Collects the row ids of a block's transfer logs (`logs`, in log order): the parties'
+    /// and the tokens'.
     pub fn count_rows(&mut self, logs: &[(TxId, crate::decode::TokenLog<'_>)]) -> DbResult<()> {
         for (party, id) in transfer_rows::row_ids(logs) {
             self.push(IdList::TransferRows, party, id)?;
+        }
+        for (token, id) in transfer_rows::token_row_ids(logs) {
+            self.push(IdList::TokenTransfers, token, id)?;
         }
         Ok(())
     }
@@ -273,7 +285,7 @@ fn block_of(txn: &WriteTxn, list: IdList, id: u64) -> DbResult<u64> {
         IdList::Erc20Transfers | IdList::Erc721Transfers | IdList::Erc1155Transfers | IdList::InternalTxs => {
             TxId(id).block()
         }
-        IdList::TransferRows => TxId(id >> transfer_rows::SHIFT).block(),
+        IdList::TransferRows | IdList::TokenTransfers => TxId(id >> transfer_rows::SHIFT).block(),
         IdList::BlocksRewarded => id,
         IdList::Withdrawals => match txn.cursor::<OtsWithdrawalIdx2Block>()?.seek(&Count(id))? {
             Some((_, BlockNumber(block))) => block,
@@ -441,7 +453,9 @@ impl Cuts {
             | IdList::Erc721Transfers
             | IdList::Erc1155Transfers
             | IdList::InternalTxs => self.tx,
-            IdList::TransferRows => transfer_rows::first_of(self.tx).unwrap_or(u64::MAX),
+            IdList::TransferRows | IdList::TokenTransfers => {
+                transfer_rows::first_of(self.tx).unwrap_or(u64::MAX)
+            }
             IdList::BlocksRewarded => self.block,
             IdList::Withdrawals => self.withdrawal,
         }
@@ -509,9 +523,12 @@ pub fn check_transfers<K: TransactionKind>(
     for list in TX_LISTS {
         view_id_list(list, &mut Check { txn, report, below })?;
     }
-    // The row ids are checked as a list, but are not the transfer indexes' lists or ids.
+    // The row ids are checked as lists, but are not the transfer indexes' lists or ids.
     let below = transfer_rows::first_of(below).unwrap_or(u64::MAX);
-    view_id_list(IdList::TransferRows, &mut Check { txn, report: &mut CheckReport::default(), below })
+    for list in ROW_LISTS {
+        view_id_list(list, &mut Check { txn, report: &mut CheckReport::default(), below })?;
+    }
+    Ok(())
 }
 
 /// Checks the reorg window's part of every list (`window`: its ids by list and address): each
@@ -547,7 +564,7 @@ pub fn check_recent<K: TransactionKind>(
                 return Err(bad("window ids do not grow from block to block".into()));
             }
             let past_tip = match list {
-                IdList::TransferRows => transfer_rows::first_of(below).unwrap_or(u64::MAX),
+                _ if ROW_LISTS.contains(&list) => transfer_rows::first_of(below).unwrap_or(u64::MAX),
                 _ if TX_LISTS.contains(&list) => below,
                 _ => u64::MAX,
             };
@@ -688,6 +705,8 @@ impl Family for AddressIndexFamily {
         TableId::OtsInternalTxCounter,
         TableId::OtsTransferRowsIndex,
         TableId::OtsTransferRowsCounter,
+        TableId::OtsTokenTransfersIndex,
+        TableId::OtsTokenTransfersCounter,
     ];
 
     fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {

@@ -10,6 +10,13 @@
 //! a code in the low ten: the rows beyond the first (1 to [`MAX_EXTRA`]), or [`UNCOUNTED`] when
 //! the transaction makes none (an ERC1155 log whose ids and amounts do not decode) or more than
 //! that. Ids sort by transaction, so a stretch of the transfer index is a stretch of these.
+//!
+//! A token's own lists (`contractaddress` alone) have no transfer index to count from: a token
+//! appears in every transaction that calls it, most of which move nothing. So
+//! `OtsTokenTransfersIndex` holds, for each token, one id of the same shape for every transaction
+//! with a transfer log of it ([`token_row_ids`]) — the code there is the rows themselves (1 to
+//! [`MAX_EXTRA`]), the kind the one its logs had ([`MIXED`] when they had two, uncounted) — and is
+//! the list such a walk reads.
 
 use alloy_primitives::Address;
 
@@ -26,6 +33,10 @@ pub const UNCOUNTED: u64 = (1 << 10) - 1;
 
 /// The most rows beyond the first a code counts.
 pub const MAX_EXTRA: u64 = UNCOUNTED - 1;
+
+/// The kind bits of a token's row id whose transaction moved it as two kinds of token (a contract
+/// both ERC721 and ERC1155): its code is [`UNCOUNTED`].
+pub const MIXED: u64 = 3;
 
 /// The first row id of transaction `tx` (its kinds and codes sort after it); `None` for a TxId
 /// too large to shift (a block past 2^32), which the index never holds.
@@ -44,6 +55,17 @@ pub fn row_id(tx: TxId, kind: TokenKind, rows: u64) -> Option<u64> {
     }
     let code = if rows == 0 || rows - 1 > MAX_EXTRA { UNCOUNTED } else { rows - 1 };
     Some(first_of(tx.0)? | (kind_bits(kind) << 10) | code)
+}
+
+/// The token row id of transaction `tx` making `rows` rows (not zero) of the token's `kind`
+/// list, or of two kinds (`kind` `None`).
+fn token_row_id(tx: TxId, kind: Option<TokenKind>, rows: u64) -> Option<u64> {
+    let (kind, code) = match kind {
+        Some(kind) if rows <= MAX_EXTRA => (kind_bits(kind), rows),
+        Some(kind) => (kind_bits(kind), UNCOUNTED),
+        None => (MIXED, UNCOUNTED),
+    };
+    Some(first_of(tx.0)? | (kind << 10) | code)
 }
 
 /// What a row id says: its transaction, its kind and its code.
@@ -109,6 +131,55 @@ pub fn row_ids(logs: &[(TxId, TokenLog<'_>)]) -> Vec<(Address, u64)> {
         flush(done, &mut tx_rows);
     }
     out
+}
+
+/// The token row ids of a block's transfer logs (`logs`, in log order), as `(token, id)`: one
+/// for each transaction and token it has a transfer log of, coding the rows the token's own list
+/// shows for it (a log once; an ERC1155 log a row per id).
+pub fn token_row_ids(logs: &[(TxId, TokenLog<'_>)]) -> Vec<(Address, u64)> {
+    let mut out = Vec::new();
+    // (token, kind — `None` once two —, rows) of the transaction at hand.
+    let mut tx_rows: Vec<(Address, Option<TokenKind>, u64)> = Vec::new();
+    let mut flush = |tx: TxId, tx_rows: &mut Vec<(Address, Option<TokenKind>, u64)>| {
+        for (token, kind, rows) in tx_rows.drain(..) {
+            if let Some(id) = token_row_id(tx, kind, rows) {
+                out.push((token, id));
+            }
+        }
+    };
+    let mut current = None;
+    for (tx, log) in logs {
+        if current != Some(*tx) {
+            if let Some(done) = current {
+                flush(done, &mut tx_rows);
+            }
+            current = Some(*tx);
+        }
+        let rows = rows_of(log);
+        match tx_rows.iter_mut().find(|(t, ..)| *t == log.token) {
+            Some((_, kind, counted)) => {
+                if *kind != Some(log.kind) {
+                    *kind = None;
+                }
+                *counted += rows;
+            }
+            None => tx_rows.push((log.token, Some(log.kind), rows)),
+        }
+    }
+    if let Some(done) = current {
+        flush(done, &mut tx_rows);
+    }
+    out
+}
+
+/// The rows a token row id says its transaction makes in the token's `kind` list: its code when
+/// it is of that kind, none when of another, `None` when it does not count them.
+pub fn token_rows(id: u64, kind: TokenKind) -> Option<u64> {
+    match decode_row_id(id) {
+        (_, _, UNCOUNTED) | (_, None, _) => None,
+        (_, Some(k), rows) if k == kind => Some(rows),
+        _ => Some(0),
+    }
 }
 
 #[cfg(test)]
@@ -185,5 +256,56 @@ mod tests {
         ];
         want.sort_unstable();
         assert_eq!(ids, want);
+    }
+
+    #[test]
+    fn a_token_counts_its_own_rows_per_transaction() {
+        let [token, multi, a, b, c] = [1, 2, 3, 4, 5].map(Address::repeat_byte);
+        let erc20 = [TRANSFER_TOPIC, word(a), word(b)];
+        let to_self = [TRANSFER_TOPIC, word(c), word(c)];
+        let batch = [TRANSFER_BATCH_TOPIC, word(a), word(a), word(c)];
+        let amount = U256::from(5).to_be_bytes::<32>().to_vec();
+        let two: Vec<u8> =
+            [64u64, 160, 2, 7, 8, 2, 1, 1].iter().flat_map(|n| U256::from(*n).to_be_bytes::<32>()).collect();
+        let tx = |i| TxId::new(9, i).expect("id");
+        let logs = vec![
+            // Transaction 0: three transfers of `token`, one of them to itself — three rows.
+            (tx(0), log(token, multi, &erc20, &amount)),
+            (tx(0), log(token, multi, &erc20, &amount)),
+            (tx(0), log(token, multi, &to_self, &amount)),
+            // Transaction 1: one of `token`, a batch of two ids of `multi`.
+            (tx(1), log(token, multi, &erc20, &amount)),
+            (tx(1), log(multi, multi, &batch, &two)),
+            // Transaction 2: a batch that does not decode — no rows, counted as none.
+            (tx(2), log(multi, multi, &batch, &amount)),
+        ];
+        let mut ids = token_row_ids(&logs);
+        ids.sort_unstable();
+        let first = |i| first_of(tx(i).0).expect("shifts");
+        let mut want = vec![
+            (token, first(0) | 3),
+            (token, first(1) | 1),
+            (multi, first(1) | (2 << 10) | 2),
+            (multi, first(2) | (2 << 10)),
+        ];
+        want.sort_unstable();
+        assert_eq!(ids, want);
+        assert_eq!(token_rows(first(0) | 3, TokenKind::Erc20), Some(3));
+        assert_eq!(token_rows(first(0) | 3, TokenKind::Erc721), Some(0));
+        assert_eq!(token_rows(first(1) | (2 << 10) | 2, TokenKind::Erc1155), Some(2));
+        assert_eq!(token_rows(first(1) | (MIXED << 10) | UNCOUNTED, TokenKind::Erc1155), None);
+        assert_eq!(token_rows(first(1) | UNCOUNTED, TokenKind::Erc20), None);
+        // A contract moved as two kinds in one transaction is not counted.
+        let nft = [TRANSFER_TOPIC, word(a), word(b), B256::with_last_byte(7)];
+        let single_kinds = |t: &Address| {
+            Ok::<_, std::convert::Infallible>(if *t == multi {
+                TokenKinds { transfer: Some(TokenKind::Erc721), multi: true }
+            } else {
+                TokenKinds::default()
+            })
+        };
+        let as_nft = TokenLog::decode(multi, &nft, &[], single_kinds).expect("kinds").expect("a token log");
+        let mixed = token_row_ids(&[(tx(3), as_nft), (tx(3), log(multi, multi, &batch, &two))]);
+        assert_eq!(mixed, vec![(multi, first(3) | (MIXED << 10) | UNCOUNTED)]);
     }
 }
