@@ -152,6 +152,12 @@ pub struct IndexerStatus {
     /// token's own list walks its appearances below it). Absent when it holds every block's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token_transfers_from_block: Option<u64>,
+    /// The first block from which the internal rows index holds every transaction's
+    /// `txlistinternal` rows beyond one, where it does not hold them all: a database upgraded in
+    /// place from format 13 (a deep page of `txlistinternal` traces older transactions to count
+    /// their rows). Absent when it holds every block's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub internal_rows_from_block: Option<u64>,
     /// `open`, `closed` or `inconsistent`.
     pub db_state: Option<String>,
     /// Last indexed block.
@@ -204,6 +210,7 @@ pub fn read_status(
     let internal_from = state::read_internal_txs_from(&txn)?;
     let rows_from = state::read_transfer_rows_from(&txn)?;
     let moves_from = state::read_token_transfers_from(&txn)?;
+    let internal_rows_from = state::read_internal_rows_from(&txn)?;
     let s = state::read_state(&txn).map_err(|e| match e {
         state::StateError::Db(e) => e,
         other => DbError::Corrupt { table: "OtsIndexerState", key: String::new(), reason: other.to_string() },
@@ -226,6 +233,8 @@ pub fn read_status(
         },
         transfer_rows_from_block: (rows_from > 0).then(|| crate::txid::TxId(rows_from).block()),
         token_transfers_from_block: (moves_from > 0).then(|| crate::txid::TxId(moves_from).block()),
+        internal_rows_from_block: (internal_rows_from > 0)
+            .then(|| crate::txid::TxId(internal_rows_from).block()),
         db_state: s.db_state.map(|d| d.to_string()),
         indexed_block: indexed,
         indexed_hash: s.checkpoint.map(|c| c.hash),

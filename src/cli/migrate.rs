@@ -100,6 +100,9 @@ pub async fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
                 println!(
                     "token transfers indexed from block {from}: a token's own `tokentx`, `tokennfttx` or `token1155tx` walks its appearances below it, counting them with the node's help"
                 );
+                println!(
+                    "internal rows counted by the index from block {from}: a deep page of `txlistinternal` traces older transactions to count their rows"
+                );
             }
             println!("upgraded format version {version} -> {FORMAT_VERSION} in {seconds:.2} s");
         }

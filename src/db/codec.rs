@@ -442,6 +442,8 @@ pub enum IndexKind {
     TransferRows = 17,
     /// `OtsTokenTransfersIndex` / `OtsTokenTransfersCounter`.
     TokenTransfers = 18,
+    /// `OtsInternalRowsIndex` / `OtsInternalRowsCounter`.
+    InternalRows = 19,
 }
 
 impl IndexKind {
@@ -466,6 +468,7 @@ impl IndexKind {
             16 => Some(Self::InternalTxs),
             17 => Some(Self::TransferRows),
             18 => Some(Self::TokenTransfers),
+            19 => Some(Self::InternalRows),
             _ => None,
         }
     }

@@ -12,6 +12,7 @@
 //! | `call_frames`    | 1 byte: bit 0 some block came with call frames, bit 1 some without |
 //! | `received_marks_from` | TxId (u64 BE): the appearance lists mark received transactions from it on (absent: from 0) |
 //! | `transfer_rows_from` | TxId (u64 BE): `OtsTransferRowsIndex` holds every transaction's extra rows from it on (absent: from 0) |
+//! | `internal_rows_from` | TxId (u64 BE): `OtsInternalRowsIndex` holds every transaction's extra rows from it on (absent: from 0) |
 //! | `token_transfers_from` | TxId (u64 BE): `OtsTokenTransfersIndex` holds every transaction that moves a token from it on (absent: from 0) |
 //! | `internal_txs_from` | TxId (u64 BE): `OtsInternalTxIndex` holds every internal transaction from it on (absent: from 0; `u64::MAX`: none up to the tip) |
 
@@ -43,6 +44,7 @@ const RECEIVED_MARKS_FROM_KEY: &str = "received_marks_from";
 const INTERNAL_TXS_FROM_KEY: &str = "internal_txs_from";
 const TRANSFER_ROWS_FROM_KEY: &str = "transfer_rows_from";
 const TOKEN_TRANSFERS_FROM_KEY: &str = "token_transfers_from";
+const INTERNAL_ROWS_FROM_KEY: &str = "internal_rows_from";
 
 /// Which chain a database indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -431,6 +433,18 @@ pub fn set_token_transfers_from(txn: &WriteTxn, from: u64) -> DbResult<()> {
 /// (0: all).
 pub fn read_token_transfers_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<u64> {
     read_tx_id(txn, TOKEN_TRANSFERS_FROM_KEY)
+}
+
+/// Records that `OtsInternalRowsIndex` holds the extra rows of every transaction from TxId `from`
+/// on: a database upgraded from a format without it has none of the blocks it had indexed.
+pub fn set_internal_rows_from(txn: &WriteTxn, from: u64) -> DbResult<()> {
+    put(txn, INTERNAL_ROWS_FROM_KEY, &from.to_be_bytes())
+}
+
+/// The first TxId from which `OtsInternalRowsIndex` holds every transaction's extra rows (0: all;
+/// where the internal-transaction index holds them: `internal_txs_from` bounds both).
+pub fn read_internal_rows_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<u64> {
+    read_tx_id(txn, INTERNAL_ROWS_FROM_KEY)
 }
 
 fn read_tx_id<K: TransactionKind>(txn: &Txn<K>, key: &'static str) -> DbResult<u64> {

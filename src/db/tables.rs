@@ -208,6 +208,14 @@ tables! {
     OtsTokenTransfersIndex: Plain, ChunkKey => RowIdChunk;
     /// Counter of `OtsTokenTransfersIndex`; layout of `OtsERC20TransferCounter`.
     OtsTokenTransfersCounter: DupSort, Address => CounterDup;
+    /// The `txlistinternal` rows the internal-transaction index does not count (not part of
+    /// ots2): for each transaction in which an address is a party of other than one frame that
+    /// list shows, one id: TxId (52 bits) ‖ `00` ‖ code (10: the rows beyond the first, 1–1,022;
+    /// 1,023 when more). As `OtsTransferRowsIndex` otherwise. The state's `internal_rows_from`
+    /// says from which TxId it holds them all.
+    OtsInternalRowsIndex: Plain, ChunkKey => RowIdChunk;
+    /// Counter of `OtsInternalRowsIndex`; layout of `OtsERC20TransferCounter`.
+    OtsInternalRowsCounter: DupSort, Address => CounterDup;
     /// Balances from Transfer logs (ours). Key: token (20) ‖ holder (20). Value: balance (BE
     /// without leading zeros, 1–32): ERC20 amount, or the number of ERC721 ids held. No row for a
     /// zero balance, none for the zero address.
@@ -317,7 +325,7 @@ tables! {
     /// The reorg window's part of the address lists (ours): ids that blocks still in the
     /// window (those `OtsUndoJournal` holds) added to `OtsERC20TransferIndex`,
     /// `OtsERC721TransferIndex`, `OtsERC1155TransferIndex`, `OtsBlocksRewardedIndex`,
-    /// `OtsWithdrawalsIndex`, `OtsInternalTxIndex`, `OtsTransferRowsIndex`, `OtsTokenTransfersIndex` and `OtsAppearances`. Key: block (8). Dup: list kind (1, the
+    /// `OtsWithdrawalsIndex`, `OtsInternalTxIndex`, `OtsTransferRowsIndex`, `OtsTokenTransfersIndex`, `OtsInternalRowsIndex` and `OtsAppearances`. Key: block (8). Dup: list kind (1, the
     /// journal's row kind) ‖ address (20) ‖ id (8); every id larger than the address's ids in
     /// the list's own table. A list is its table's ids, then these; a block leaving the window
     /// moves its ids into the tables, and an unwind deletes the unwound blocks' rows here only
@@ -390,7 +398,8 @@ sub_keys! {
     OtsTokenHolderRanks, OtsRecentHolderRanks by Rank: |v| *v, |s| s.encode_value();
     // An address-index counter's dups sort by the cumulative count (the 1-byte form is alone).
     OtsERC20TransferCounter, OtsERC721TransferCounter, OtsERC1155TransferCounter, OtsWithdrawalsCounter,
-    OtsBlocksRewardedCounter, OtsInternalTxCounter, OtsTransferRowsCounter, OtsTokenTransfersCounter by u64: |v| v.cumulative(), |s| s.to_be_bytes().to_vec();
+    OtsBlocksRewardedCounter, OtsInternalTxCounter, OtsTransferRowsCounter, OtsTokenTransfersCounter,
+    OtsInternalRowsCounter by u64: |v| v.cumulative(), |s| s.to_be_bytes().to_vec();
 }
 
 #[cfg(test)]
@@ -410,11 +419,11 @@ mod tests {
     fn registry_holds_every_ots2_table() {
         // The ots2 format: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
         // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, our
-        // internal-transaction index and counter, the transfer rows and token transfers indexes and counters, the 11
+        // internal-transaction index and counter, the transfer rows, token transfers and internal rows indexes and counters, the 11
         // balance tables (3 of them the window's values by key), contract info, transfer probes, labels, the 3 appearance tables, the 2
         // totals tables, code removals, block times, the window's list ids and sent transactions
         // (each by block and by address), undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 2 * 2 + 13 + 3 + 2 + 1 + 1 + 9);
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 3 * 2 + 13 + 3 + 2 + 1 + 1 + 9);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

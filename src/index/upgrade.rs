@@ -20,9 +20,11 @@
 //!   again: the state records the first TxId past them, and a deep page of a token list counts
 //!   the rows below it with the node's help, as before.
 //! * Format 13 → 14 adds the token transfers index (`OtsTokenTransfersIndex`, empty): each
-//!   token's transactions that move it, with their rows, for its own token lists. The blocks
-//!   already indexed stay as they are once more: the state records the first TxId past them, and
-//!   a token's own list keeps walking its appearances, as before, while that is not 0.
+//!   token's transactions that move it, with their rows, for its own token lists; and the
+//!   internal rows index (`OtsInternalRowsIndex`, empty): the `txlistinternal` rows the
+//!   internal-transaction index does not count. The blocks already indexed stay as they are once
+//!   more: the state records the first TxId past them for both, a token's own list walks its
+//!   appearances below it, and `txlistinternal` counts the rows there by tracing, as before.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old
@@ -121,7 +123,7 @@ pub enum Upgraded {
         /// all of them).
         transfer_rows_from: u64,
         /// The first TxId from which the token transfers index holds every transaction that moves
-        /// a token (0: all of them).
+        /// a token, and the internal rows index every transaction's rows (0: all of them).
         token_transfers_from: u64,
         /// Seconds the upgrade took, commit included.
         seconds: f64,
@@ -246,12 +248,13 @@ fn to_13(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
     Ok(from)
 }
 
-/// Format 13 → 14: the token transfers index (its tables new and empty) holds the transactions
-/// past `tip`. Returns the first TxId it holds them from.
+/// Format 13 → 14: the token transfers and internal rows indexes (their tables new and empty)
+/// hold the transactions past `tip`. Returns the first TxId they hold them from.
 fn to_14(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
     let from = first_past(tip);
     if from > 0 {
         state::set_token_transfers_from(txn, from)?;
+        state::set_internal_rows_from(txn, from)?;
     }
     Ok(from)
 }

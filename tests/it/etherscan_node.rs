@@ -1134,3 +1134,101 @@ async fn an_address_internal_transactions_are_read_from_their_own_index() {
         server.stopped().await;
     }
 }
+
+/// `txlistinternal` of an address counts the settled groups before a deep page from the index:
+/// a payee paid twice in some transactions (a call and a selfdestruct) and once in others (the
+/// same call reverted) — 130 transactions, 195 rows — gets its rows 160–169, nothing counted
+/// before, by tracing the transactions of its page's own group alone, both sorts read against
+/// rows computed from the node's traces; as a database upgraded from format 13 holds it (the
+/// internal rows index from its tip on) the first group is traced to count it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_internal_rows_are_counted_by_the_index() {
+    use crate::common::fault_proxy::FaultProxy;
+    use ots_indexer::{db::state, txid::TxId};
+
+    const PAIRS: usize = 65;
+    let anvil = Anvil::start(&[]);
+    let mut chain = Chain::connect(&anvil.url);
+    let a = chain.accounts().await;
+    let mut deploys = Vec::new();
+    for k in 0..PAIRS {
+        deploys.push(chain.deploy_artifact(a[0], "InternalOps").await);
+        if k % 10 == 9 {
+            chain.mine().await;
+        }
+    }
+    chain.mine().await;
+    let payee = a[1];
+    let data = Bytes::from(Ops::allCall { to: payee }.abi_encode());
+    let mut paid = Vec::new();
+    for (k, deploy) in deploys.iter().enumerate() {
+        let ops: Address =
+            serde_json::from_value(chain.receipt_of(*deploy).await["contractAddress"].clone()).expect("ops");
+        // Fresh: a call and a selfdestruct pay it; again: the CREATE2 salt is taken, and the
+        // whole call reverts, its call to the payee listed as reverted.
+        for _ in 0..2 {
+            let call = json!([{"from": a[0], "to": ops, "value": "0x400", "gas": "0x2dc6c0", "data": data}]);
+            paid.push(chain.call("eth_sendTransaction", call).await);
+        }
+        if k % 5 == 4 {
+            chain.mine().await;
+        }
+    }
+    chain.mine().await;
+    let theirs = Client::new(&anvil.url);
+    let party = json!(format!("{payee:#x}"));
+    let mut want = Vec::new();
+    for hash in &paid {
+        let receipt = theirs.call("eth_getTransactionReceipt", json!([hash])).await;
+        let block = number(&receipt["blockNumber"]);
+        let header = theirs.call("eth_getBlockByNumber", json!([format!("{block:#x}"), false])).await;
+        want.extend(
+            expected_internal(&theirs, hash, block, number(&header["timestamp"]))
+                .await
+                .into_iter()
+                .filter(|r| r["from"] == party || r["to"] == party || r["contractAddress"] == party),
+        );
+    }
+    assert_eq!(want.len(), 3 * PAIRS, "two rows, then one, a pair");
+
+    let config = SyncConfig { batch_blocks: 2, reorg_window: 2, ..Default::default() };
+    let (_node, _dir, db, head) = indexed_with_traces(&anvil.url, config).await;
+    let http = reqwest::Client::new();
+    for upgraded in [false, true] {
+        if upgraded {
+            let txn = db.begin_write().expect("write");
+            state::set_internal_rows_from(&txn, TxId::first_of_block(head + 1).0).expect("upgraded");
+            txn.commit().expect("commit");
+        }
+        for sort in ["asc", "desc"] {
+            // A server of its own for each read: nothing counted before.
+            let proxy = FaultProxy::start(&anvil.url).await;
+            let (client, server) =
+                common::serve(&db, NodeClient::connect(&proxy.url, Duration::from_secs(30)).expect("node"))
+                    .await;
+            let ordered: Vec<Value> =
+                if sort == "asc" { want.clone() } else { want.iter().rev().cloned().collect() };
+            let query =
+                format!("module=account&action=txlistinternal&address={payee}&page=17&offset=10&sort={sort}");
+            assert_eq!(
+                compared(&get(&http, &client.url, &query).await["result"], true),
+                ordered[160..170],
+                "{query}"
+            );
+            let traced = proxy.calls_of("debug_traceTransaction");
+            eprintln!("txlistinternal rows 160-169 of {} ({sort}, upgraded from format 13: {upgraded}): {traced} traces", want.len());
+            match (upgraded, sort) {
+                // The first group's 150 rows counted by the index: the page's group alone (30
+                // transactions) is traced, up to the page's end.
+                (false, "asc") => assert!(traced <= 30, "the first group is counted, not traced: {traced}"),
+                (true, "asc") => {
+                    assert!(traced >= 100, "below the index's start the group is traced: {traced}")
+                }
+                // Descending, the page lies in the first group, which is read whole.
+                _ => assert!(traced <= 130, "{traced}"),
+            }
+            server.stop().expect("stop");
+            server.stopped().await;
+        }
+    }
+}

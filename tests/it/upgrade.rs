@@ -2,9 +2,9 @@
 //! place (through format 9, to format 10 with the block times its chain's source gives, to
 //! format 11 with received marks from its tip on, to format 12 with the internal-transaction
 //! index from its tip on, to format 13 with the transfer rows index from its tip on, and to
-//! format 14 with the token transfers index from its tip on) to exactly what a fresh index of
-//! the same chain holds without the received marks, internal transactions, transfer rows and
-//! token transfers of the blocks it had indexed, and a kill -9 during the
+//! format 14 with the token transfers and internal rows indexes from its tip on) to exactly what
+//! a fresh index of the same chain holds without the received marks, internal transactions,
+//! transfer rows, token transfers and internal rows of the blocks it had indexed, and a kill -9 during the
 //! upgrade leaves a database that opens and upgrades on the next try. Without a source, or with
 //! another chain's, the upgrade is refused and the database is unchanged; from format 10 none is
 //! needed.
@@ -81,14 +81,20 @@ fn without_transfer_rows(db: &Db) {
     txn.commit().expect("commit");
 }
 
-/// Empties the token transfers index, and deletes the reorg window's rows of it (format 13 had
-/// none).
+/// Empties the token transfers and internal rows indexes, and deletes the reorg window's rows of
+/// them (format 13 had none).
 fn without_token_transfers(db: &Db) {
-    use ots_indexer::db::{codec::IndexKind, tables::OtsTokenTransfersIndex};
+    use ots_indexer::db::{
+        codec::IndexKind,
+        tables::{OtsInternalRowsCounter, OtsInternalRowsIndex, OtsTokenTransfersIndex},
+    };
     let txn = db.begin_write().expect("write");
     txn.clear::<OtsTokenTransfersIndex>().expect("clear");
     txn.clear::<OtsTokenTransfersCounter>().expect("clear");
+    txn.clear::<OtsInternalRowsIndex>().expect("clear");
+    txn.clear::<OtsInternalRowsCounter>().expect("clear");
     delete_window_rows(&txn, IndexKind::TokenTransfers);
+    delete_window_rows(&txn, IndexKind::InternalRows);
     txn.commit().expect("commit");
 }
 
@@ -485,10 +491,12 @@ async fn a_format_10_database_upgrades_without_a_source() {
     let said = migrate_without_source(&thirteen);
     assert!(said.contains(&format!("upgraded format version 13 -> {FORMAT_VERSION}")), "{said}");
     assert!(said.contains(&format!("token transfers indexed from block {}", tip + 1)), "{said}");
+    assert!(said.contains(&format!("internal rows counted by the index from block {}", tip + 1)), "{said}");
     assert!(!said.contains("token-list rows counted"), "{said}");
     let said = status(&thirteen);
     assert!(said.get("transferRowsFromBlock").is_none(), "{said}");
     assert_eq!(said["tokenTransfersFromBlock"], serde_json::json!(tip + 1));
+    assert_eq!(said["internalRowsFromBlock"], serde_json::json!(tip + 1));
     let db = Db::open(&thirteen, AccessMode::ReadWrite).expect("open");
     check(&db.begin_read().expect("read")).expect("the upgraded database passes check");
     assert_eq!(dump_hash(&db).expect("hash"), before, "the tables are not touched");

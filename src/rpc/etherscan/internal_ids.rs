@@ -8,11 +8,12 @@ use alloy_primitives::Address;
 use crate::{
     db::{
         codec::{BlockNumber, Role},
+        state,
         tables::{OtsContractCreators, OtsUndoJournal},
         DbResult, ReadTxn,
     },
     index::families::{
-        address_index::{count, page, rank, settled, IdList},
+        address_index::{count, page, rank, settled, transfer_rows, IdList},
         appearances,
     },
     txid::TxId,
@@ -85,6 +86,36 @@ pub(super) fn settled_of(t: &ReadTxn, address: &Address) -> DbResult<u64> {
     let created = creations(t, address)?;
     let old = created.iter().filter(|&&id| window.is_none_or(|w| TxId(id).block() < w)).count();
     Ok(settled(t, LIST, address)? + old as u64)
+}
+
+/// How many `txlistinternal` rows of `address` its settled ids `first..=last` (`len` of them)
+/// make, if the index alone says: one each, plus those beyond the first that the internal rows
+/// index holds for them. `None` below where that index (or the internal-transaction index) holds
+/// every transaction, or where a transaction's rows are not counted there.
+pub(super) fn rows_within(
+    t: &ReadTxn,
+    address: &Address,
+    (first, last): (u64, u64),
+    len: u64,
+) -> DbResult<Option<u64>> {
+    if first < state::read_internal_rows_from(t)?.max(state::read_internal_txs_from(t)?) {
+        return Ok(None);
+    }
+    let (Some(low), Some(high)) =
+        (transfer_rows::first_of(first), last.checked_add(1).and_then(transfer_rows::first_of))
+    else {
+        return Ok(None);
+    };
+    let from = rank(t, IdList::InternalRows, address, low)?;
+    let to = rank(t, IdList::InternalRows, address, high)?;
+    let mut rows = len;
+    for id in page(t, IdList::InternalRows, address, from, to - from)? {
+        match transfer_rows::decode_row_id(id) {
+            (_, _, transfer_rows::UNCOUNTED) => return Ok(None),
+            (_, _, extra) => rows += extra,
+        }
+    }
+    Ok(Some(rows))
 }
 
 #[cfg(test)]

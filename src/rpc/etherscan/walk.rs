@@ -474,10 +474,21 @@ impl Walk {
     }
 
     /// Whether the index counts this walk's settled groups by itself: an account's own `txlist`,
-    /// a token list of a party (without a token: the transfer rows index counts per party), or a
-    /// token's own list.
+    /// a token list of a party (without a token: the transfer rows index counts per party), a
+    /// token's own list, or an address's internal transactions.
     fn counted_in_index(&self) -> bool {
-        self.own_account().is_some() || self.token_party().is_some() || self.own_token().is_some()
+        self.own_account().is_some()
+            || self.token_party().is_some()
+            || self.own_token().is_some()
+            || self.internal_party().is_some()
+    }
+
+    /// The address whose `txlistinternal` this walk reads over its internal-transaction index.
+    fn internal_party(&self) -> Option<Address> {
+        match (self.stream, self.source) {
+            (Stream::InternalTxs(address), Source::InternalTxs(_)) => Some(address),
+            _ => None,
+        }
     }
 
     /// The kind and token of a token's own list (`contractaddress` alone) over the transactions
@@ -506,6 +517,9 @@ impl Walk {
         if let Some((kind, token)) = self.own_token() {
             return token_moves::rows_within(t, &token, kind, (first, last));
         }
+        if let Some(address) = self.internal_party() {
+            return internal_ids::rows_within(t, &address, (first, last), len);
+        }
         match self.token_party() {
             Some((kind, party)) => movement_rows_from_index(t, kind, &party, (first, last), len),
             None => Ok(None),
@@ -516,8 +530,9 @@ impl Walk {
     /// group of an address's appearances makes a `txlist` row for each it sent or received (the
     /// lists mark both), so an account's history needs no node to be skipped (below the received
     /// marks of a database upgraded from format 10, only a group it sent every one of is); a
-    /// settled group of a party's transfer index makes a row for each transaction plus the rows
-    /// the transfer rows index holds beyond them.
+    /// settled group of a party's transfer index (or internal-transaction index) makes a row for
+    /// each transaction plus the rows the transfer rows index (or internal rows index) holds
+    /// beyond them; one of a token's own list, the rows its ids code.
     fn counted_by_index(&self, t: &ReadTxn, at: u64) -> DbResult<Option<Group>> {
         if !self.counted_in_index() {
             return Ok(None);
@@ -1481,6 +1496,48 @@ mod tests {
             read_from(&db, &WalkMarks::default(), (source, stream), whole, deep, Sort::Asc, &made_or_none);
         assert_eq!(rows, page_of(all, deep));
         assert!(walked >= 500, "below the index's start the appearances are walked: {walked}");
+    }
+
+    /// An address's `txlistinternal` counts its settled groups from the internal rows index: a
+    /// first deep page, in either sort, reads the node for its own groups only; below
+    /// `internal_rows_from` (a database upgraded from format 13) the groups are walked.
+    #[test]
+    fn an_addresss_internal_transactions_count_their_settled_groups_from_the_internal_rows_index() {
+        use crate::db::tables::{
+            OtsInternalRowsCounter, OtsInternalRowsIndex, OtsInternalTxCounter, OtsInternalTxIndex,
+        };
+        let made = |id: TxId| -> Vec<Value> { (0..1 + id.0 % 3).map(|k| json!([id.0, k])).collect() };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let txn = db.begin_write().expect("write");
+        let ids: Vec<u64> = (0..SETTLED).map(id).collect();
+        append_ids::<OtsInternalTxIndex, OtsInternalTxCounter>(&txn, &HOLDER, &ids).expect("append");
+        let rows: Vec<u64> = ids
+            .iter()
+            .filter(|&&i| i % 3 > 0)
+            .map(|&i| transfer_rows::first_of(i).expect("shifts") | (i % 3))
+            .collect();
+        append_ids::<OtsInternalRowsIndex, OtsInternalRowsCounter>(&txn, &HOLDER, &rows).expect("append");
+        txn.commit().expect("commit");
+        let walked = (Source::InternalTxs(HOLDER), Stream::InternalTxs(HOLDER));
+        let whole = (0, u64::MAX);
+        let all: Vec<Value> = (0..SETTLED).flat_map(|n| made(TxId(id(n)))).collect();
+        let deep = Window { skip: 1_500, rows: 10 };
+        for sort in [Sort::Asc, Sort::Desc] {
+            let mut want = all.clone();
+            if sort == Sort::Desc {
+                want.reverse();
+            }
+            let (rows, read) = read_from(&db, &WalkMarks::default(), walked, whole, deep, sort, &made);
+            assert_eq!(rows, page_of(want, deep), "{sort:?}");
+            assert!(read <= 2 * GROUP as usize, "only the page's groups are read ({sort:?}): {read}");
+        }
+        let txn = db.begin_write().expect("write");
+        state::set_internal_rows_from(&txn, id(SETTLED / 2)).expect("state");
+        txn.commit().expect("commit");
+        let (rows, read) = read_from(&db, &WalkMarks::default(), walked, whole, deep, Sort::Asc, &made);
+        assert_eq!(rows, page_of(all, deep));
+        assert!(read >= 500, "below the rows' start the groups are walked: {read}");
     }
 
     /// An account's settled groups are counted from the index (a sent or received transaction is

@@ -9,6 +9,7 @@
 //! [`crate::index::recent`], after the table's, until their blocks leave it.
 
 pub mod chunks;
+pub mod internal_rows;
 pub mod transfer_rows;
 
 use std::sync::Arc;
@@ -64,10 +65,12 @@ pub enum IdList {
     TransferRows,
     /// `OtsTokenTransfersIndex`: a token's row ids ([`transfer_rows::token_row_ids`]).
     TokenTransfers,
+    /// `OtsInternalRowsIndex`: row ids ([`internal_rows`]).
+    InternalRows,
 }
 
 /// Every address index, in the order a batch writes them.
-pub const ID_LISTS: [IdList; 8] = [
+pub const ID_LISTS: [IdList; 9] = [
     IdList::Erc20Transfers,
     IdList::Erc721Transfers,
     IdList::Erc1155Transfers,
@@ -76,10 +79,11 @@ pub const ID_LISTS: [IdList; 8] = [
     IdList::InternalTxs,
     IdList::TransferRows,
     IdList::TokenTransfers,
+    IdList::InternalRows,
 ];
 
 /// The lists whose ids are row ids ([`transfer_rows`]): a TxId shifted left, a kind and a code.
-pub const ROW_LISTS: [IdList; 2] = [IdList::TransferRows, IdList::TokenTransfers];
+pub const ROW_LISTS: [IdList; 3] = [IdList::TransferRows, IdList::TokenTransfers, IdList::InternalRows];
 
 /// The transfer indexes, whose ids are TxIds.
 pub const TRANSFER_LISTS: [IdList; 3] =
@@ -110,6 +114,7 @@ impl IdList {
             Self::InternalTxs => IndexKind::InternalTxs,
             Self::TransferRows => IndexKind::TransferRows,
             Self::TokenTransfers => IndexKind::TokenTransfers,
+            Self::InternalRows => IndexKind::InternalRows,
         }
     }
 }
@@ -133,6 +138,7 @@ pub fn view_id_list<V: IdListViewer>(list: IdList, viewer: &mut V) -> V::Output 
         IdList::InternalTxs => viewer.view::<OtsInternalTxIndex, OtsInternalTxCounter>(),
         IdList::TransferRows => viewer.view::<OtsTransferRowsIndex, OtsTransferRowsCounter>(),
         IdList::TokenTransfers => viewer.view::<OtsTokenTransfersIndex, OtsTokenTransfersCounter>(),
+        IdList::InternalRows => viewer.view::<OtsInternalRowsIndex, OtsInternalRowsCounter>(),
     }
 }
 
@@ -143,7 +149,7 @@ type IdCollector = Sorter<(Address, u64)>;
 /// Every address index's new ids of a batch or a stage.
 #[derive(Debug, Default)]
 pub struct IdLists {
-    lists: [IdCollector; 8],
+    lists: [IdCollector; 9],
     /// Per transfer index: a transaction with several transfers names the same address in
     /// many (9.4 M of the 102 M touches of the 21 M-transaction benchmark chain).
     in_tx: [SeenInTx; 3],
@@ -191,7 +197,11 @@ impl IdLists {
     /// which block holds its last withdrawal.
     pub fn collect_block(&mut self, txn: &WriteTxn, block: &BlockData) -> Result<(), WriteError> {
         self.push(IdList::BlocksRewarded, block.coinbase, block.number)?;
-        for frame in block.frames.as_deref().unwrap_or_default().iter().filter(|f| lists_internal(f)) {
+        let frames = block.frames.as_deref().unwrap_or_default();
+        for (party, id) in internal_rows::row_ids(block.number, frames) {
+            self.push(IdList::InternalRows, party, id)?;
+        }
+        for frame in frames.iter().filter(|f| lists_internal(f)) {
             let tx = TxId::new(block.number, frame.tx_index)?;
             for address in internal_parties(frame) {
                 if self.internal_in_tx.first_time(address, tx) {
@@ -285,7 +295,9 @@ fn block_of(txn: &WriteTxn, list: IdList, id: u64) -> DbResult<u64> {
         IdList::Erc20Transfers | IdList::Erc721Transfers | IdList::Erc1155Transfers | IdList::InternalTxs => {
             TxId(id).block()
         }
-        IdList::TransferRows | IdList::TokenTransfers => TxId(id >> transfer_rows::SHIFT).block(),
+        IdList::TransferRows | IdList::TokenTransfers | IdList::InternalRows => {
+            TxId(id >> transfer_rows::SHIFT).block()
+        }
         IdList::BlocksRewarded => id,
         IdList::Withdrawals => match txn.cursor::<OtsWithdrawalIdx2Block>()?.seek(&Count(id))? {
             Some((_, BlockNumber(block))) => block,
@@ -453,7 +465,7 @@ impl Cuts {
             | IdList::Erc721Transfers
             | IdList::Erc1155Transfers
             | IdList::InternalTxs => self.tx,
-            IdList::TransferRows | IdList::TokenTransfers => {
+            IdList::TransferRows | IdList::TokenTransfers | IdList::InternalRows => {
                 transfer_rows::first_of(self.tx).unwrap_or(u64::MAX)
             }
             IdList::BlocksRewarded => self.block,
@@ -707,6 +719,8 @@ impl Family for AddressIndexFamily {
         TableId::OtsTransferRowsCounter,
         TableId::OtsTokenTransfersIndex,
         TableId::OtsTokenTransfersCounter,
+        TableId::OtsInternalRowsIndex,
+        TableId::OtsInternalRowsCounter,
     ];
 
     fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {
