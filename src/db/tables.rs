@@ -311,6 +311,12 @@ tables! {
     /// timestamp, Unix seconds (8). One row per block from genesis to the tip; an unwind drops
     /// the rows above the block it goes back to.
     OtsBlockTimes: Plain, BlockNumber => Timestamp;
+    /// How many rows Etherscan's `txlistinternal` by block range shows up to each block (ours):
+    /// frames below a transaction's top call that move ether, create or selfdestruct. Key: block
+    /// number (8). Value: the rows of every block up to and including it since the table's first
+    /// row (8); one row per block indexed with call frames that has such a frame. An unwind drops
+    /// the rows above the block it goes back to.
+    OtsInternalRowsByBlock: Plain, BlockNumber => Count;
     /// An address's totals (ours): wei received, sent, paid in fees and withdrawn, and
     /// transactions it was the top-level recipient of. Key: address (20). Value:
     /// `codec::AddressTotals` (a presence mask, then compact sums and a varint count), as of
@@ -421,9 +427,9 @@ mod tests {
         // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, our
         // internal-transaction index and counter, the transfer rows, token transfers and internal rows indexes and counters, the 11
         // balance tables (3 of them the window's values by key), contract info, transfer probes, labels, the 3 appearance tables, the 2
-        // totals tables, code removals, block times, the window's list ids and sent transactions
+        // totals tables, code removals, block times and internal rows by block, the window's list ids and sent transactions
         // (each by block and by address), undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 3 * 2 + 13 + 3 + 2 + 1 + 1 + 9);
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 3 * 2 + 13 + 3 + 2 + 1 + 2 + 9);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

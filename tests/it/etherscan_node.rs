@@ -1140,7 +1140,8 @@ async fn an_address_internal_transactions_are_read_from_their_own_index() {
 /// same call reverted) — 130 transactions, 195 rows — gets its rows 160–169, nothing counted
 /// before, by tracing the transactions of its page's own group alone, both sorts read against
 /// rows computed from the node's traces; as a database upgraded from format 13 holds it (the
-/// internal rows index from its tip on) the first group is traced to count it.
+/// internal rows index from its tip on) the first group is traced to count it. The same for the
+/// list of a block range, whose deep page passes the settled blocks before it by their counts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_address_internal_rows_are_counted_by_the_index() {
     use crate::common::fault_proxy::FaultProxy;
@@ -1194,6 +1195,64 @@ async fn an_address_internal_rows_are_counted_by_the_index() {
     let config = SyncConfig { batch_blocks: 2, reorg_window: 2, ..Default::default() };
     let (_node, _dir, db, head) = indexed_with_traces(&anvil.url, config).await;
     let http = reqwest::Client::new();
+
+    // By block range: every row of the chain, from the node's traces; a deep page passes the
+    // settled blocks before it by the index's count of their rows, tracing its own blocks (and,
+    // descending, the reorg window's) alone.
+    let mut every_row = Vec::new();
+    let mut transactions = 0;
+    for block in 0..=head {
+        let header = theirs.call("eth_getBlockByNumber", json!([format!("{block:#x}"), false])).await;
+        for hash in header["transactions"].as_array().expect("hashes") {
+            transactions += 1;
+            every_row.extend(expected_internal(&theirs, hash, block, number(&header["timestamp"])).await);
+        }
+    }
+    let total = every_row.len();
+    assert!(total > 400, "{total} rows");
+    for upgraded in [false, true] {
+        if upgraded {
+            let txn = db.begin_write().expect("write");
+            state::set_internal_rows_from(&txn, TxId::first_of_block(head + 1).0).expect("upgraded");
+            txn.commit().expect("commit");
+        }
+        for sort in ["asc", "desc"] {
+            let proxy = FaultProxy::start(&anvil.url).await;
+            let (client, server) =
+                common::serve(&db, NodeClient::connect(&proxy.url, Duration::from_secs(30)).expect("node"))
+                    .await;
+            let ordered: Vec<Value> =
+                if sort == "asc" { every_row.clone() } else { every_row.iter().rev().cloned().collect() };
+            let (page, offset) = (total / 10 - 1, 10);
+            let query = format!(
+                "module=account&action=txlistinternal&startblock=0&endblock={head}&page={page}&offset={offset}&sort={sort}"
+            );
+            let start = (page - 1) * offset;
+            assert_eq!(
+                compared(&get(&http, &client.url, &query).await["result"], true),
+                ordered[start..start + offset],
+                "{query} ({upgraded})"
+            );
+            let traced = proxy.calls_of("debug_traceTransaction");
+            eprintln!(
+                "txlistinternal rows {start}-{} of {total} by block range ({sort}, upgraded from format 13: {upgraded}): {traced} of {transactions} transactions traced",
+                start + offset - 1
+            );
+            if upgraded {
+                assert!(traced >= 100, "without counts the blocks before the page are traced: {traced}");
+            } else {
+                assert!(traced <= 40, "the blocks before the page are counted, not traced: {traced}");
+            }
+            server.stop().expect("stop");
+            server.stopped().await;
+        }
+        if upgraded {
+            let txn = db.begin_write().expect("write");
+            state::set_internal_rows_from(&txn, 0).expect("back");
+            txn.commit().expect("commit");
+        }
+    }
+
     for upgraded in [false, true] {
         if upgraded {
             let txn = db.begin_write().expect("write");

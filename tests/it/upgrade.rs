@@ -81,14 +81,17 @@ fn without_transfer_rows(db: &Db) {
     txn.commit().expect("commit");
 }
 
-/// Empties the token transfers and internal rows indexes, and deletes the reorg window's rows of
-/// them (format 13 had none).
+/// Empties the token transfers and internal rows indexes and the internal rows by block, and
+/// deletes the reorg window's rows of them (format 13 had none).
 fn without_token_transfers(db: &Db) {
     use ots_indexer::db::{
         codec::IndexKind,
-        tables::{OtsInternalRowsCounter, OtsInternalRowsIndex, OtsTokenTransfersIndex},
+        tables::{
+            OtsInternalRowsByBlock, OtsInternalRowsCounter, OtsInternalRowsIndex, OtsTokenTransfersIndex,
+        },
     };
     let txn = db.begin_write().expect("write");
+    txn.clear::<OtsInternalRowsByBlock>().expect("clear");
     txn.clear::<OtsTokenTransfersIndex>().expect("clear");
     txn.clear::<OtsTokenTransfersCounter>().expect("clear");
     txn.clear::<OtsInternalRowsIndex>().expect("clear");

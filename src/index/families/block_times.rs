@@ -1,12 +1,15 @@
 //! The block-times family: `OtsBlockTimes`, every indexed block's timestamp, so that a block is
 //! found by its time with a binary search of the table (Etherscan's `getblocknobytime`) and not
-//! by a walk of the node's headers.
+//! by a walk of the node's headers; and the other table keyed by block alone,
+//! `OtsInternalRowsByBlock` ([`super::block_internal_rows`]).
 //!
 //! Rows are keyed by block, so the family needs no window of its own: a reorg or `unwind`
 //! deletes the rows above the block it goes back to, and the blocks indexed after it write
 //! theirs.
 
 use signet_libmdbx::tx::TransactionKind;
+
+use super::block_internal_rows;
 
 use crate::db::{
     codec::{BlockNumber, Timestamp},
@@ -137,18 +140,21 @@ pub struct BlockTimesFamily;
 
 impl Family for BlockTimesFamily {
     const NAME: &'static str = "block times";
-    const TABLES: &'static [TableId] = &[TableId::OtsBlockTimes];
+    const TABLES: &'static [TableId] = &[TableId::OtsBlockTimes, TableId::OtsInternalRowsByBlock];
 
     fn write_block(block: &BlockRows<'_, '_>, _: &mut UndoLog) -> Result<(), WriteError> {
-        Ok(write(block.txn, block.block.number, block.block.timestamp)?)
+        write(block.txn, block.block.number, block.block.timestamp)?;
+        Ok(block_internal_rows::write(block.txn, block.block)?)
     }
 
     fn unwind(txn: &WriteTxn, unwinding: &Unwinding) -> DbResult<()> {
-        unwind_to(txn, unwinding.to)
+        unwind_to(txn, unwinding.to)?;
+        block_internal_rows::unwind_to(txn, unwinding.to)
     }
 
     fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut Checking) -> DbResult<()> {
-        check(txn, checking.tip)
+        check(txn, checking.tip)?;
+        block_internal_rows::check(txn, checking.tip)
     }
 }
 

@@ -23,6 +23,7 @@ pub mod address_index;
 pub mod appearances;
 pub mod attributes;
 pub mod balances;
+pub mod block_internal_rows;
 pub mod block_times;
 pub mod contract_info;
 pub mod holdings;

@@ -18,7 +18,8 @@ use super::{
     Etherscan,
 };
 use crate::{
-    db::state,
+    db::{codec::BlockNumber, state, tables::OtsUndoJournal, DbResult, ReadTxn},
+    index::families::block_internal_rows,
     rpc::{
         call_tree::{self, Placed},
         materialize::hex_field,
@@ -142,7 +143,8 @@ async fn by_hash(api: &Etherscan, hash: B256) -> Answer {
 }
 
 /// The rows of the blocks `from..=to`, read from the end `sort` names, until `skip + rows` are
-/// found or the range (cut at the node's head) ends.
+/// found or the range (cut at the node's head) ends. Settled blocks wholly before the page are
+/// passed by the index's count of their rows ([`pass_counted`]), not traced.
 async fn by_range(
     api: &Etherscan,
     (from, to): (u64, u64),
@@ -156,13 +158,28 @@ async fn by_range(
         .await
         .map_err(|e| Answer::refuse(format!("Error! The node did not answer eth_blockNumber: {e}")))?;
     let to = to.min(head);
-    let wanted = usize::try_from(window.skip.saturating_add(window.rows)).unwrap_or(usize::MAX);
+    let wanted = window.skip.saturating_add(window.rows);
+    let counted = api.read(|t| counted_blocks(t, (from, to)))?;
+    let in_counted =
+        |block: Option<u64>| block.zip(counted).is_some_and(|(b, (low, high))| low <= b && b <= high);
     let mut found: Vec<Value> = Vec::new();
+    let mut passed = 0u64;
     let mut next = match sort {
         Sort::Asc => Some(from),
         Sort::Desc => Some(to),
     };
-    while let Some(at) = next.filter(|&at| from <= at && at <= to && found.len() < wanted) {
+    while let Some(at) = next.filter(|&at| from <= at && at <= to && found.len() as u64 + passed < wanted) {
+        let short = window.skip.saturating_sub(found.len() as u64 + passed);
+        if short > 0 && in_counted(Some(at)) {
+            if let Some((last, rows)) = api.read(|t| pass_counted(t, counted, at, sort, short))? {
+                passed += rows;
+                next = match sort {
+                    Sort::Asc => last.checked_add(1),
+                    Sort::Desc => last.checked_sub(1),
+                };
+                continue;
+            }
+        }
         let blocks: Vec<u64> = match sort {
             Sort::Asc => (at..=to.min(at.saturating_add(BLOCKS_PER_STEP - 1))).collect(),
             Sort::Desc => (at.saturating_sub(BLOCKS_PER_STEP - 1).max(from)..=at).rev().collect(),
@@ -188,12 +205,85 @@ async fn by_range(
                 rows.reverse();
             }
             found.extend(rows);
-            if found.len() >= wanted {
+            if found.len() as u64 + passed >= wanted {
+                break;
+            }
+            // Still short of the page, with counted blocks next: those may be passed.
+            let after = match sort {
+                Sort::Asc => block.checked_add(1),
+                Sort::Desc => block.checked_sub(1),
+            };
+            if window.skip > found.len() as u64 + passed && in_counted(after) {
+                next = after;
                 break;
             }
         }
     }
-    Ok(page_of(found, window))
+    Ok(page_of(found, super::params::Window { skip: window.skip - passed, rows: window.rows }))
+}
+
+/// The blocks of `from..=to` whose rows the index counts: those older than the reorg window
+/// from where every block was indexed with call frames ([`block_internal_rows::counted_from`]),
+/// as `(low, high)`.
+fn counted_blocks(t: &ReadTxn, (from, to): (u64, u64)) -> DbResult<Option<(u64, u64)>> {
+    let Some(counted) = block_internal_rows::counted_from(t)? else { return Ok(None) };
+    let settled_below = match t.cursor::<OtsUndoJournal>()?.first()? {
+        Some((BlockNumber(first), _)) => first,
+        None => state::read_tip(t)?.map_or(0, |tip| tip + 1),
+    };
+    let (low, high) = (from.max(counted), to.min(settled_below.saturating_sub(1)));
+    Ok((settled_below > 0 && low <= high).then_some((low, high)))
+}
+
+/// The blocks from `at` on in `sort`'s direction, inside the `counted` blocks, whose rows all lie
+/// before the page (`short` rows away), as the last of them and their rows; `None` when `at`'s
+/// own rows reach the page or are not counted. Their rows are found with a binary search of the
+/// cumulative counts.
+fn pass_counted(
+    t: &ReadTxn,
+    counted: Option<(u64, u64)>,
+    at: u64,
+    sort: Sort,
+    short: u64,
+) -> DbResult<Option<(u64, u64)>> {
+    let Some((low, high)) = counted.filter(|&(low, high)| low <= at && at <= high) else { return Ok(None) };
+    let through = |b: Option<u64>| b.map_or(Ok(0), |b| block_internal_rows::through(t, b));
+    match sort {
+        Sort::Asc => {
+            // The last block `b` in `at..=high` with the rows of `at..=b` at most `short`.
+            let base = through(at.checked_sub(1))?;
+            if through(Some(at))? - base > short {
+                return Ok(None);
+            }
+            let (mut lo, mut hi) = (at, high);
+            while lo < hi {
+                let mid = lo + (hi - lo).div_ceil(2);
+                if through(Some(mid))? - base <= short {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            Ok(Some((lo, through(Some(lo))? - base)))
+        }
+        Sort::Desc => {
+            // The first block `b` in `low..=at` with the rows of `b..=at` at most `short`.
+            let top = through(Some(at))?;
+            if top - through(at.checked_sub(1))? > short {
+                return Ok(None);
+            }
+            let (mut lo, mut hi) = (low, at);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if top - through(mid.checked_sub(1))? <= short {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            Ok(Some((lo, top - through(lo.checked_sub(1))?)))
+        }
+    }
 }
 
 /// The rows of the transactions of `address` in blocks `range` whose frames it is a party of
@@ -242,4 +332,45 @@ async fn by_address(
         found.extend(rows_of_step);
     }
     Ok(walk.page(found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::{codec::Count, tables::OtsInternalRowsByBlock, AccessMode, Db};
+
+    /// Blocks 0–9 with the rows `ROWS[b]` each: passing from any block in either direction stops
+    /// at the last block whose rows still lie before the page, or refuses where the block's own
+    /// rows reach it.
+    #[test]
+    fn counted_blocks_are_passed_up_to_the_page() {
+        const ROWS: [u64; 10] = [0, 3, 0, 0, 5, 1, 0, 2, 4, 0];
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+        let txn = db.begin_write().expect("write");
+        let mut total = 0;
+        for (block, rows) in ROWS.iter().enumerate() {
+            total += rows;
+            if *rows > 0 {
+                txn.put::<OtsInternalRowsByBlock>(&BlockNumber(block as u64), &Count(total)).expect("put");
+            }
+        }
+        txn.commit().expect("commit");
+        let t = db.begin_read().expect("read");
+        let rows = |a: u64, b: u64| -> u64 { (a..=b).map(|x| ROWS[x as usize]).sum() };
+        for at in 0..10u64 {
+            for short in 0..16 {
+                let asc = pass_counted(&t, Some((0, 9)), at, Sort::Asc, short).expect("asc");
+                let want = (at..10).rev().find(|&b| rows(at, b) <= short).map(|b| (b, rows(at, b)));
+                assert_eq!(asc, want, "asc from {at}, {short} short");
+                let desc = pass_counted(&t, Some((0, 9)), at, Sort::Desc, short).expect("desc");
+                let want = (0..=at).find(|&b| rows(b, at) <= short).map(|b| (b, rows(b, at)));
+                assert_eq!(desc, want, "desc from {at}, {short} short");
+            }
+        }
+        // Outside the counted blocks nothing is passed.
+        assert_eq!(pass_counted(&t, Some((2, 6)), 7, Sort::Asc, 100).expect("asc"), None);
+        assert_eq!(pass_counted(&t, Some((2, 6)), 6, Sort::Desc, 100).expect("desc"), Some((2, 6)));
+        assert_eq!(pass_counted(&t, None, 3, Sort::Asc, 100).expect("asc"), None);
+    }
 }
