@@ -13,7 +13,7 @@ use crate::{
         DbResult, ReadTxn,
     },
     index::families::{
-        address_index::{count, page, rank, settled, transfer_rows, IdList},
+        address_index::{count, page, rank, settled, sum_row_ids, transfer_rows, IdList},
         appearances,
     },
     txid::TxId,
@@ -101,21 +101,10 @@ pub(super) fn rows_within(
     if first < state::read_internal_rows_from(t)?.max(state::read_internal_txs_from(t)?) {
         return Ok(None);
     }
-    let (Some(low), Some(high)) =
-        (transfer_rows::first_of(first), last.checked_add(1).and_then(transfer_rows::first_of))
-    else {
-        return Ok(None);
-    };
-    let from = rank(t, IdList::InternalRows, address, low)?;
-    let to = rank(t, IdList::InternalRows, address, high)?;
-    let mut rows = len;
-    for id in page(t, IdList::InternalRows, address, from, to - from)? {
-        match transfer_rows::decode_row_id(id) {
-            (_, _, transfer_rows::UNCOUNTED) => return Ok(None),
-            (_, _, extra) => rows += extra,
-        }
-    }
-    Ok(Some(rows))
+    let extra = sum_row_ids(t, IdList::InternalRows, address, (first, last), |id| {
+        Some(id & transfer_rows::UNCOUNTED).filter(|&code| code != transfer_rows::UNCOUNTED)
+    })?;
+    Ok(extra.map(|extra| len + extra))
 }
 
 #[cfg(test)]

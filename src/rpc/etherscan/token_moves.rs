@@ -10,7 +10,7 @@ use crate::{
     db::{state, DbResult, ReadTxn},
     decode::TokenKind,
     index::families::{
-        address_index::{count, page, rank, settled, transfer_rows, IdList},
+        address_index::{count, page, rank, settled, sum_row_ids, transfer_rows, IdList},
         appearances,
     },
 };
@@ -94,16 +94,7 @@ pub(super) fn rows_within(
     if first < state::read_token_transfers_from(t)? {
         return Ok(None);
     }
-    let from = rank(t, LIST, token, row_bound(first))?;
-    let to = rank(t, LIST, token, last.checked_add(1).map_or(u64::MAX, row_bound))?;
-    let mut rows = 0;
-    for id in page(t, LIST, token, from, to - from)? {
-        match transfer_rows::token_rows(id, kind) {
-            Some(of_tx) => rows += of_tx,
-            None => return Ok(None),
-        }
-    }
-    Ok(Some(rows))
+    sum_row_ids(t, LIST, token, (first, last), |id| transfer_rows::token_rows(id, kind))
 }
 
 #[cfg(test)]

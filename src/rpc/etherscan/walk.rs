@@ -29,7 +29,7 @@ use crate::{
     db::{state, DbResult, ReadTxn},
     decode::{TokenKind, TokenKinds},
     index::families::{
-        address_index::{count, page, rank, settled, transfer_rows, IdList},
+        address_index::{count, page, rank, settled, sum_row_ids, transfer_rows, IdList},
         appearances,
         attributes::attributes,
     },
@@ -935,22 +935,19 @@ fn movement_rows_from_index(
     if first < state::read_transfer_rows_from(t)? {
         return Ok(None);
     }
-    let (Some(low), Some(high)) =
-        (transfer_rows::first_of(first), last.checked_add(1).and_then(transfer_rows::first_of))
-    else {
-        return Ok(None);
-    };
-    let from = rank(t, IdList::TransferRows, party, low)?;
-    let to = rank(t, IdList::TransferRows, party, high)?;
-    let mut rows = len;
-    for id in page(t, IdList::TransferRows, party, from, to - from)? {
-        match transfer_rows::decode_row_id(id) {
-            (_, Some(k), _) if k != kind => {}
-            (_, _, transfer_rows::UNCOUNTED) => return Ok(None),
-            (_, _, extra) => rows += extra,
-        }
-    }
-    Ok(Some(rows))
+    let extra =
+        sum_row_ids(
+            t,
+            IdList::TransferRows,
+            party,
+            (first, last),
+            |id| match transfer_rows::decode_row_id(id) {
+                (_, Some(k), _) if k != kind => Some(0),
+                (_, _, transfer_rows::UNCOUNTED) => None,
+                (_, _, extra) => Some(extra),
+            },
+        )?;
+    Ok(extra.map(|extra| len + extra))
 }
 
 /// How many `txlist` rows of `address` the settled group of its appearances `first..=last` makes,

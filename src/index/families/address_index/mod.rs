@@ -672,6 +672,33 @@ pub fn rank<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address, i
     Ok(stored + recent.partition_point(|&x| x < id) as u64)
 }
 
+/// The sum of what `rows_of` says of each row id of `address` in row list `list` (one of
+/// [`ROW_LISTS`]) whose transaction lies in `first..=last` (TxIds); `None` when it says `None`
+/// of one, or the TxIds are past what a row id holds.
+pub fn sum_row_ids<K: TransactionKind>(
+    txn: &Txn<K>,
+    list: IdList,
+    address: &Address,
+    (first, last): (u64, u64),
+    mut rows_of: impl FnMut(u64) -> Option<u64>,
+) -> DbResult<Option<u64>> {
+    let (Some(low), Some(high)) =
+        (transfer_rows::first_of(first), last.checked_add(1).and_then(transfer_rows::first_of))
+    else {
+        return Ok(None);
+    };
+    let from = rank(txn, list, address, low)?;
+    let to = rank(txn, list, address, high)?;
+    let mut sum = 0;
+    for id in page(txn, list, address, from, to - from)? {
+        match rows_of(id) {
+            Some(rows) => sum += rows,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(sum))
+}
+
 /// Per-address id lists in chunks: transfer indexes, blocks rewarded, withdrawals.
 #[derive(Debug)]
 pub struct AddressIndexFamily;

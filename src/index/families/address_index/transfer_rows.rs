@@ -97,79 +97,72 @@ fn rows_of(log: &TokenLog<'_>) -> u64 {
     }
 }
 
-/// The row ids of a block's transfer logs (`logs`, in log order), as `(party, id)`: each
-/// transaction's rows per party and kind, a log counted once for a party that both sent and
-/// received it.
-pub fn row_ids(logs: &[(TxId, TokenLog<'_>)]) -> Vec<(Address, u64)> {
+/// Row ids of `logs` (in log order), gathered a transaction at a time: `count` adds a log to the
+/// transaction's tallies, `id` makes a tally's row id once its transaction is done.
+fn by_transaction<T>(
+    logs: &[(TxId, TokenLog<'_>)],
+    mut count: impl FnMut(&mut Vec<T>, &TokenLog<'_>),
+    mut id: impl FnMut(TxId, T) -> Option<(Address, u64)>,
+) -> Vec<(Address, u64)> {
     let mut out = Vec::new();
-    let mut tx_rows: Vec<(TokenKind, Address, u64)> = Vec::new();
-    let mut flush = |tx: TxId, tx_rows: &mut Vec<(TokenKind, Address, u64)>| {
-        for (kind, party, rows) in tx_rows.drain(..) {
-            if let Some(id) = row_id(tx, kind, rows) {
-                out.push((party, id));
-            }
-        }
-    };
+    let mut tallies: Vec<T> = Vec::new();
     let mut current = None;
     for (tx, log) in logs {
         if current != Some(*tx) {
             if let Some(done) = current {
-                flush(done, &mut tx_rows);
+                out.extend(tallies.drain(..).filter_map(|tally| id(done, tally)));
             }
             current = Some(*tx);
         }
-        let rows = rows_of(log);
-        let parties: &[Address] = if log.from == log.to { &[log.from] } else { &[log.from, log.to] };
-        for &party in parties {
-            match tx_rows.iter_mut().find(|(k, p, _)| *k == log.kind && *p == party) {
-                Some((_, _, counted)) => *counted += rows,
-                None => tx_rows.push((log.kind, party, rows)),
-            }
-        }
+        count(&mut tallies, log);
     }
     if let Some(done) = current {
-        flush(done, &mut tx_rows);
+        out.extend(tallies.drain(..).filter_map(|tally| id(done, tally)));
     }
     out
+}
+
+/// The row ids of a block's transfer logs (`logs`, in log order), as `(party, id)`: each
+/// transaction's rows per party and kind, a log counted once for a party that both sent and
+/// received it.
+pub fn row_ids(logs: &[(TxId, TokenLog<'_>)]) -> Vec<(Address, u64)> {
+    by_transaction(
+        logs,
+        |tallies: &mut Vec<(TokenKind, Address, u64)>, log| {
+            let rows = rows_of(log);
+            let parties: &[Address] = if log.from == log.to { &[log.from] } else { &[log.from, log.to] };
+            for &party in parties {
+                match tallies.iter_mut().find(|(k, p, _)| *k == log.kind && *p == party) {
+                    Some((_, _, counted)) => *counted += rows,
+                    None => tallies.push((log.kind, party, rows)),
+                }
+            }
+        },
+        |tx, (kind, party, rows)| row_id(tx, kind, rows).map(|id| (party, id)),
+    )
 }
 
 /// The token row ids of a block's transfer logs (`logs`, in log order), as `(token, id)`: one
 /// for each transaction and token it has a transfer log of, coding the rows the token's own list
 /// shows for it (a log once; an ERC1155 log a row per id).
 pub fn token_row_ids(logs: &[(TxId, TokenLog<'_>)]) -> Vec<(Address, u64)> {
-    let mut out = Vec::new();
-    // (token, kind — `None` once two —, rows) of the transaction at hand.
-    let mut tx_rows: Vec<(Address, Option<TokenKind>, u64)> = Vec::new();
-    let mut flush = |tx: TxId, tx_rows: &mut Vec<(Address, Option<TokenKind>, u64)>| {
-        for (token, kind, rows) in tx_rows.drain(..) {
-            if let Some(id) = token_row_id(tx, kind, rows) {
-                out.push((token, id));
-            }
-        }
-    };
-    let mut current = None;
-    for (tx, log) in logs {
-        if current != Some(*tx) {
-            if let Some(done) = current {
-                flush(done, &mut tx_rows);
-            }
-            current = Some(*tx);
-        }
-        let rows = rows_of(log);
-        match tx_rows.iter_mut().find(|(t, ..)| *t == log.token) {
-            Some((_, kind, counted)) => {
-                if *kind != Some(log.kind) {
-                    *kind = None;
+    by_transaction(
+        logs,
+        // (token, kind — `None` once two —, rows) of the transaction at hand.
+        |tallies: &mut Vec<(Address, Option<TokenKind>, u64)>, log| {
+            let rows = rows_of(log);
+            match tallies.iter_mut().find(|(t, ..)| *t == log.token) {
+                Some((_, kind, counted)) => {
+                    if *kind != Some(log.kind) {
+                        *kind = None;
+                    }
+                    *counted += rows;
                 }
-                *counted += rows;
+                None => tallies.push((log.token, Some(log.kind), rows)),
             }
-            None => tx_rows.push((log.token, Some(log.kind), rows)),
-        }
-    }
-    if let Some(done) = current {
-        flush(done, &mut tx_rows);
-    }
-    out
+        },
+        |tx, (token, kind, rows)| token_row_id(tx, kind, rows).map(|id| (token, id)),
+    )
 }
 
 /// The rows a token row id says its transaction makes in the token's `kind` list: its code when
