@@ -67,12 +67,7 @@ pub fn counted_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<Option<u64>> {
 
 /// Deletes the counts of the blocks above `to`.
 pub fn unwind_to(txn: &WriteTxn, to: u64) -> DbResult<()> {
-    let Some(first) = to.checked_add(1) else { return Ok(()) };
-    let mut cursor = txn.cursor::<OtsInternalRowsByBlock>()?;
-    while cursor.seek(&BlockNumber(first))?.is_some() {
-        cursor.delete_current()?;
-    }
-    Ok(())
+    super::block_times::delete_blocks_above::<OtsInternalRowsByBlock>(txn, to)
 }
 
 /// Counts grow from block to block, and no block is past the tip.
