@@ -67,7 +67,12 @@ pub fn counted_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<Option<u64>> {
 
 /// Deletes the counts of the blocks above `to`.
 pub fn unwind_to(txn: &WriteTxn, to: u64) -> DbResult<()> {
-    super::block_times::delete_blocks_above::<OtsInternalRowsByBlock>(txn, to)
+    let Some(first) = to.checked_add(1) else { return Ok(()) };
+    let mut cursor = txn.cursor::<OtsInternalRowsByBlock>()?;
+    while cursor.seek(&BlockNumber(first))?.is_some() {
+        cursor.delete_current()?;
+    }
+    Ok(())
 }
 
 /// Counts grow from block to block, and no block is past the tip.

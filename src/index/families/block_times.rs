@@ -13,7 +13,7 @@ use super::block_internal_rows;
 
 use crate::db::{
     codec::{BlockNumber, Timestamp},
-    tables::{OtsBlockTimes, Table, TableId},
+    tables::{OtsBlockTimes, TableId},
     DbResult, Txn, WriteTxn,
 };
 use crate::index::{
@@ -99,13 +99,8 @@ fn newest_at_or_before<K: TransactionKind>(
 
 /// Deletes the times of the blocks above `to`.
 pub fn unwind_to(txn: &WriteTxn, to: u64) -> DbResult<()> {
-    delete_blocks_above::<OtsBlockTimes>(txn, to)
-}
-
-/// Deletes the rows of a table keyed by block whose blocks are above `to`.
-pub fn delete_blocks_above<T: Table<Key = BlockNumber>>(txn: &WriteTxn, to: u64) -> DbResult<()> {
     let Some(first) = to.checked_add(1) else { return Ok(()) };
-    let mut cursor = txn.cursor::<T>()?;
+    let mut cursor = txn.cursor::<OtsBlockTimes>()?;
     while cursor.seek(&BlockNumber(first))?.is_some() {
         cursor.delete_current()?;
     }
