@@ -158,6 +158,12 @@ pub struct IndexerStatus {
     /// their rows). Absent when it holds every block's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub internal_rows_from_block: Option<u64>,
+    /// The first block from which the party–token index holds every transaction in which a party
+    /// moved a token, where it does not hold them all: a database upgraded in place from format
+    /// 14 (an address's list of one token walks its transfer index below it). Absent when it
+    /// holds every block's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub party_token_from_block: Option<u64>,
     /// `open`, `closed` or `inconsistent`.
     pub db_state: Option<String>,
     /// Last indexed block.
@@ -211,6 +217,7 @@ pub fn read_status(
     let rows_from = state::read_transfer_rows_from(&txn)?;
     let moves_from = state::read_token_transfers_from(&txn)?;
     let internal_rows_from = state::read_internal_rows_from(&txn)?;
+    let party_token_from = state::read_party_token_from(&txn)?;
     let s = state::read_state(&txn).map_err(|e| match e {
         state::StateError::Db(e) => e,
         other => DbError::Corrupt { table: "OtsIndexerState", key: String::new(), reason: other.to_string() },
@@ -235,6 +242,7 @@ pub fn read_status(
         token_transfers_from_block: (moves_from > 0).then(|| crate::txid::TxId(moves_from).block()),
         internal_rows_from_block: (internal_rows_from > 0)
             .then(|| crate::txid::TxId(internal_rows_from).block()),
+        party_token_from_block: (party_token_from > 0).then(|| crate::txid::TxId(party_token_from).block()),
         db_state: s.db_state.map(|d| d.to_string()),
         indexed_block: indexed,
         indexed_hash: s.checkpoint.map(|c| c.hash),

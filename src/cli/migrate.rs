@@ -69,6 +69,7 @@ pub async fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
             internal_txs_from,
             transfer_rows_from,
             token_transfers_from,
+            party_token_from,
             seconds,
         } => {
             for (old, table, entries) in renamed {
@@ -95,13 +96,19 @@ pub async fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
                     "token-list rows counted by the index from block {from}: a deep page of `tokentx`, `tokennfttx` or `token1155tx` counts older rows with the node's help"
                 );
             }
-            if token_transfers_from > 0 {
+            if version < 14 && token_transfers_from > 0 {
                 let from = TxId(token_transfers_from).block();
                 println!(
                     "token transfers indexed from block {from}: a token's own `tokentx`, `tokennfttx` or `token1155tx` walks its appearances below it, counting them with the node's help"
                 );
                 println!(
                     "internal rows counted by the index from block {from}: a deep page of `txlistinternal` traces older transactions to count their rows"
+                );
+            }
+            if party_token_from > 0 {
+                let from = TxId(party_token_from).block();
+                println!(
+                    "party-token transfers indexed from block {from}: an address's `tokentx`, `tokennfttx` or `token1155tx` of one token walks its transfer index below it, counting it with the node's help"
                 );
             }
             println!("upgraded format version {version} -> {FORMAT_VERSION} in {seconds:.2} s");

@@ -98,6 +98,11 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
             "token transfers indexed from block {block} (upgraded from format 13: a token's own list walks older appearances)"
         );
     }
+    if let Some(block) = s.party_token_from_block {
+        println!(
+            "party-token transfers indexed from block {block} (upgraded from format 14: an address's list of one token walks its transfer index below it)"
+        );
+    }
     if let Some(block) = s.internal_rows_from_block {
         println!(
             "internal rows counted by the index from block {block} (upgraded from format 13: txlistinternal traces older transactions to count them)"

@@ -444,6 +444,8 @@ pub enum IndexKind {
     TokenTransfers = 18,
     /// `OtsInternalRowsIndex` / `OtsInternalRowsCounter`.
     InternalRows = 19,
+    /// `OtsPartyTokenIndex` / `OtsPartyTokenCounter`.
+    PartyToken = 20,
 }
 
 impl IndexKind {
@@ -469,6 +471,7 @@ impl IndexKind {
             17 => Some(Self::TransferRows),
             18 => Some(Self::TokenTransfers),
             19 => Some(Self::InternalRows),
+            20 => Some(Self::PartyToken),
             _ => None,
         }
     }

@@ -14,6 +14,7 @@
 //! | `transfer_rows_from` | TxId (u64 BE): `OtsTransferRowsIndex` holds every transaction's extra rows from it on (absent: from 0) |
 //! | `internal_rows_from` | TxId (u64 BE): `OtsInternalRowsIndex` holds every transaction's extra rows from it on (absent: from 0) |
 //! | `token_transfers_from` | TxId (u64 BE): `OtsTokenTransfersIndex` holds every transaction that moves a token from it on (absent: from 0) |
+//! | `party_token_from` | TxId (u64 BE): `OtsPartyTokenIndex` holds every transaction in which a party moved a token from it on (absent: from 0) |
 //! | `internal_txs_from` | TxId (u64 BE): `OtsInternalTxIndex` holds every internal transaction from it on (absent: from 0; `u64::MAX`: none up to the tip) |
 
 use std::fmt;
@@ -45,6 +46,7 @@ const INTERNAL_TXS_FROM_KEY: &str = "internal_txs_from";
 const TRANSFER_ROWS_FROM_KEY: &str = "transfer_rows_from";
 const TOKEN_TRANSFERS_FROM_KEY: &str = "token_transfers_from";
 const INTERNAL_ROWS_FROM_KEY: &str = "internal_rows_from";
+const PARTY_TOKEN_FROM_KEY: &str = "party_token_from";
 
 /// Which chain a database indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -445,6 +447,19 @@ pub fn set_internal_rows_from(txn: &WriteTxn, from: u64) -> DbResult<()> {
 /// where the internal-transaction index holds them: `internal_txs_from` bounds both).
 pub fn read_internal_rows_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<u64> {
     read_tx_id(txn, INTERNAL_ROWS_FROM_KEY)
+}
+
+/// Records that `OtsPartyTokenIndex` holds every transaction in which a party moved a token from
+/// TxId `from` on: a database upgraded from a format without it has none of the blocks it had
+/// indexed.
+pub fn set_party_token_from(txn: &WriteTxn, from: u64) -> DbResult<()> {
+    put(txn, PARTY_TOKEN_FROM_KEY, &from.to_be_bytes())
+}
+
+/// The first TxId from which `OtsPartyTokenIndex` holds every transaction in which a party moved a
+/// token (0: all).
+pub fn read_party_token_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<u64> {
+    read_tx_id(txn, PARTY_TOKEN_FROM_KEY)
 }
 
 fn read_tx_id<K: TransactionKind>(txn: &Txn<K>, key: &'static str) -> DbResult<u64> {

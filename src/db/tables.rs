@@ -216,6 +216,18 @@ tables! {
     OtsInternalRowsIndex: Plain, ChunkKey => RowIdChunk;
     /// Counter of `OtsInternalRowsIndex`; layout of `OtsERC20TransferCounter`.
     OtsInternalRowsCounter: DupSort, Address => CounterDup;
+    /// The transactions in which an address moved a token, for its token lists of that token
+    /// alone (`address` and `contractaddress`; not part of ots2). Key: the pair's key (20: the
+    /// last 20 bytes of keccak256(party (20) ‖ token (20))) ‖ chunk id (8), as
+    /// `OtsERC20TransferIndex`'s. Value: one id for each transaction with a transfer log of the
+    /// token that the party sent or received: TxId (52 bits) ‖ kind (2, as
+    /// `OtsTokenTransfersIndex`'s) ‖ code (10: the rows the pair's list shows for the
+    /// transaction, 0–1,022; 1,023 when more, or of two kinds), packed as `RowIdChunk`. The
+    /// state's `party_token_from` says from which TxId it holds them all.
+    OtsPartyTokenIndex: Plain, ChunkKey => RowIdChunk;
+    /// Counter of `OtsPartyTokenIndex`; layout of `OtsERC20TransferCounter`, keyed by the pair's
+    /// key.
+    OtsPartyTokenCounter: DupSort, Address => CounterDup;
     /// Balances from Transfer logs (ours). Key: token (20) ‖ holder (20). Value: balance (BE
     /// without leading zeros, 1–32): ERC20 amount, or the number of ERC721 ids held. No row for a
     /// zero balance, none for the zero address.
@@ -331,7 +343,7 @@ tables! {
     /// The reorg window's part of the address lists (ours): ids that blocks still in the
     /// window (those `OtsUndoJournal` holds) added to `OtsERC20TransferIndex`,
     /// `OtsERC721TransferIndex`, `OtsERC1155TransferIndex`, `OtsBlocksRewardedIndex`,
-    /// `OtsWithdrawalsIndex`, `OtsInternalTxIndex`, `OtsTransferRowsIndex`, `OtsTokenTransfersIndex`, `OtsInternalRowsIndex` and `OtsAppearances`. Key: block (8). Dup: list kind (1, the
+    /// `OtsWithdrawalsIndex`, `OtsInternalTxIndex`, `OtsTransferRowsIndex`, `OtsTokenTransfersIndex`, `OtsInternalRowsIndex`, `OtsPartyTokenIndex` and `OtsAppearances`. Key: block (8). Dup: list kind (1, the
     /// journal's row kind) ‖ address (20) ‖ id (8); every id larger than the address's ids in
     /// the list's own table. A list is its table's ids, then these; a block leaving the window
     /// moves its ids into the tables, and an unwind deletes the unwound blocks' rows here only
@@ -405,7 +417,7 @@ sub_keys! {
     // An address-index counter's dups sort by the cumulative count (the 1-byte form is alone).
     OtsERC20TransferCounter, OtsERC721TransferCounter, OtsERC1155TransferCounter, OtsWithdrawalsCounter,
     OtsBlocksRewardedCounter, OtsInternalTxCounter, OtsTransferRowsCounter, OtsTokenTransfersCounter,
-    OtsInternalRowsCounter by u64: |v| v.cumulative(), |s| s.to_be_bytes().to_vec();
+    OtsInternalRowsCounter, OtsPartyTokenCounter by u64: |v| v.cumulative(), |s| s.to_be_bytes().to_vec();
 }
 
 #[cfg(test)]
@@ -425,11 +437,12 @@ mod tests {
     fn registry_holds_every_ots2_table() {
         // The ots2 format: 7 match tables + 7 counters, attributes, 4 index/counter pairs,
         // Idx2Block, 2 holdings tables; plus our ERC1155 index, counter and holdings, our
-        // internal-transaction index and counter, the transfer rows, token transfers and internal rows indexes and counters, the 11
+        // internal-transaction index and counter, the transfer rows, token transfers, internal rows
+        // and party-token indexes and counters, the 11
         // balance tables (3 of them the window's values by key), contract info, transfer probes, labels, the 3 appearance tables, the 2
         // totals tables, code removals, block times and internal rows by block, the window's list ids and sent transactions
         // (each by block and by address), undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 3 * 2 + 13 + 3 + 2 + 1 + 2 + 9);
+        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 4 * 2 + 13 + 3 + 2 + 1 + 2 + 9);
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

@@ -25,6 +25,10 @@
 //!   internal-transaction index does not count. The blocks already indexed stay as they are once
 //!   more: the state records the first TxId past them for both, a token's own list walks its
 //!   appearances below it, and `txlistinternal` counts the rows there by tracing, as before.
+//! * Format 14 → 15 adds the party–token index (`OtsPartyTokenIndex`, empty): each party's
+//!   transactions that move one token, with their rows, for an address's token list of that
+//!   token alone. The blocks already indexed stay as they are: the state records the first TxId
+//!   past them, and such a list walks the party's transfer index below it, as before.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old
@@ -125,6 +129,9 @@ pub enum Upgraded {
         /// The first TxId from which the token transfers index holds every transaction that moves
         /// a token, and the internal rows index every transaction's rows (0: all of them).
         token_transfers_from: u64,
+        /// The first TxId from which the party–token index holds every transaction in which a
+        /// party moved a token (0: all of them).
+        party_token_from: u64,
         /// Seconds the upgrade took, commit included.
         seconds: f64,
     },
@@ -162,11 +169,13 @@ pub async fn upgrade(db: &Db, source: Option<&dyn BlockSource>) -> Result<Upgrad
         if version < 12 { to_12(&txn, tip)? } else { state::read_internal_txs_from(&txn)? };
     let transfer_rows_from =
         if version < 13 { to_13(&txn, tip)? } else { state::read_transfer_rows_from(&txn)? };
-    let token_transfers_from = to_14(&txn, tip)?;
+    let token_transfers_from =
+        if version < 14 { to_14(&txn, tip)? } else { state::read_token_transfers_from(&txn)? };
+    let party_token_from = to_15(&txn, tip)?;
     state::set_format_version(&txn)?;
     txn.commit()?;
     let seconds = started.elapsed().as_secs_f64();
-    info!(target: "ots::index", from = version, to = FORMAT_VERSION, seconds, block_times, received_marks_from, internal_txs_from, transfer_rows_from, token_transfers_from, "database upgraded");
+    info!(target: "ots::index", from = version, to = FORMAT_VERSION, seconds, block_times, received_marks_from, internal_txs_from, transfer_rows_from, token_transfers_from, party_token_from, "database upgraded");
     Ok(Upgraded::From {
         version,
         renamed,
@@ -175,6 +184,7 @@ pub async fn upgrade(db: &Db, source: Option<&dyn BlockSource>) -> Result<Upgrad
         internal_txs_from,
         transfer_rows_from,
         token_transfers_from,
+        party_token_from,
         seconds,
     })
 }
@@ -255,6 +265,16 @@ fn to_14(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
     if from > 0 {
         state::set_token_transfers_from(txn, from)?;
         state::set_internal_rows_from(txn, from)?;
+    }
+    Ok(from)
+}
+
+/// Format 14 → 15: the party–token index (its tables new and empty) holds the transactions past
+/// `tip`. Returns the first TxId it holds them from.
+fn to_15(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
+    let from = first_past(tip);
+    if from > 0 {
+        state::set_party_token_from(txn, from)?;
     }
     Ok(from)
 }

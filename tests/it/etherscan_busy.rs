@@ -482,9 +482,55 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
         };
         assert_eq!(logs, want, "eth_getLogs calls for the steps before the page ({sort}, {counted})");
     }
+    // The busy account's list of the token alone (`address` and `contractaddress`) walks the
+    // transactions in which it moved the token, whose first 100 make the same 10,575 rows: the
+    // party-token index counts them. In a database upgraded from format 14 (that index from its
+    // tip on) the walk reads the account's transfer index and counts it from the node's logs.
+    for upgraded in [false, true] {
+        if upgraded {
+            let txn = db.begin_write().expect("write");
+            state::set_party_token_from(&txn, ots_indexer::txid::TxId::first_of_block(tip + 1).0)
+                .expect("upgraded");
+            txn.commit().expect("commit");
+        }
+        let node = NodeClient::connect(&proxy.url, Duration::from_secs(30)).expect("node");
+        let (fresh, server) = serve_with(&db, node, None).await;
+        in_process.push(server);
+        for sort in ["asc", "desc"] {
+            let deep = format!(
+                "module=account&action=tokentx&address={busy}&contractaddress={token}&page=1061&offset=10&sort={sort}"
+            );
+            let want: Vec<Value> = if sort == "asc" {
+                transfers[10_600..10_610].to_vec()
+            } else {
+                transfers.iter().rev().skip(10_600).take(10).cloned().collect()
+            };
+            let (before, logs_before) =
+                (proxy.calls_of("eth_getTransactionReceipt"), proxy.calls_of("eth_getLogs"));
+            let started = std::time::Instant::now();
+            let got = get(&http, &fresh.url, &deep).await;
+            let took = started.elapsed().as_secs_f64() * 1e3;
+            assert_eq!(shown(&got["result"], &token_fields), want, "{deep} ({upgraded})");
+            let receipts = proxy.calls_of("eth_getTransactionReceipt") - before;
+            let logs = proxy.calls_of("eth_getLogs") - logs_before;
+            eprintln!(
+                "tokentx rows 10,600-10,609 of the busy account's list of the token ({sort}, upgraded from format 14: {upgraded}): {receipts} receipts and {logs} eth_getLogs asked, {took:.1} ms"
+            );
+            if upgraded {
+                assert!(logs > 0, "below the index's start the groups are counted from logs");
+            } else if sort == "asc" {
+                assert_eq!(
+                    logs, 0,
+                    "the account's first group's 10,575 rows of the token are counted by the index"
+                );
+            }
+            assert!(receipts <= 200, "only the page's groups are read: {receipts} receipts");
+        }
+    }
     // A node that refuses the query over two groups' blocks (more logs than it answers at once)
     // is asked for each step's blocks instead: still counted, not read whole. (The list of the
-    // collector's transfers of this token: a list no walk counted yet.)
+    // collector's transfers of this token, in the database upgraded from format 14 above: a list
+    // no walk counted yet.)
     proxy.set(Fault::LogsOverLimit);
     let (before, logs_before) = (proxy.calls_of("eth_getTransactionReceipt"), proxy.calls_of("eth_getLogs"));
     let deep = format!(

@@ -1,7 +1,8 @@
 //! `account`'s transaction lists: `txlist` (the transactions an address sent, received at top
 //! level, or created a contract with) from its appearances, and the token transfer lists
-//! (`tokentx`, `tokennfttx`, `token1155tx`: one row per movement) from its transfer index, or
-//! from a token's appearances when only `contractaddress` is given. Rows join the index's ids
+//! (`tokentx`, `tokennfttx`, `token1155tx`: one row per movement) from its transfer index, from
+//! the transactions in which it moved the token `contractaddress` when that is given too, or from
+//! those that move the token when only `contractaddress` is given. Rows join the index's ids
 //! with the node's transactions and receipts (see `walk`).
 
 use std::collections::HashMap;
@@ -15,6 +16,7 @@ use super::{
     marks::Stream,
     params::{Params, Sort},
     token::lower_hex,
+    token_moves::Moves,
     walk::{walk, Source, Walked},
     Etherscan,
 };
@@ -155,8 +157,9 @@ pub(super) async fn token_list(api: &Etherscan, params: &Params, kind: TokenKind
         Err(refusal) => return refusal,
     };
     let source = match (holder, token) {
-        (Some(holder), _) => Source::Transfers(IdList::of_transfers(kind), holder),
-        (None, Some(token)) => Source::TokenMoves(token),
+        (Some(party), Some(token)) => Source::Moves(Moves::PartyToken { kind, party, token }),
+        (Some(holder), None) => Source::Transfers(IdList::of_transfers(kind), holder),
+        (None, Some(token)) => Source::Moves(Moves::Token(token)),
         (None, None) => return Answer::refuse("Error! Missing address or contractaddress"),
     };
     let mut described = Described::default();

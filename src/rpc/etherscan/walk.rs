@@ -23,7 +23,8 @@ use super::{
     marks::{Group, Spans, Stream, WalkMarks, GROUP},
     movement_count::{Counted, SpanLogs},
     params::{Sort, Window},
-    token_moves, Etherscan,
+    token_moves::{self, Moves},
+    Etherscan,
 };
 use crate::{
     db::{state, DbResult, ReadTxn},
@@ -53,8 +54,8 @@ pub(super) enum Source {
     Transfers(IdList, Address),
     /// An address's internal transactions: its index and its inner creations.
     InternalTxs(Address),
-    /// The transactions that move a token (`token_moves`).
-    TokenMoves(Address),
+    /// The transactions that move a token, or in which a party moved it (`token_moves`).
+    Moves(Moves),
 }
 
 impl Source {
@@ -85,8 +86,8 @@ impl Source {
             }
             (Self::InternalTxs(address), Sort::Asc) => internal_ids::after(t, &address, bound, want)?,
             (Self::InternalTxs(address), Sort::Desc) => internal_ids::before(t, &address, bound, want)?,
-            (Self::TokenMoves(token), Sort::Asc) => token_moves::after(t, &token, bound, want)?,
-            (Self::TokenMoves(token), Sort::Desc) => token_moves::before(t, &token, bound, want)?,
+            (Self::Moves(moves), Sort::Asc) => token_moves::after(t, moves, bound, want)?,
+            (Self::Moves(moves), Sort::Desc) => token_moves::before(t, moves, bound, want)?,
         };
         // The appearances come in whole blocks; a step ends on a group's edge instead.
         let cut = ids.len() > want;
@@ -100,7 +101,7 @@ impl Source {
             Self::Appearances(address) => appearances::rank(t, &address, id),
             Self::Transfers(list, address) => rank(t, list, &address, id),
             Self::InternalTxs(address) => internal_ids::rank_of(t, &address, id),
-            Self::TokenMoves(token) => token_moves::rank_of(t, &token, id),
+            Self::Moves(moves) => token_moves::rank_of(t, moves, id),
         }
     }
 
@@ -110,7 +111,7 @@ impl Source {
             Self::Appearances(address) => appearances::settled(t, &address),
             Self::Transfers(list, address) => settled(t, list, &address),
             Self::InternalTxs(address) => internal_ids::settled_of(t, &address),
-            Self::TokenMoves(token) => token_moves::settled_of(t, &token),
+            Self::Moves(moves) => token_moves::settled_of(t, moves),
         }
     }
 }
@@ -474,12 +475,12 @@ impl Walk {
     }
 
     /// Whether the index counts this walk's settled groups by itself: an account's own `txlist`,
-    /// a token list of a party (without a token: the transfer rows index counts per party), a
-    /// token's own list, or an address's internal transactions.
+    /// a token list of a party (of all tokens: the transfer rows index counts per party; of one:
+    /// the party–token index), a token's own list, or an address's internal transactions.
     fn counted_in_index(&self) -> bool {
         self.own_account().is_some()
             || self.token_party().is_some()
-            || self.own_token().is_some()
+            || self.moves_of_token().is_some()
             || self.internal_party().is_some()
     }
 
@@ -491,11 +492,16 @@ impl Walk {
         }
     }
 
-    /// The kind and token of a token's own list (`contractaddress` alone) over the transactions
-    /// that move it.
-    fn own_token(&self) -> Option<(TokenKind, Address)> {
+    /// The kind and list of a token list of one token over the transactions that move it: the
+    /// token's own (`contractaddress` alone) or a party's (`address` too).
+    fn moves_of_token(&self) -> Option<(TokenKind, Moves)> {
         match (self.stream, self.source) {
-            (Stream::Movements(kind, None, Some(token)), Source::TokenMoves(_)) => Some((kind, token)),
+            (Stream::Movements(kind, None, Some(_)), Source::Moves(moves @ Moves::Token(_))) => {
+                Some((kind, moves))
+            }
+            (Stream::Movements(kind, Some(_), Some(_)), Source::Moves(moves @ Moves::PartyToken { .. })) => {
+                Some((kind, moves))
+            }
             _ => None,
         }
     }
@@ -514,8 +520,8 @@ impl Walk {
         if let Some(address) = self.own_account() {
             return own_rows_from_index(t, &address, first, last);
         }
-        if let Some((kind, token)) = self.own_token() {
-            return token_moves::rows_within(t, &token, kind, (first, last));
+        if let Some((kind, moves)) = self.moves_of_token() {
+            return token_moves::rows_within(t, moves, kind, (first, last));
         }
         if let Some(address) = self.internal_party() {
             return internal_ids::rows_within(t, &address, (first, last), len);
@@ -727,14 +733,17 @@ impl Walk {
     /// for: those the index does not count (the reorg window's; any, `None`, for a list the
     /// index does not count, or in a database upgraded from before its rows were counted).
     fn groups_uncounted_ahead(&self, api: &Etherscan) -> Result<Option<u64>, Answer> {
-        let counted_from: fn(&ReadTxn) -> DbResult<u64> = match (self.token_party(), self.own_token()) {
-            (Some(_), _) => state::read_transfer_rows_from,
-            (_, Some(_)) => state::read_token_transfers_from,
-            (None, None) => return Ok(None),
-        };
+        let (party, moves) = (self.token_party(), self.moves_of_token());
+        if party.is_none() && moves.is_none() {
+            return Ok(None);
+        }
         let Some(at) = self.at else { return Ok(None) };
         api.read(|t| {
-            if counted_from(t)? > 0 {
+            let counted_from = match moves {
+                Some((_, moves)) => moves.from(t)?,
+                None => state::read_transfer_rows_from(t)?,
+            };
+            if counted_from > 0 {
                 return Ok(None);
             }
             let settled = self.source.settled(t)?;
@@ -1452,7 +1461,7 @@ mod tests {
         }
         txn.commit().expect("commit");
         let stream = Stream::Movements(TokenKind::Erc20, None, Some(TOKEN));
-        let source = Source::TokenMoves(TOKEN);
+        let source = Source::Moves(Moves::Token(TOKEN));
         let whole = (0, u64::MAX);
         let all: Vec<Value> = (0..SETTLED + RECENT).flat_map(|n| made(TxId(id(n)))).collect();
         let deep = Window { skip: 1_500, rows: 10 };

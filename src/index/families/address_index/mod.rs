@@ -67,10 +67,13 @@ pub enum IdList {
     TokenTransfers,
     /// `OtsInternalRowsIndex`: row ids ([`internal_rows`]).
     InternalRows,
+    /// `OtsPartyTokenIndex`: a party's row ids of one token, keyed by the pair
+    /// ([`transfer_rows::party_token_key`]).
+    PartyToken,
 }
 
 /// Every address index, in the order a batch writes them.
-pub const ID_LISTS: [IdList; 9] = [
+pub const ID_LISTS: [IdList; 10] = [
     IdList::Erc20Transfers,
     IdList::Erc721Transfers,
     IdList::Erc1155Transfers,
@@ -80,10 +83,12 @@ pub const ID_LISTS: [IdList; 9] = [
     IdList::TransferRows,
     IdList::TokenTransfers,
     IdList::InternalRows,
+    IdList::PartyToken,
 ];
 
 /// The lists whose ids are row ids ([`transfer_rows`]): a TxId shifted left, a kind and a code.
-pub const ROW_LISTS: [IdList; 3] = [IdList::TransferRows, IdList::TokenTransfers, IdList::InternalRows];
+pub const ROW_LISTS: [IdList; 4] =
+    [IdList::TransferRows, IdList::TokenTransfers, IdList::InternalRows, IdList::PartyToken];
 
 /// The transfer indexes, whose ids are TxIds.
 pub const TRANSFER_LISTS: [IdList; 3] =
@@ -115,6 +120,7 @@ impl IdList {
             Self::TransferRows => IndexKind::TransferRows,
             Self::TokenTransfers => IndexKind::TokenTransfers,
             Self::InternalRows => IndexKind::InternalRows,
+            Self::PartyToken => IndexKind::PartyToken,
         }
     }
 }
@@ -139,6 +145,7 @@ pub fn view_id_list<V: IdListViewer>(list: IdList, viewer: &mut V) -> V::Output 
         IdList::TransferRows => viewer.view::<OtsTransferRowsIndex, OtsTransferRowsCounter>(),
         IdList::TokenTransfers => viewer.view::<OtsTokenTransfersIndex, OtsTokenTransfersCounter>(),
         IdList::InternalRows => viewer.view::<OtsInternalRowsIndex, OtsInternalRowsCounter>(),
+        IdList::PartyToken => viewer.view::<OtsPartyTokenIndex, OtsPartyTokenCounter>(),
     }
 }
 
@@ -149,7 +156,7 @@ type IdCollector = Sorter<(Address, u64)>;
 /// Every address index's new ids of a batch or a stage.
 #[derive(Debug, Default)]
 pub struct IdLists {
-    lists: [IdCollector; 9],
+    lists: [IdCollector; 10],
     /// Per transfer index: a transaction with several transfers names the same address in
     /// many (9.4 M of the 102 M touches of the 21 M-transaction benchmark chain).
     in_tx: [SeenInTx; 3],
@@ -189,6 +196,9 @@ impl IdLists {
         }
         for (token, id) in transfer_rows::token_row_ids(logs) {
             self.push(IdList::TokenTransfers, token, id)?;
+        }
+        for (pair, id) in transfer_rows::party_token_row_ids(logs) {
+            self.push(IdList::PartyToken, pair, id)?;
         }
         Ok(())
     }
@@ -295,7 +305,7 @@ fn block_of(txn: &WriteTxn, list: IdList, id: u64) -> DbResult<u64> {
         IdList::Erc20Transfers | IdList::Erc721Transfers | IdList::Erc1155Transfers | IdList::InternalTxs => {
             TxId(id).block()
         }
-        IdList::TransferRows | IdList::TokenTransfers | IdList::InternalRows => {
+        IdList::TransferRows | IdList::TokenTransfers | IdList::InternalRows | IdList::PartyToken => {
             TxId(id >> transfer_rows::SHIFT).block()
         }
         IdList::BlocksRewarded => id,
@@ -465,7 +475,7 @@ impl Cuts {
             | IdList::Erc721Transfers
             | IdList::Erc1155Transfers
             | IdList::InternalTxs => self.tx,
-            IdList::TransferRows | IdList::TokenTransfers | IdList::InternalRows => {
+            IdList::TransferRows | IdList::TokenTransfers | IdList::InternalRows | IdList::PartyToken => {
                 transfer_rows::first_of(self.tx).unwrap_or(u64::MAX)
             }
             IdList::BlocksRewarded => self.block,
@@ -748,6 +758,8 @@ impl Family for AddressIndexFamily {
         TableId::OtsTokenTransfersCounter,
         TableId::OtsInternalRowsIndex,
         TableId::OtsInternalRowsCounter,
+        TableId::OtsPartyTokenIndex,
+        TableId::OtsPartyTokenCounter,
     ];
 
     fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {

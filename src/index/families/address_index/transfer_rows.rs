@@ -165,8 +165,48 @@ pub fn token_row_ids(logs: &[(TxId, TokenLog<'_>)]) -> Vec<(Address, u64)> {
     )
 }
 
-/// The rows a token row id says its transaction makes in the token's `kind` list: its code when
-/// it is of that kind, none when of another, `None` when it does not count them.
+/// The key of `party`'s list of `token` alone in `OtsPartyTokenIndex`: the last 20 bytes of
+/// keccak256(party ‖ token). The address indexes are keyed by 20 bytes; a collision of two pairs
+/// would take finding a 160-bit collision of keccak256.
+pub fn party_token_key(party: &Address, token: &Address) -> Address {
+    let mut both = [0u8; 40];
+    both[..20].copy_from_slice(party.as_slice());
+    both[20..].copy_from_slice(token.as_slice());
+    Address::from_slice(&alloy_primitives::keccak256(both)[12..])
+}
+
+/// The party–token row ids of a block's transfer logs (`logs`, in log order), as `(pair key,
+/// id)`: one for each transaction, party and token the party sent or received, coding the rows
+/// the party's list of that token alone shows for it — [`token_row_ids`]' rule restricted to the
+/// party's logs, a log counted once for a party that both sent and received it.
+pub fn party_token_row_ids(logs: &[(TxId, TokenLog<'_>)]) -> Vec<(Address, u64)> {
+    by_transaction(
+        logs,
+        // (party, token, kind — `None` once two —, rows) of the transaction at hand.
+        |tallies: &mut Vec<(Address, Address, Option<TokenKind>, u64)>, log| {
+            let rows = rows_of(log);
+            let parties: &[Address] = if log.from == log.to { &[log.from] } else { &[log.from, log.to] };
+            for &party in parties {
+                match tallies.iter_mut().find(|(p, t, ..)| *p == party && *t == log.token) {
+                    Some((_, _, kind, counted)) => {
+                        if *kind != Some(log.kind) {
+                            *kind = None;
+                        }
+                        *counted += rows;
+                    }
+                    None => tallies.push((party, log.token, Some(log.kind), rows)),
+                }
+            }
+        },
+        |tx, (party, token, kind, rows)| {
+            token_row_id(tx, kind, rows).map(|id| (party_token_key(&party, &token), id))
+        },
+    )
+}
+
+/// The rows a token row id (or a party–token row id) says its transaction makes in the token's
+/// `kind` list: its code when it is of that kind, none when of another, `None` when it does not
+/// count them.
 pub fn token_rows(id: u64, kind: TokenKind) -> Option<u64> {
     match decode_row_id(id) {
         (_, _, UNCOUNTED) | (_, None, _) => None,
@@ -300,5 +340,48 @@ mod tests {
         let as_nft = TokenLog::decode(multi, &nft, &[], single_kinds).expect("kinds").expect("a token log");
         let mixed = token_row_ids(&[(tx(3), as_nft), (tx(3), log(multi, multi, &batch, &two))]);
         assert_eq!(mixed, vec![(multi, first(3) | (MIXED << 10) | UNCOUNTED)]);
+    }
+
+    #[test]
+    fn a_party_counts_its_rows_of_each_token_per_transaction() {
+        let [token, other, multi, a, b, c] = [1, 6, 2, 3, 4, 5].map(Address::repeat_byte);
+        let a_to_b = [TRANSFER_TOPIC, word(a), word(b)];
+        let c_to_c = [TRANSFER_TOPIC, word(c), word(c)];
+        let batch = [TRANSFER_BATCH_TOPIC, word(a), word(a), word(c)];
+        let amount = U256::from(5).to_be_bytes::<32>().to_vec();
+        let two: Vec<u8> =
+            [64u64, 160, 2, 7, 8, 2, 1, 1].iter().flat_map(|n| U256::from(*n).to_be_bytes::<32>()).collect();
+        let tx = |i| TxId::new(9, i).expect("id");
+        let logs = vec![
+            // Transaction 0: a sends `token` to b twice and `other` once; c sends `token` to
+            // itself.
+            (tx(0), log(token, multi, &a_to_b, &amount)),
+            (tx(0), log(token, multi, &a_to_b, &amount)),
+            (tx(0), log(other, multi, &a_to_b, &amount)),
+            (tx(0), log(token, multi, &c_to_c, &amount)),
+            // Transaction 1: a batch of two ids of `multi` from a to c.
+            (tx(1), log(multi, multi, &batch, &two)),
+        ];
+        let mut ids = party_token_row_ids(&logs);
+        ids.sort_unstable();
+        let first = |i| first_of(tx(i).0).expect("shifts");
+        let key = party_token_key;
+        let mut want = vec![
+            (key(&a, &token), first(0) | 2),
+            (key(&b, &token), first(0) | 2),
+            (key(&a, &other), first(0) | 1),
+            (key(&b, &other), first(0) | 1),
+            (key(&c, &token), first(0) | 1),
+            (key(&a, &multi), first(1) | (2 << 10) | 2),
+            (key(&c, &multi), first(1) | (2 << 10) | 2),
+        ];
+        want.sort_unstable();
+        assert_eq!(ids, want);
+        // The pair's key: keccak256(party ‖ token), its last 20 bytes; the order matters.
+        assert_eq!(
+            key(&Address::repeat_byte(0x11), &Address::repeat_byte(0x22)),
+            "0xc73d2cd9e6b24d5e789a4106eca975c86ec900e1".parse::<Address>().expect("hex")
+        );
+        assert_ne!(key(&a, &token), key(&token, &a));
     }
 }
