@@ -546,6 +546,26 @@ fn queries(
         eprintln!("  the hot token {token} moved in {moves} transactions");
         let mut token_pages = vec![1];
         token_pages.extend([10_000, 1_000, 10_000 / 25 + 1].into_iter().filter(|p| p * 25 <= moves));
+        // The busiest address's list of the token it moved most (`address` and
+        // `contractaddress`), counted from the party-token index: a row a transaction at least.
+        let (pair_token, pair_moves) = {
+            use ots_indexer::index::families::address_index::{
+                count, transfer_rows::party_token_key, IdList,
+            };
+            use ots_indexer::index::families::holdings;
+            let t = db.begin_read()?;
+            let mut best = (token, 0);
+            for held in holdings::of(&t, ots_indexer::decode::TokenKind::Erc20, &busy)? {
+                let n = count(&t, IdList::PartyToken, &party_token_key(&busy, &held.token))?;
+                if n > best.1 {
+                    best = (held.token, n);
+                }
+            }
+            best
+        };
+        eprintln!("  the busiest transfer address moved {pair_token} in {pair_moves} transactions");
+        let mut pair_pages = vec![1];
+        pair_pages.extend([10_000, 1_000, 10_000 / 25 + 1].into_iter().filter(|p| p * 25 <= pair_moves));
         // The page that starts at row 10,000 (Etherscan's cap), page 1,000 and page 10,000, as
         // far as the counted groups reach: a page's index part should not grow with its depth.
         if let Some((txlist, tokentx)) = counted {
@@ -567,10 +587,17 @@ fn queries(
         let mut lists: Vec<(&str, Address, u64, &str)> =
             lists.into_iter().map(|(action, address, page)| (action, address, page, "address")).collect();
         lists.extend(token_pages.into_iter().map(|page| ("tokentx", token, page, "contractaddress")));
-        for (action, address, page, param) in lists {
-            let who = match (param, address == sender) {
+        let pair = format!("{busy}&contractaddress={pair_token}");
+        let pair_param = "address";
+        for (action, address, page, param) in lists
+            .into_iter()
+            .map(|(action, address, page, param)| (action, address.to_string(), page, param))
+            .chain(pair_pages.into_iter().map(|page| ("tokentx", pair.clone(), page, pair_param)))
+        {
+            let who = match (param, address.as_str()) {
                 ("contractaddress", _) => "hot token",
-                (_, true) => "busiest sender",
+                (_, a) if a.contains('&') => "busiest transfer address's most moved token",
+                (_, a) if a == sender.to_string() => "busiest sender",
                 _ => "busiest transfer address",
             };
             let path = format!("/api?module=account&action={action}&{param}={address}&page={page}&offset=25");

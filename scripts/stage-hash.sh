@@ -4,7 +4,8 @@
 # one stage, 10 and 100 stages of equal block counts, stages bounded by their run files (compressed
 # after the first, `--stage-compress-runs auto`) — and prints each database's
 # `check --hash`, seconds and file size. Fails unless every hash is the same and `check` passes
-# on each: the tables must not depend on how many stages wrote them.
+# on each: the tables must not depend on how many stages wrote them. Every run keeps the
+# party-token index (`--party-token-index on`), so that its tables are compared too.
 #
 # Usage: scripts/stage-hash.sh [SIZE]
 # Environment: BENCH_DIR (default ${TMPDIR:-/tmp}/ots-bench-scale) keeps the recording (shared
@@ -28,7 +29,7 @@ index() {
   shift
   local started ended hash bytes
   started=$(date +%s.%N)
-  "$BIN" sync --exit-at-head --source "$RECORDING" --datadir "$WORK/$name" --log warn "$@"
+  "$BIN" sync --exit-at-head --source "$RECORDING" --datadir "$WORK/$name" --log warn --party-token-index on "$@"
   ended=$(date +%s.%N)
   "$BIN" check --datadir "$WORK/$name" --log warn > /dev/null
   hash=$("$BIN" check --hash --datadir "$WORK/$name" --log warn | tail -1)

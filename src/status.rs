@@ -158,10 +158,12 @@ pub struct IndexerStatus {
     /// their rows). Absent when it holds every block's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub internal_rows_from_block: Option<u64>,
+    /// Whether the party–token index is kept (`--party-token-index`).
+    pub party_token_index: bool,
     /// The first block from which the party–token index holds every transaction in which a party
-    /// moved a token, where it does not hold them all: a database upgraded in place from format
-    /// 14 (an address's list of one token walks its transfer index below it). Absent when it
-    /// holds every block's.
+    /// moved a token, where it is kept but does not hold them all: it was turned on for a
+    /// database that had indexed blocks (an address's list of one token walks its transfer index
+    /// below it). Absent when it holds every block's, or is not kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub party_token_from_block: Option<u64>,
     /// `open`, `closed` or `inconsistent`.
@@ -242,7 +244,9 @@ pub fn read_status(
         token_transfers_from_block: (moves_from > 0).then(|| crate::txid::TxId(moves_from).block()),
         internal_rows_from_block: (internal_rows_from > 0)
             .then(|| crate::txid::TxId(internal_rows_from).block()),
-        party_token_from_block: (party_token_from > 0).then(|| crate::txid::TxId(party_token_from).block()),
+        party_token_index: party_token_from != state::PARTY_TOKEN_NOT_KEPT,
+        party_token_from_block: (party_token_from > 0 && party_token_from != state::PARTY_TOKEN_NOT_KEPT)
+            .then(|| crate::txid::TxId(party_token_from).block()),
         db_state: s.db_state.map(|d| d.to_string()),
         indexed_block: indexed,
         indexed_hash: s.checkpoint.map(|c| c.hash),

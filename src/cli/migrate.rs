@@ -13,7 +13,10 @@ use clap::Args;
 
 use super::args::DbArgs;
 use crate::{
-    db::{state::FORMAT_VERSION, AccessMode, Db},
+    db::{
+        state::{self, FORMAT_VERSION},
+        AccessMode, Db,
+    },
     index::upgrade::{upgrade, Upgraded},
     source::{fixture::Fixture, BlockSource, NodeClient},
     txid::TxId,
@@ -105,10 +108,9 @@ pub async fn migrate(args: &MigrateArgs) -> anyhow::Result<()> {
                     "internal rows counted by the index from block {from}: a deep page of `txlistinternal` traces older transactions to count their rows"
                 );
             }
-            if party_token_from > 0 {
-                let from = TxId(party_token_from).block();
+            if version < 15 && party_token_from == state::PARTY_TOKEN_NOT_KEPT {
                 println!(
-                    "party-token transfers indexed from block {from}: an address's `tokentx`, `tokennfttx` or `token1155tx` of one token walks its transfer index below it, counting it with the node's help"
+                    "party-token index not kept: `run` or `sync` with `--party-token-index on` keeps it from the next block on"
                 );
             }
             println!("upgraded format version {version} -> {FORMAT_VERSION} in {seconds:.2} s");

@@ -100,7 +100,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     }
     if let Some(block) = s.party_token_from_block {
         println!(
-            "party-token transfers indexed from block {block} (upgraded from format 14: an address's list of one token walks its transfer index below it)"
+            "party-token transfers indexed from block {block} (turned on then: an address's list of one token walks its transfer index below it)"
         );
     }
     if let Some(block) = s.internal_rows_from_block {

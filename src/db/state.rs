@@ -14,7 +14,7 @@
 //! | `transfer_rows_from` | TxId (u64 BE): `OtsTransferRowsIndex` holds every transaction's extra rows from it on (absent: from 0) |
 //! | `internal_rows_from` | TxId (u64 BE): `OtsInternalRowsIndex` holds every transaction's extra rows from it on (absent: from 0) |
 //! | `token_transfers_from` | TxId (u64 BE): `OtsTokenTransfersIndex` holds every transaction that moves a token from it on (absent: from 0) |
-//! | `party_token_from` | TxId (u64 BE): `OtsPartyTokenIndex` holds every transaction in which a party moved a token from it on (absent: from 0) |
+//! | `party_token_from` | TxId (u64 BE): `OtsPartyTokenIndex` holds every transaction in which a party moved a token from it on (absent: from 0; `u64::MAX`: the index is not kept) |
 //! | `internal_txs_from` | TxId (u64 BE): `OtsInternalTxIndex` holds every internal transaction from it on (absent: from 0; `u64::MAX`: none up to the tip) |
 
 use std::fmt;
@@ -449,17 +449,26 @@ pub fn read_internal_rows_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<u64
     read_tx_id(txn, INTERNAL_ROWS_FROM_KEY)
 }
 
+/// `party_token_from` of a database that does not keep `OtsPartyTokenIndex` (the default: it is
+/// kept only where the operator asks for it).
+pub const PARTY_TOKEN_NOT_KEPT: u64 = u64::MAX;
+
 /// Records that `OtsPartyTokenIndex` holds every transaction in which a party moved a token from
-/// TxId `from` on: a database upgraded from a format without it has none of the blocks it had
-/// indexed.
+/// TxId `from` on ([`PARTY_TOKEN_NOT_KEPT`]: none): a database that starts keeping it has none of
+/// the blocks it had indexed.
 pub fn set_party_token_from(txn: &WriteTxn, from: u64) -> DbResult<()> {
     put(txn, PARTY_TOKEN_FROM_KEY, &from.to_be_bytes())
 }
 
 /// The first TxId from which `OtsPartyTokenIndex` holds every transaction in which a party moved a
-/// token (0: all).
+/// token (0: all; [`PARTY_TOKEN_NOT_KEPT`]: none, the index not kept).
 pub fn read_party_token_from<K: TransactionKind>(txn: &Txn<K>) -> DbResult<u64> {
     read_tx_id(txn, PARTY_TOKEN_FROM_KEY)
+}
+
+/// Whether the writers fill `OtsPartyTokenIndex`.
+pub fn party_token_kept<K: TransactionKind>(txn: &Txn<K>) -> DbResult<bool> {
+    Ok(read_party_token_from(txn)? != PARTY_TOKEN_NOT_KEPT)
 }
 
 fn read_tx_id<K: TransactionKind>(txn: &Txn<K>, key: &'static str) -> DbResult<u64> {

@@ -198,7 +198,12 @@ pub fn write_batch(
     let mut tip = state::read_state(&txn)?.checkpoint;
     let mut out = WrittenBatch::default();
     let mut undo = UndoLog::keeping(window);
-    let mut rows = Rows::new(&Gathering { buffering: Buffering::InMemory, appearances: options.appearances });
+    let party_tokens = state::party_token_kept(&txn)?;
+    let mut rows = Rows::new(&Gathering {
+        buffering: Buffering::InMemory,
+        appearances: options.appearances,
+        party_tokens,
+    });
     write_blocks(&txn, blocks, &mut tip, &mut rows, &mut undo, options.activity, &mut out)?;
     let written = rows.write(db, &txn, window, undo)?;
     (out.stats.transfer_ids, out.stats.appearances) = (written.transfer_ids, written.appearances);

@@ -40,6 +40,8 @@ pub struct Gathering {
     pub buffering: Buffering,
     /// Whether the appearance family is written (see [`super::BatchOptions::appearances`]).
     pub appearances: bool,
+    /// Whether the party–token index is kept (the database's choice, in its state).
+    pub party_tokens: bool,
 }
 
 /// One block as the families see it: the block, the classifiers' facts, and its token logs

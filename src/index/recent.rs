@@ -175,6 +175,27 @@ fn take_blocks(
     Ok(())
 }
 
+/// Deletes every window row of list `kind` (an index no longer kept), from both orders.
+pub fn drop_list(txn: &WriteTxn, kind: IndexKind) -> DbResult<()> {
+    let mut rows = Vec::new();
+    let mut cursor = txn.cursor::<OtsRecentIds>()?;
+    let mut next = cursor.first()?;
+    while let Some((block, row)) = next {
+        if row.kind == kind {
+            rows.push((block, row));
+        }
+        next = cursor.next_entry()?;
+    }
+    for (block, row) in rows {
+        txn.delete::<OtsRecentIds>(&block, Some(&row))?;
+        txn.delete::<OtsRecentIdsByAddress>(
+            &RecentKey { kind, address: row.address },
+            Some(&ListId(row.id)),
+        )?;
+    }
+    Ok(())
+}
+
 /// Every row the window holds (for `check`): ids by list and address, sent transactions by
 /// sender, and the blocks they belong to.
 pub fn all<K: TransactionKind>(txn: &Txn<K>) -> DbResult<(WindowRows, Vec<u64>)> {

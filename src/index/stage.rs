@@ -102,7 +102,8 @@ impl Stage {
         let tip = state::read_state(&txn)?.checkpoint;
         // One buffer may take half the budget: the busiest family fills up first.
         let buffering = Buffering::Spilling { runs: runs.clone(), each: options.buffer_bytes / 2 };
-        let rows = Rows::new(&Gathering { buffering, appearances: options.appearances });
+        let party_tokens = state::party_token_kept(&txn)?;
+        let rows = Rows::new(&Gathering { buffering, appearances: options.appearances, party_tokens });
         Ok(Self { db: db.clone(), txn, runs, rows, from: None, tip, stats: BatchStats::default(), options })
     }
 

@@ -27,8 +27,9 @@
 //!   appearances below it, and `txlistinternal` counts the rows there by tracing, as before.
 //! * Format 14 → 15 adds the party–token index (`OtsPartyTokenIndex`, empty): each party's
 //!   transactions that move one token, with their rows, for an address's token list of that
-//!   token alone. The blocks already indexed stay as they are: the state records the first TxId
-//!   past them, and such a list walks the party's transfer index below it, as before.
+//!   token alone. As in a new database it is not kept until the operator asks for it (`run` or
+//!   `sync` with `--party-token-index on`, from the next block on); such a list walks the party's
+//!   transfer index, as before.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old
@@ -130,7 +131,7 @@ pub enum Upgraded {
         /// a token, and the internal rows index every transaction's rows (0: all of them).
         token_transfers_from: u64,
         /// The first TxId from which the party–token index holds every transaction in which a
-        /// party moved a token (0: all of them).
+        /// party moved a token (`state::PARTY_TOKEN_NOT_KEPT`: it is not kept).
         party_token_from: u64,
         /// Seconds the upgrade took, commit included.
         seconds: f64,
@@ -171,7 +172,7 @@ pub async fn upgrade(db: &Db, source: Option<&dyn BlockSource>) -> Result<Upgrad
         if version < 13 { to_13(&txn, tip)? } else { state::read_transfer_rows_from(&txn)? };
     let token_transfers_from =
         if version < 14 { to_14(&txn, tip)? } else { state::read_token_transfers_from(&txn)? };
-    let party_token_from = to_15(&txn, tip)?;
+    let party_token_from = to_15(&txn)?;
     state::set_format_version(&txn)?;
     txn.commit()?;
     let seconds = started.elapsed().as_secs_f64();
@@ -269,14 +270,12 @@ fn to_14(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
     Ok(from)
 }
 
-/// Format 14 → 15: the party–token index (its tables new and empty) holds the transactions past
-/// `tip`. Returns the first TxId it holds them from.
-fn to_15(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
-    let from = first_past(tip);
-    if from > 0 {
-        state::set_party_token_from(txn, from)?;
-    }
-    Ok(from)
+/// Format 14 → 15: the party–token index (its tables new and empty) is not kept, as in a new
+/// database (`--party-token-index on` keeps it from the next block on). Returns
+/// [`state::PARTY_TOKEN_NOT_KEPT`].
+fn to_15(txn: &WriteTxn) -> Result<u64, DbError> {
+    state::set_party_token_from(txn, state::PARTY_TOKEN_NOT_KEPT)?;
+    Ok(state::PARTY_TOKEN_NOT_KEPT)
 }
 
 /// Format 8 → 9.

@@ -40,6 +40,7 @@ use crate::{
     },
     events::{EventBus, IndexEvent},
     index::{
+        families::address_index::party_token,
         journal::{unwind_to, UnwindError},
         write_batch, BatchOptions, BatchStats, ClassifiedBlock, StageOptions, WriteError, WrittenBatch,
     },
@@ -73,6 +74,10 @@ pub struct SyncConfig {
     /// How long the node may give the same answer about a block that it lacks or that does not
     /// add up before the loop stops on it as on an answer retrying cannot change.
     pub same_answer_stops: Duration,
+    /// Whether to keep the party-token index (`OtsPartyTokenIndex`): `None` as the database has
+    /// it (a new database without it); `Some(true)` keeps it from the next block on where it was
+    /// not kept; `Some(false)` drops it.
+    pub party_token_index: Option<bool>,
 }
 
 /// Which write path indexes blocks older than the reorg window (docs/architecture.md, "Two write
@@ -154,6 +159,7 @@ impl Default for SyncConfig {
             stage: StageLimits::default(),
             stopped_recheck: DEFAULT_STOPPED_RECHECK,
             same_answer_stops: DEFAULT_SAME_ANSWER_STOPS,
+            party_token_index: None,
         }
     }
 }
@@ -354,7 +360,8 @@ impl Indexer {
         let chain = source.chain_identity().await?;
         let names: Vec<String> = classifiers.iter().map(|c| c.name().to_owned()).collect();
         let db2 = db.clone();
-        blocking(move || bind(&db2, chain, &names)).await??;
+        let keep_party_tokens = config.party_token_index;
+        blocking(move || bind(&db2, chain, &names, keep_party_tokens)).await??;
         // Run files of a stage that never committed are worthless.
         crate::etl::RunDir::clean(&crate::index::stage::run_dir(&db)).map_err(DbError::from)?;
         // A stage journal is kept only for the stage it can resume.
@@ -1080,10 +1087,16 @@ impl Indexer {
     }
 }
 
-fn bind(db: &Db, chain: ChainIdentity, names: &[String]) -> Result<(), SyncError> {
+fn bind(
+    db: &Db,
+    chain: ChainIdentity,
+    names: &[String],
+    keep_party_tokens: Option<bool>,
+) -> Result<(), SyncError> {
     let txn = db.begin_write()?;
     let before = state::read_state(&txn)?;
     state::bind(&txn, chain, names)?;
+    party_token::choose(&txn, before.chain.is_none(), keep_party_tokens)?;
     if before.db_state == Some(DbState::Open) {
         warn!(target: "ots::sync", "the previous writer did not stop cleanly; every batch commits atomically, so the index is intact at its last checkpoint");
     }

@@ -328,3 +328,48 @@ async fn a_killed_stage_loses_only_itself() {
     let db = Db::open(&datadir, AccessMode::ReadWrite).expect("db");
     assert_eq!(hash(&db), hash(&clean));
 }
+
+/// `--party-token-index` through the binary: off for a new database, `on` keeps it from the next
+/// block on (and `check` passes), a start without the flag keeps it, `off` drops it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_party_token_index_follows_the_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recording = generate(dir.path(), 3_000).await;
+    let datadir = dir.path().join("db");
+    let sync = |flags: &[&str], to: u64| {
+        let out = Command::new(BIN)
+            .args(["sync", "--exit-at-block", &to.to_string(), "--reorg-window", "4", "--log", "warn"])
+            .args(flags)
+            .arg("--source")
+            .arg(&recording)
+            .arg("--datadir")
+            .arg(&datadir)
+            .output()
+            .expect("sync");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let head = Fixture::load(&recording).expect("load").block_count() - 1;
+    sync(&[], head / 2);
+    assert_eq!(status_json(&datadir)["partyTokenIndex"], serde_json::json!(false));
+    sync(&["--party-token-index", "on"], head);
+    let said = status_json(&datadir);
+    assert_eq!(said["partyTokenIndex"], serde_json::json!(true), "{said}");
+    assert_eq!(said["partyTokenFromBlock"], serde_json::json!(head / 2 + 1), "{said}");
+    let entries = |said: &serde_json::Value| {
+        said["tables"]
+            .as_array()
+            .expect("tables")
+            .iter()
+            .find(|t| t["name"] == "OtsPartyTokenCounter")
+            .expect("table")["entries"]
+            .as_u64()
+            .expect("entries")
+    };
+    assert!(entries(&said) > 0, "{said}");
+    sync(&[], head);
+    assert_eq!(status_json(&datadir)["partyTokenIndex"], serde_json::json!(true));
+    sync(&["--party-token-index", "off"], head);
+    let said = status_json(&datadir);
+    assert_eq!((said["partyTokenIndex"].clone(), entries(&said)), (serde_json::json!(false), 0), "{said}");
+    check(&Db::open(&datadir, AccessMode::ReadOnly).expect("db").begin_read().expect("read")).expect("check");
+}

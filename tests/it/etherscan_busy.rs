@@ -149,7 +149,9 @@ async fn list_pages_past_row_ten_thousand_match_the_node() {
         ots_classifiers::BUILTIN_NAMES.iter().filter_map(|n| ots_classifiers::builtin(n)).collect();
     // A short reorg window leaves most blocks settled: deep pages then skip the groups of
     // transactions earlier pages counted, and still cross the window's own ids.
-    let config = SyncConfig { batch_blocks: 4, reorg_window: 2, ..Default::default() };
+    // The party-token index kept: an address's list of one token is counted by it.
+    let config =
+        SyncConfig { batch_blocks: 4, reorg_window: 2, party_token_index: Some(true), ..Default::default() };
     let indexer = Indexer::open(db.clone(), node.clone(), classifiers, config).await.expect("indexer");
     indexer.sync_to(head).await.expect("sync");
     // The walks' counts kept in a file, as `serve` and `run` keep them in the datadir.

@@ -102,3 +102,88 @@ pub(crate) async fn index(
     indexer.close().await.expect("close");
     (db, head, progress.get().written)
 }
+
+/// The party-token index is kept only where the operator asks for it: a new database goes
+/// without it; `--party-token-index on` for a database that indexed blocks keeps it from the next
+/// block on (and a start without the flag keeps what the database has); `off` drops it, the
+/// reorg window's rows too. `check` passes throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_party_token_index_is_kept_only_where_asked_for() {
+    use ots_indexer::{
+        db::{codec::IndexKind, state},
+        txid::TxId,
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recording = generate(dir.path(), "pairs.rec.zst", 7, 4_000).await;
+    let head = Fixture::load(&recording).expect("load").block_count() - 1;
+    let db = Db::open(&dir.path().join("pairs"), AccessMode::ReadWrite).expect("db");
+    let sync = |keep: Option<bool>, to: u64| {
+        let (db, recording) = (db.clone(), recording.clone());
+        async move {
+            let config = SyncConfig {
+                batch_blocks: 8,
+                reorg_window: 4,
+                poll_interval: Duration::from_millis(10),
+                party_token_index: keep,
+                ..Default::default()
+            };
+            let fixture = Fixture::load(&recording).expect("load");
+            let indexer = Indexer::open(db, fixture, classifiers(), config).await.expect("indexer");
+            indexer.sync_to(to).await.expect("sync");
+            indexer.close().await.expect("close");
+        }
+    };
+    let pairs = || db.begin_read().expect("read").entries::<OtsPartyTokenCounter>().expect("count");
+    let window_rows = || {
+        let t = db.begin_read().expect("read");
+        let rows = ots_indexer::index::recent::all(&t).expect("window").0;
+        rows.ids.keys().filter(|(kind, _)| *kind == IndexKind::PartyToken).count()
+    };
+    let from = || state::read_party_token_from(&db.begin_read().expect("read")).expect("state");
+
+    let half = head / 2;
+    sync(None, half).await;
+    assert_eq!((pairs(), from()), (0, state::PARTY_TOKEN_NOT_KEPT), "a new database goes without it");
+    sync(Some(true), half + head / 4).await;
+    assert_eq!(from(), TxId::first_of_block(half + 1).0, "kept from the block after the tip");
+    assert!(
+        pairs() > 0 && window_rows() > 0,
+        "the blocks after it fill it: {} {} of {head}",
+        pairs(),
+        window_rows()
+    );
+    check(&db.begin_read().expect("read")).expect("check");
+    sync(None, head).await;
+    assert_eq!(from(), TxId::first_of_block(half + 1).0, "a start without the flag keeps it");
+    let kept = pairs();
+    sync(Some(false), head).await;
+    assert_eq!(
+        (pairs(), window_rows(), from()),
+        (0, 0, state::PARTY_TOKEN_NOT_KEPT),
+        "dropped, window rows too"
+    );
+    check(&db.begin_read().expect("read")).expect("check");
+    assert!(kept > 0);
+    // A database that keeps it from its start holds every pair: a party's list of a token it
+    // moved is counted whole.
+    let whole = Db::open(&dir.path().join("whole"), AccessMode::ReadWrite).expect("db");
+    {
+        let config = SyncConfig {
+            batch_blocks: 8,
+            reorg_window: 4,
+            poll_interval: Duration::from_millis(10),
+            party_token_index: Some(true),
+            ..Default::default()
+        };
+        let indexer =
+            Indexer::open(whole.clone(), Fixture::load(&recording).expect("load"), classifiers(), config)
+                .await
+                .expect("indexer");
+        indexer.sync_to(head).await.expect("sync");
+        indexer.close().await.expect("close");
+    }
+    let t = whole.begin_read().expect("read");
+    assert_eq!(state::read_party_token_from(&t).expect("state"), 0);
+    assert!(t.entries::<OtsPartyTokenCounter>().expect("count") > kept / 2);
+    check(&t).expect("check");
+}

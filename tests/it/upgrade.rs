@@ -70,9 +70,10 @@ async fn fresh_index(dir: &Path) -> Db {
     let moves = db.begin_read().expect("read").entries::<OtsTokenTransfersCounter>().expect("count");
     assert!(moves > 0, "the chain's tokens move");
     without_token_transfers(&db);
+    // A database this build makes keeps no party-token index unless asked to: an upgraded one
+    // neither.
     let pairs = db.begin_read().expect("read").entries::<OtsPartyTokenCounter>().expect("count");
-    assert!(pairs > 0, "the chain's parties move tokens");
-    without_party_token(&db);
+    assert_eq!(pairs, 0, "not kept by default");
     db
 }
 
@@ -104,17 +105,6 @@ fn without_token_transfers(db: &Db) {
     txn.clear::<OtsInternalRowsCounter>().expect("clear");
     delete_window_rows(&txn, IndexKind::TokenTransfers);
     delete_window_rows(&txn, IndexKind::InternalRows);
-    txn.commit().expect("commit");
-}
-
-/// Empties the party-token index, and deletes the reorg window's rows of it (format 14 had
-/// none).
-fn without_party_token(db: &Db) {
-    use ots_indexer::db::{codec::IndexKind, tables::OtsPartyTokenIndex};
-    let txn = db.begin_write().expect("write");
-    txn.clear::<OtsPartyTokenIndex>().expect("clear");
-    txn.clear::<OtsPartyTokenCounter>().expect("clear");
-    delete_window_rows(&txn, IndexKind::PartyToken);
     txn.commit().expect("commit");
 }
 
@@ -450,7 +440,6 @@ async fn a_format_10_database_upgrades_without_a_source() {
         without_internal_txs(&db);
         without_transfer_rows(&db);
         without_token_transfers(&db);
-        without_party_token(&db);
         let txn = db.begin_write().expect("write");
         txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &11u64.to_be_bytes().to_vec())
             .expect("put");
@@ -473,7 +462,6 @@ async fn a_format_10_database_upgrades_without_a_source() {
         let db = index(&fresh, &twelve, 8, 4).await.0;
         without_transfer_rows(&db);
         without_token_transfers(&db);
-        without_party_token(&db);
         let txn = db.begin_write().expect("write");
         txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &12u64.to_be_bytes().to_vec())
             .expect("put");
@@ -502,7 +490,6 @@ async fn a_format_10_database_upgrades_without_a_source() {
         let thirteen = dir.path().join("thirteen");
         let db = index(&fresh, &thirteen, 8, 4).await.0;
         without_token_transfers(&db);
-        without_party_token(&db);
         let txn = db.begin_write().expect("write");
         txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &13u64.to_be_bytes().to_vec())
             .expect("put");
@@ -526,28 +513,32 @@ async fn a_format_10_database_upgrades_without_a_source() {
 
     drop(db);
 
-    // A format-14 database gains the party-token index from its tip on, and nothing else changes
-    // (its tables emptied, as format 14 had none).
-    let (tip, before) = {
+    // A format-14 database gains the party-token index's tables, empty and not kept (as a new
+    // database's), and nothing else changes.
+    let before = {
         let fresh = generate(dir.path(), "fourteen.rec.zst", 6, 500).await;
         let fourteen = dir.path().join("fourteen");
         let db = index(&fresh, &fourteen, 8, 4).await.0;
-        without_party_token(&db);
         let txn = db.begin_write().expect("write");
         txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &14u64.to_be_bytes().to_vec())
             .expect("put");
+        // Format 14 had no such entry.
+        txn.delete::<OtsIndexerState>(&StateKey("party_token_from".into()), None).expect("delete");
         txn.commit().expect("commit");
-        let tip = state::read_tip(&db.begin_read().expect("read")).expect("tip").expect("indexed");
-        (tip, dump_hash(&db).expect("hash"))
+        dump_hash(&db).expect("hash")
     };
     let fourteen = dir.path().join("fourteen");
     let said = migrate_without_source(&fourteen);
     assert!(said.contains(&format!("upgraded format version 14 -> {FORMAT_VERSION}")), "{said}");
-    assert!(said.contains(&format!("party-token transfers indexed from block {}", tip + 1)), "{said}");
+    assert!(
+        said.contains("party-token index not kept: `run` or `sync` with `--party-token-index on`"),
+        "{said}"
+    );
     assert!(!said.contains("a token's own"), "{said}");
     let said = status(&fourteen);
     assert!(said.get("tokenTransfersFromBlock").is_none(), "{said}");
-    assert_eq!(said["partyTokenFromBlock"], serde_json::json!(tip + 1));
+    assert!(said.get("partyTokenFromBlock").is_none(), "{said}");
+    assert_eq!(said["partyTokenIndex"], serde_json::json!(false));
     let db = Db::open(&fourteen, AccessMode::ReadWrite).expect("open");
     check(&db.begin_read().expect("read")).expect("the upgraded database passes check");
     assert_eq!(dump_hash(&db).expect("hash"), before, "the tables are not touched");

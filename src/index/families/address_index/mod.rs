@@ -10,6 +10,7 @@
 
 pub mod chunks;
 pub mod internal_rows;
+pub mod party_token;
 pub mod transfer_rows;
 
 use std::sync::Arc;
@@ -162,6 +163,8 @@ pub struct IdLists {
     in_tx: [SeenInTx; 3],
     /// The same for the internal transactions: a router paid back in several frames.
     internal_in_tx: SeenInTx,
+    /// Whether the party–token index is kept ([`party_token`]).
+    party_tokens: bool,
 }
 
 impl IdLists {
@@ -171,7 +174,15 @@ impl IdLists {
             lists: std::array::from_fn(|_| Sorter::spilling(runs.clone(), budget).keyed(ADDRESS_KEY)),
             in_tx: Default::default(),
             internal_in_tx: SeenInTx::default(),
+            party_tokens: false,
         }
+    }
+
+    /// The same lists, collecting the party–token index's ids too when `kept`.
+    #[must_use]
+    pub const fn with_party_tokens(mut self, kept: bool) -> Self {
+        self.party_tokens = kept;
+        self
     }
 
     fn push(&mut self, list: IdList, address: Address, id: u64) -> DbResult<()> {
@@ -197,8 +208,10 @@ impl IdLists {
         for (token, id) in transfer_rows::token_row_ids(logs) {
             self.push(IdList::TokenTransfers, token, id)?;
         }
-        for (pair, id) in transfer_rows::party_token_row_ids(logs) {
-            self.push(IdList::PartyToken, pair, id)?;
+        if self.party_tokens {
+            for (pair, id) in transfer_rows::party_token_row_ids(logs) {
+                self.push(IdList::PartyToken, pair, id)?;
+            }
         }
         Ok(())
     }
@@ -550,7 +563,7 @@ pub fn check_transfers<K: TransactionKind>(
     for list in ROW_LISTS {
         view_id_list(list, &mut Check { txn, report: &mut CheckReport::default(), below })?;
     }
-    Ok(())
+    party_token::check(txn)
 }
 
 /// Checks the reorg window's part of every list (`window`: its ids by list and address): each
@@ -763,10 +776,11 @@ impl Family for AddressIndexFamily {
     ];
 
     fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {
-        Some(Box::new(match &gathering.buffering {
+        let lists = match &gathering.buffering {
             Buffering::InMemory => IdLists::default(),
             Buffering::Spilling { runs, each } => IdLists::spilling(runs, *each),
-        }))
+        };
+        Some(Box::new(lists.with_party_tokens(gathering.party_tokens)))
     }
 
     fn fold(txn: &WriteTxn, window: WindowStart, leaving: &mut WindowRows) -> DbResult<()> {
