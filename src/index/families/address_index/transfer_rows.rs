@@ -242,6 +242,21 @@ mod tests {
         a.into_word()
     }
 
+    /// Transaction `i` of block 9.
+    fn tx(i: u64) -> TxId {
+        TxId::new(9, i).expect("id")
+    }
+
+    /// An ERC20 log's data: 5 units.
+    fn amount() -> Vec<u8> {
+        U256::from(5).to_be_bytes::<32>().to_vec()
+    }
+
+    /// A `TransferBatch` log's data: two ids (7, 8), two amounts (1, 1).
+    fn two_ids() -> Vec<u8> {
+        [64u64, 160, 2, 7, 8, 2, 1, 1].iter().flat_map(|n| U256::from(*n).to_be_bytes::<32>()).collect()
+    }
+
     /// A log of `token`, an ERC1155 when it is `multi`, else an ERC20.
     fn log<'a>(token: Address, multi: Address, topics: &'a [B256], data: &'a [u8]) -> TokenLog<'a> {
         let kinds = |t: &Address| {
@@ -260,11 +275,7 @@ mod tests {
         let erc20 = [TRANSFER_TOPIC, word(a), word(b)];
         let to_self = [TRANSFER_TOPIC, word(c), word(c)];
         let batch = [TRANSFER_BATCH_TOPIC, word(a), word(a), word(c)];
-        let amount = U256::from(5).to_be_bytes::<32>().to_vec();
-        // Two ids, two amounts.
-        let two: Vec<u8> =
-            [64u64, 160, 2, 7, 8, 2, 1, 1].iter().flat_map(|n| U256::from(*n).to_be_bytes::<32>()).collect();
-        let tx = |i| TxId::new(9, i).expect("id");
+        let (amount, two) = (amount(), two_ids());
         let logs = vec![
             // Transaction 0: a sends to b twice; c to itself once.
             (tx(0), log(token, multi, &erc20, &amount)),
@@ -297,10 +308,7 @@ mod tests {
         let erc20 = [TRANSFER_TOPIC, word(a), word(b)];
         let to_self = [TRANSFER_TOPIC, word(c), word(c)];
         let batch = [TRANSFER_BATCH_TOPIC, word(a), word(a), word(c)];
-        let amount = U256::from(5).to_be_bytes::<32>().to_vec();
-        let two: Vec<u8> =
-            [64u64, 160, 2, 7, 8, 2, 1, 1].iter().flat_map(|n| U256::from(*n).to_be_bytes::<32>()).collect();
-        let tx = |i| TxId::new(9, i).expect("id");
+        let (amount, two) = (amount(), two_ids());
         let logs = vec![
             // Transaction 0: three transfers of `token`, one of them to itself — three rows.
             (tx(0), log(token, multi, &erc20, &amount)),
@@ -348,10 +356,7 @@ mod tests {
         let a_to_b = [TRANSFER_TOPIC, word(a), word(b)];
         let c_to_c = [TRANSFER_TOPIC, word(c), word(c)];
         let batch = [TRANSFER_BATCH_TOPIC, word(a), word(a), word(c)];
-        let amount = U256::from(5).to_be_bytes::<32>().to_vec();
-        let two: Vec<u8> =
-            [64u64, 160, 2, 7, 8, 2, 1, 1].iter().flat_map(|n| U256::from(*n).to_be_bytes::<32>()).collect();
-        let tx = |i| TxId::new(9, i).expect("id");
+        let (amount, two) = (amount(), two_ids());
         let logs = vec![
             // Transaction 0: a sends `token` to b twice and `other` once; c sends `token` to
             // itself.
