@@ -297,6 +297,7 @@ impl SyncArgs {
                     (None, false) => Duration::from_secs(1200),
                 },
                 max_blocks: self.stage_max_blocks.unwrap_or(u64::MAX),
+                repack_from_bytes: StageLimits::default().repack_from_bytes,
                 journal,
                 compress_runs: self.stage_compress_runs.into(),
             },

@@ -7,6 +7,7 @@ mod env;
 mod error;
 mod format;
 pub(crate) mod page_heap;
+pub mod repack;
 pub(crate) mod residency;
 pub mod state;
 pub mod tables;

@@ -129,7 +129,8 @@ impl<K: TransactionKind> Txn<K> {
         self.stats_of(T::ID)
     }
 
-    fn stats_of(&self, table: TableId) -> DbResult<TableStats> {
+    /// Entries and bytes of `table`.
+    pub fn stats_of(&self, table: TableId) -> DbResult<TableStats> {
         let stat = self
             .tx
             .db_stat(&self.tables[table.index()])
@@ -197,6 +198,11 @@ impl Txn<Rw> {
     /// taken before this can be copied back into it.
     pub fn clear<T: Table>(&self) -> DbResult<()> {
         self.tx.clear_db(self.db::<T>()).map_err(|e| table_err("clear", T::ID.name(), &[], e))
+    }
+
+    /// Empties `table` (as [`Self::clear`], by id).
+    pub(super) fn clear_raw(&self, table: TableId) -> DbResult<()> {
+        self.tx.clear_db(self.tables[table.index()]).map_err(|e| table_err("clear", table.name(), &[], e))
     }
 
     /// Moves every entry of the table named `old` (a name an earlier format used) into `into`,

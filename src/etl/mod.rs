@@ -7,11 +7,13 @@
 //! the buffer. A family's merge reads that one ordered stream whichever way the rows went.
 
 mod collapse;
+mod disk;
 mod record;
 mod run;
 mod sorter;
 
 pub use collapse::Collapse;
+pub use disk::{disk_space, DiskSpace};
 pub use record::{Record, RecordError};
 pub use run::{RunDir, RUN_DIR_NAME};
 pub use sorter::{spill_over, Buffer, Groups, Sorted, Sorter, ROWS_AHEAD};

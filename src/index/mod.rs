@@ -18,6 +18,7 @@ pub mod gather;
 mod integrity;
 pub mod journal;
 mod kinds;
+mod packing;
 pub mod recent;
 mod rewrite;
 pub mod roster;

@@ -15,6 +15,7 @@ use super::{
     batch::write_blocks,
     gather::{Buffering, Gathering},
     journal,
+    packing::repack_swollen,
     rows::Rows,
     undo::UndoLog,
     window::WindowStart,
@@ -38,7 +39,13 @@ pub struct StageOptions {
     pub appearances: bool,
     /// Whether the stage's run files are written compressed ([`RunDir::compressing`]).
     pub compress_runs: bool,
+    /// Tables smaller than this stay as the merge leaves them (see [`REPACK_FROM_BYTES`]).
+    pub repack_from_bytes: u64,
 }
+
+/// Tables smaller than this are not repacked by default when a stage's merge swells them
+/// (`index::packing`): their split pages cost less than a copy's fixed costs.
+pub const REPACK_FROM_BYTES: u64 = 4 << 20;
 
 /// What a committed stage wrote.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -146,7 +153,7 @@ impl Stage {
     /// commits; `rate` (blocks per second gathered) is stored for `status`.
     pub fn commit(self, rate: Option<f64>) -> Result<Option<StageSummary>, WriteError> {
         let started = std::time::Instant::now();
-        let Self { db, txn, runs, mut rows, from, tip, mut stats, .. } = self;
+        let Self { db, txn, runs, mut rows, from, tip, mut stats, options } = self;
         let (Some(from), Some(tip)) = (from, tip) else { return Ok(None) };
         // Every row goes to a run first: the merge then holds no buffer, only what it writes.
         rows.spill_over(0)?;
@@ -155,6 +162,9 @@ impl Stage {
         // before them.
         let closed = WindowStart::Closed;
         let written = rows.write(&db, &txn, closed, UndoLog::keeping(closed))?;
+        // The committed state is the tables as the stage found them.
+        let found = db.begin_read()?.table_stats()?;
+        repack_swollen(&txn, &found, runs.path(), options.repack_from_bytes)?;
         (stats.transfer_ids, stats.appearances) = (written.transfer_ids, written.appearances);
         state::set_checkpoint(&txn, tip)?;
         if let Some(rate) = rate {

@@ -116,6 +116,10 @@ pub struct StageLimits {
     pub journal: bool,
     /// When a stage writes its run files compressed.
     pub compress_runs: RunCompression,
+    /// Tables of fewer bytes than this are not repacked when a stage's merge swells them
+    /// ([`crate::index::stage::REPACK_FROM_BYTES`] by default; the tests lower it to reach the
+    /// repack on small chains).
+    pub repack_from_bytes: u64,
 }
 
 /// When a bulk stage writes its run files compressed (zstd): about 48 % of their bytes, so a
@@ -142,6 +146,7 @@ impl Default for StageLimits {
             max_blocks: u64::MAX,
             journal: false,
             compress_runs: RunCompression::Auto,
+            repack_from_bytes: crate::index::stage::REPACK_FROM_BYTES,
         }
     }
 }
@@ -555,7 +560,12 @@ impl Indexer {
             RunCompression::Never => false,
             RunCompression::Auto => self.run_bound_reached.load(std::sync::atomic::Ordering::Relaxed),
         };
-        let options = StageOptions { buffer_bytes: limits.buffer_bytes, appearances: true, compress_runs };
+        let options = StageOptions {
+            buffer_bytes: limits.buffer_bytes,
+            appearances: true,
+            compress_runs,
+            repack_from_bytes: limits.repack_from_bytes,
+        };
         let run_budget = limits.max_run_bytes.bytes_for(self.db.dir());
         let (journal, journalled) = self.open_journal(limits.journal).await?;
         let writer = StageWriter::begin(self.db.clone(), options, self.progress.clone()).await?;

@@ -11,7 +11,11 @@ use std::{
 
 use ots_indexer::{
     classify::capture::capture,
-    db::{state, tables::OtsRecentBalances, AccessMode, Db},
+    db::{
+        state,
+        tables::{OtsRecentBalances, TableId},
+        AccessMode, Db,
+    },
     etl::RUN_DIR_NAME,
     index::{
         check::{check, dump_hash},
@@ -124,6 +128,23 @@ async fn bulk_stages_give_the_tables_batches_give() {
         "{stages} stages of 25 blocks for {bulk_blocks} blocks"
     );
     assert_eq!(hash(&fixed), want, "stages of 25 blocks");
+
+    // The same stages repacking every table their merges swell, however small: the same
+    // entries, in fewer pages.
+    let repacking = StageLimits { repack_from_bytes: 0, ..by_blocks };
+    let (packed, _, _) =
+        index(&recording, &dir.path().join("packed"), config(WritePath::Bulk, repacking)).await;
+    assert_eq!(hash(&packed), want, "stages of 25 blocks, swollen tables repacked");
+    let bytes = |db: &Db| -> u64 {
+        let txn = db.begin_read().expect("read");
+        [TableId::OtsTokenBalances, TableId::OtsERC20Holdings, TableId::OtsAddressTotals]
+            .into_iter()
+            .map(|t| txn.stats_of(t).expect("stats").bytes)
+            .sum()
+    };
+    let (swollen, repacked) = (bytes(&fixed), bytes(&packed));
+    assert!(repacked * 10 < swollen * 9, "repacked {repacked} bytes, merged in place {swollen}");
+    drop((fixed, packed));
 
     // Batch by batch half way (a full reorg window of balances, lists and totals kept apart),
     // then stages: the first lets that window leave before it begins.

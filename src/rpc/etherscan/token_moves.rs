@@ -14,7 +14,7 @@ use crate::{
     db::{state, DbResult, ReadTxn},
     decode::TokenKind,
     index::families::{
-        address_index::{count, page, rank, settled, sum_row_ids, transfer_rows, IdList},
+        address_index::{ids_below, ids_from, rank, settled, sum_row_ids, transfer_rows, IdList},
         appearances,
     },
 };
@@ -69,11 +69,7 @@ impl Moves {
                 Ok((older.ids, older.more))
             }
             Self::PartyToken { kind, party, .. } => {
-                let list = IdList::of_transfers(kind);
-                let at = rank(t, list, &party, bound)?;
-                let ids = page(t, list, &party, at, want as u64)?;
-                let more = at + (ids.len() as u64) < count(t, list, &party)?;
-                Ok((ids, more))
+                ids_from(t, IdList::of_transfers(kind), &party, bound, want as u64)
             }
         }
     }
@@ -87,12 +83,7 @@ impl Moves {
                 Ok((older.ids, older.more))
             }
             Self::PartyToken { kind, party, .. } => {
-                let list = IdList::of_transfers(kind);
-                let end = rank(t, list, &party, bound)?;
-                let start = end.saturating_sub(want as u64);
-                let mut ids = page(t, list, &party, start, end - start)?;
-                ids.reverse();
-                Ok((ids, start > 0))
+                ids_below(t, IdList::of_transfers(kind), &party, bound, want as u64)
             }
         }
     }
@@ -137,10 +128,8 @@ pub(super) fn after(t: &ReadTxn, moves: Moves, bound: u64, want: usize) -> DbRes
             return Ok((ids, true));
         }
     }
-    let (list, key) = (moves.list(), moves.key());
-    let at = rank(t, list, &key, row_bound(bound.max(from)))?;
-    let rows = page(t, list, &key, at, (want - ids.len()) as u64)?;
-    let more = at + (rows.len() as u64) < count(t, list, &key)?;
+    let want = (want - ids.len()) as u64;
+    let (rows, more) = ids_from(t, moves.list(), &moves.key(), row_bound(bound.max(from)), want)?;
     ids.extend(rows.into_iter().map(tx_of));
     Ok((ids, more))
 }
@@ -151,12 +140,10 @@ pub(super) fn before(t: &ReadTxn, moves: Moves, bound: u64, want: usize) -> DbRe
     let from = moves.from(t)?;
     let mut ids = Vec::new();
     if bound > from {
-        let (list, key) = (moves.list(), moves.key());
-        let end = rank(t, list, &key, row_bound(bound))?;
-        let start = end.saturating_sub(want as u64);
-        ids.extend(page(t, list, &key, start, end - start)?.into_iter().rev().map(tx_of));
-        if start > 0 || from == 0 || ids.len() >= want {
-            return Ok((ids, start > 0 || from > 0));
+        let (rows, more) = ids_below(t, moves.list(), &moves.key(), row_bound(bound), want as u64)?;
+        ids.extend(rows.into_iter().map(tx_of));
+        if more || from == 0 || ids.len() >= want {
+            return Ok((ids, more || from > 0));
         }
     }
     let (older, more) = moves.older_before(t, bound.min(from), want - ids.len())?;

@@ -30,7 +30,7 @@ use crate::{
     db::{state, DbResult, ReadTxn},
     decode::{TokenKind, TokenKinds},
     index::families::{
-        address_index::{count, page, rank, settled, sum_row_ids, transfer_rows, IdList},
+        address_index::{ids_below, ids_from, rank, settled, sum_row_ids, transfer_rows, IdList},
         appearances,
         attributes::attributes,
     },
@@ -71,19 +71,8 @@ impl Source {
                 let page = appearances::before(t, &address, bound, want)?;
                 (page.ids, page.more)
             }
-            (Self::Transfers(list, address), Sort::Asc) => {
-                let at = rank(t, list, &address, bound)?;
-                let ids = page(t, list, &address, at, want as u64)?;
-                let more = at + (ids.len() as u64) < count(t, list, &address)?;
-                (ids, more)
-            }
-            (Self::Transfers(list, address), Sort::Desc) => {
-                let end = rank(t, list, &address, bound)?;
-                let start = end.saturating_sub(want as u64);
-                let mut ids = page(t, list, &address, start, end - start)?;
-                ids.reverse();
-                (ids, start > 0)
-            }
+            (Self::Transfers(list, address), Sort::Asc) => ids_from(t, list, &address, bound, want as u64)?,
+            (Self::Transfers(list, address), Sort::Desc) => ids_below(t, list, &address, bound, want as u64)?,
             (Self::InternalTxs(address), Sort::Asc) => internal_ids::after(t, &address, bound, want)?,
             (Self::InternalTxs(address), Sort::Desc) => internal_ids::before(t, &address, bound, want)?,
             (Self::Moves(moves), Sort::Asc) => token_moves::after(t, moves, bound, want)?,

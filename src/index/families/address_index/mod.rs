@@ -695,6 +695,36 @@ pub fn rank<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address, i
     Ok(stored + recent.partition_point(|&x| x < id) as u64)
 }
 
+/// Up to `want` ids of `address` in `list` from `bound` on, ascending, and whether more follow.
+pub fn ids_from<K: TransactionKind>(
+    txn: &Txn<K>,
+    list: IdList,
+    address: &Address,
+    bound: u64,
+    want: u64,
+) -> DbResult<(Vec<u64>, bool)> {
+    let at = rank(txn, list, address, bound)?;
+    let ids = page(txn, list, address, at, want)?;
+    let more = at + (ids.len() as u64) < count(txn, list, address)?;
+    Ok((ids, more))
+}
+
+/// Up to `want` ids of `address` in `list` below `bound`, newest first, and whether more precede
+/// them.
+pub fn ids_below<K: TransactionKind>(
+    txn: &Txn<K>,
+    list: IdList,
+    address: &Address,
+    bound: u64,
+    want: u64,
+) -> DbResult<(Vec<u64>, bool)> {
+    let end = rank(txn, list, address, bound)?;
+    let start = end.saturating_sub(want);
+    let mut ids = page(txn, list, address, start, end - start)?;
+    ids.reverse();
+    Ok((ids, start > 0))
+}
+
 /// The sum of what `rows_of` says of each row id of `address` in row list `list` (one of
 /// [`ROW_LISTS`]) whose transaction lies in `first..=last` (TxIds); `None` when it says `None`
 /// of one, or the TxIds are past what a row id holds.
