@@ -17,6 +17,15 @@ use crate::db::{tables::Table, DbResult, TableCursor, Txn, WriteTxn};
 /// nothing over 1 in 16, and always rewriting halved it.
 const REWRITE_SHARE: u64 = 16;
 
+/// A table of one entry per key that a write only adds to or sums into (holdings, address
+/// totals) is rewritten whole by a stage whose rows touch at least one in this many of its
+/// entries. Merged in place such a table is left with pages two thirds full, which the stage then
+/// repacks (`index::packing`): rewritten it comes out packed at once. Smaller stages update in
+/// place: a stage of 1 % of the 2 M benchmark chain touches about one in five holdings, nearly
+/// all of them there already, and the copy cost more than the seeks it saved (docs/benchmarks.md,
+/// "Lists rewritten whole in large stages").
+pub(super) const SUMMARY_REWRITE_SHARE: u64 = 2;
+
 /// Whether a batch that changes `changed` entries of a table holding `entries` should rewrite it
 /// whole (always for an empty table: rewriting it is appending).
 pub(super) fn rewrite_pays(entries: u64, changed: u64) -> bool {

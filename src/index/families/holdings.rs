@@ -15,13 +15,15 @@ use crate::index::{
     error::WriteError,
     gather::{BlockRows, Buffering, Gatherer, Gathering, Writing},
     integrity::broken,
+    rewrite::{Rewrite, SUMMARY_REWRITE_SHARE},
     undo::UndoLog,
+    window::WindowStart,
 };
 use crate::{
     db::{
         codec::{Holding, IndexKind},
         tables::*,
-        DbResult, Txn, WriteTxn,
+        DbResult, ReadTxn, Txn, WriteTxn,
     },
     decode::TokenKind,
     etl::{Buffer, RunDir, Sorter},
@@ -85,9 +87,12 @@ impl Holdings {
 
     /// Adds a dup for every pair without one, with its first transaction of the rows; each
     /// added pair is journalled with the block of that transaction.
-    pub fn write(self, txn: &WriteTxn, undo: &mut UndoLog) -> DbResult<()> {
+    ///
+    /// With `before` (a snapshot of the state `txn` started from, given only for a stage's
+    /// write), a table the rows touch a large share of is rewritten whole (`index::rewrite`).
+    pub fn write(self, txn: &WriteTxn, before: Option<&ReadTxn>, undo: &mut UndoLog) -> DbResult<()> {
         for (kind, seen) in KINDS.into_iter().zip(self.seen) {
-            view_holdings(kind, &mut Write { seen: Some(seen), txn, undo: &mut *undo })?;
+            view_holdings(kind, &mut Write { seen: Some(seen), txn, before, undo: &mut *undo })?;
         }
         Ok(())
     }
@@ -96,6 +101,7 @@ impl Holdings {
 struct Write<'a> {
     seen: Option<Sorter<(Address, Address, TxId)>>,
     txn: &'a WriteTxn,
+    before: Option<&'a ReadTxn>,
     undo: &'a mut UndoLog,
 }
 
@@ -103,16 +109,43 @@ impl HoldingsViewer for Write<'_> {
     type Output = DbResult<()>;
     fn view<H: HoldingsTable>(&mut self, kind: IndexKind) -> Self::Output {
         let Some(seen) = self.seen.take() else { return Ok(()) };
-        let mut pairs = seen.into_sorted()?.groups(|(holder, token, tx)| ((holder, token), tx));
-        let mut cursor = self.txn.walking_cursor::<H>()?;
-        for ((holder, token), txs) in pairs.by_ref() {
-            let first = txs[0];
-            // Forward sync only ever finds earlier appearances stored.
-            if cursor.seek_sub_key_exact(&holder, &token)?.is_some() {
-                continue;
+        let seen = seen.into_sorted()?;
+        let rewrite = match self.before {
+            Some(before) => {
+                let pairs = seen.keys_at_most(|row| (row.0, row.1));
+                Rewrite::<_, H>::begin_if_pays(self.txn, before, pairs, SUMMARY_REWRITE_SHARE)?
             }
-            cursor.put(&holder, &Holding { token, first })?;
-            self.undo.touch_at(first, kind, holder);
+            None => None,
+        };
+        let mut pairs = seen.groups(|(holder, token, tx)| ((holder, token), tx));
+        match rewrite {
+            Some(mut rewrite) => {
+                for ((holder, token), txs) in pairs.by_ref() {
+                    // A dup sorts by its token first: the old holdings before the pair are
+                    // copied, the pair's own (an earlier first transaction) kept.
+                    rewrite.copy_while(|h, held| (h, &held.token) < (&holder, &token))?;
+                    let stored = rewrite.take_if(|h, held| *h == holder && held.token == token)?;
+                    let fresh = stored.is_none();
+                    let holding = stored.map_or(Holding { token, first: txs[0] }, |(_, held)| held);
+                    rewrite.append(&holder, &holding)?;
+                    if fresh {
+                        self.undo.touch_at(holding.first, kind, holder);
+                    }
+                }
+                rewrite.finish()?;
+            }
+            None => {
+                let mut cursor = self.txn.walking_cursor::<H>()?;
+                for ((holder, token), txs) in pairs.by_ref() {
+                    let first = txs[0];
+                    // Forward sync only ever finds earlier appearances stored.
+                    if cursor.seek_sub_key_exact(&holder, &token)?.is_some() {
+                        continue;
+                    }
+                    cursor.put(&holder, &Holding { token, first })?;
+                    self.undo.touch_at(first, kind, holder);
+                }
+            }
         }
         pairs.finish()?;
         Ok(())
@@ -266,7 +299,10 @@ impl Gatherer for Holdings {
     }
 
     fn write(self: Box<Self>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
-        Ok(Self::write(*self, writing.txn, &mut writing.undo)?)
+        // A snapshot holds the state the write started from (the writer lock is held), which
+        // a whole-table rewrite copies; only a stage's write (the window closed) rewrites.
+        let before = (writing.window == WindowStart::Closed).then(|| writing.db.begin_read().ok()).flatten();
+        Ok(Self::write(*self, writing.txn, before.as_ref(), &mut writing.undo)?)
     }
 }
 
@@ -291,5 +327,51 @@ impl Family for HoldingsFamily {
 
     fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut Checking) -> DbResult<()> {
         check(txn, checking.tip)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy_primitives::address;
+
+    use super::*;
+    use crate::db::{AccessMode, Db};
+
+    const HOLDER: Address = address!("00000000000000000000000000000000000000a1");
+    const LATER: Address = address!("00000000000000000000000000000000000000a2");
+    const EARLIER: Address = address!("00000000000000000000000000000000000000a0");
+    const TOKEN: Address = address!("00000000000000000000000000000000000000b1");
+    const OTHER: Address = address!("00000000000000000000000000000000000000b2");
+
+    /// A stage that touches most holdings rewrites the table whole: the same dups as adding in
+    /// place, a pair's first transaction kept, untouched pairs copied.
+    #[test]
+    fn a_rewritten_table_holds_what_adding_in_place_gives() {
+        let write = |db: &Db, rows: &[(Address, Address, u64)], rewrite: bool| {
+            let txn = db.begin_write().expect("begin");
+            let before = rewrite.then(|| db.begin_read().expect("snapshot"));
+            let mut holdings = Holdings::default();
+            for &(holder, token, tx) in rows {
+                holdings.seen[TokenKind::Erc20 as usize].push((holder, token, TxId(tx))).expect("push");
+            }
+            holdings.write(&txn, before.as_ref(), &mut UndoLog::keeping(WindowStart::Closed)).expect("write");
+            txn.commit().expect("commit");
+        };
+        let entries = |rewrite: bool| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
+            write(&db, &[(HOLDER, TOKEN, 10), (LATER, TOKEN, 11)], false);
+            // Three pairs against two entries: a stage rewrites.
+            write(&db, &[(HOLDER, TOKEN, 20), (HOLDER, OTHER, 21), (EARLIER, TOKEN, 22)], rewrite);
+            let txn = db.begin_read().expect("read");
+            let (count, held) = page(&txn, TokenKind::Erc20, &HOLDER, 0, 10).expect("page");
+            assert_eq!(count, 2);
+            assert_eq!(
+                held,
+                [Holding { token: TOKEN, first: TxId(10) }, Holding { token: OTHER, first: TxId(21) }]
+            );
+            txn.raw_entries(TableId::OtsERC20Holdings).expect("entries")
+        };
+        assert_eq!(entries(true), entries(false));
     }
 }

@@ -24,6 +24,7 @@ use crate::index::{
     error::WriteError,
     gather::{BlockRows, Buffering, Gatherer, Gathering, Writing},
     integrity::broken,
+    rewrite::{Rewrite, SUMMARY_REWRITE_SHARE},
     undo::UndoLog,
     window::WindowStart,
 };
@@ -31,7 +32,7 @@ use crate::{
     db::{
         codec::{AddressTotals, BlockNumber, TotalsDelta, ValueCodec},
         tables::{OtsAddressTotals, OtsRecentTotals},
-        DbError, DbResult, Txn, WriteTxn,
+        DbError, DbResult, ReadTxn, Txn, WriteTxn,
     },
     etl::{Buffer, Record, RecordError, RunDir, Sorter},
 };
@@ -84,10 +85,22 @@ impl Totals {
     /// totals, address by address in key order, and keeps what each block it keeps added in its
     /// deltas (`OtsRecentTotals`); the deltas of window blocks that leave it as the write commits
     /// join the totals first.
-    pub fn write(self, txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
+    ///
+    /// With `before` (a snapshot of the state `txn` started from, given only for a stage's
+    /// write, whose window is empty), a table the rows touch a large share of is rewritten
+    /// whole (`index::rewrite`).
+    pub fn write(self, txn: &WriteTxn, before: Option<&ReadTxn>, window: WindowStart) -> DbResult<()> {
         fold(txn, window)?;
-        let mut groups =
-            self.added.into_sorted()?.groups(|(address, block, added)| (address, (block, added)));
+        let added = self.added.into_sorted()?;
+        let mut rewrite = match before {
+            // A fold that moved deltas into the table wrote it: the snapshot no longer holds it.
+            Some(before) if window == WindowStart::Closed && txn.stats::<OtsRecentTotals>()?.entries == 0 => {
+                let addresses = added.keys_at_most(|row| row.0);
+                Rewrite::<_, OtsAddressTotals>::begin_if_pays(txn, before, addresses, SUMMARY_REWRITE_SHARE)?
+            }
+            _ => None,
+        };
+        let mut groups = added.groups(|(address, block, added)| (address, (block, added)));
         let mut table = txn.cursor::<OtsAddressTotals>()?;
         let mut kept = txn.cursor::<OtsRecentTotals>()?;
         for (address, blocks) in groups.by_ref() {
@@ -101,12 +114,24 @@ impl Totals {
                     older = Some(sum);
                 }
             }
-            if let Some(added) = older {
-                let stored = table.seek_exact(&address)?.unwrap_or_default();
-                table.put(&address, &stored.checked_add(&added).ok_or_else(|| overflow(&address))?)?;
+            let Some(added) = older else { continue };
+            let stored = match &mut rewrite {
+                Some(rewrite) => {
+                    rewrite.copy_while(|stored, _| stored < &address)?;
+                    rewrite.take_if(|stored, _| stored == &address)?.map(|(_, totals)| totals)
+                }
+                None => table.seek_exact(&address)?,
+            };
+            let sum = stored.unwrap_or_default().checked_add(&added).ok_or_else(|| overflow(&address))?;
+            match &mut rewrite {
+                Some(rewrite) => rewrite.append(&address, &sum)?,
+                None => table.put(&address, &sum)?,
             }
         }
         groups.finish()?;
+        if let Some(rewrite) = rewrite {
+            rewrite.finish()?;
+        }
         Ok(())
     }
 }
@@ -284,7 +309,10 @@ impl Gatherer for Totals {
     }
 
     fn write(self: Box<Self>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
-        Ok(Self::write(*self, writing.txn, writing.window)?)
+        // A snapshot holds the state the write started from (the writer lock is held), which
+        // a whole-table rewrite copies; only a stage's write (the window closed) rewrites.
+        let before = (writing.window == WindowStart::Closed).then(|| writing.db.begin_read().ok()).flatten();
+        Ok(Self::write(*self, writing.txn, before.as_ref(), writing.window)?)
     }
 }
 
@@ -320,10 +348,41 @@ mod tests {
     use ots_classifiers::{CallFrame, ReceiptData, TxData, Withdrawal};
 
     use super::*;
+    use crate::db::Db;
 
     const A: Address = address!("00000000000000000000000000000000000000aa");
     const B: Address = address!("00000000000000000000000000000000000000bb");
     const C: Address = address!("00000000000000000000000000000000000000cc");
+
+    /// A stage that touches most addresses rewrites the table whole: the same entries as
+    /// adding in place, old sums carried, untouched addresses copied.
+    #[test]
+    fn a_rewritten_table_holds_what_adding_in_place_gives() {
+        let sent = |wei: u64| AddressTotals { sent: U256::from(wei), ..Default::default() };
+        let write = |db: &Db, rows: &[(Address, u64, u64)], rewrite: bool| {
+            let txn = db.begin_write().expect("begin");
+            let before = rewrite.then(|| db.begin_read().expect("snapshot"));
+            let mut totals = Totals::default();
+            for &(address, block, wei) in rows {
+                totals.added.push((address, block, sent(wei))).expect("push");
+            }
+            totals.write(&txn, before.as_ref(), WindowStart::Closed).expect("write");
+            txn.commit().expect("commit");
+        };
+        let entries = |rewrite: bool| {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let db = Db::open(dir.path(), crate::db::AccessMode::ReadWrite).expect("open");
+            write(&db, &[(A, 1, 5), (C, 1, 7)], false);
+            // Two of the two entries touched: a stage rewrites.
+            write(&db, &[(A, 2, 1), (B, 2, 2)], rewrite);
+            let txn = db.begin_read().expect("read");
+            assert_eq!(of(&txn, &A).expect("A"), sent(6));
+            assert_eq!(of(&txn, &B).expect("B"), sent(2));
+            assert_eq!(of(&txn, &C).expect("C"), sent(7));
+            txn.raw_entries(TableId::OtsAddressTotals).expect("entries")
+        };
+        assert_eq!(entries(true), entries(false));
+    }
 
     /// A stage's totals sum an address's rows in each run; a sum past 2^256 stays two rows, for
     /// the merge to refuse.
