@@ -29,7 +29,13 @@ pub struct Txn<K: TransactionKind> {
     tables: Arc<[Database]>,
     /// The data file, for `release_mapped_pages`.
     mapped: Option<MappedFile>,
+    /// The tables this transaction emptied, one bit each by [`TableId::index`]: a table emptied
+    /// and written again in one transaction was appended to in key order (every caller of
+    /// [`Self::clear`] rewrites whole), so its pages are full.
+    emptied: Cell<u128>,
 }
+
+const _: () = assert!(TableId::ALL.len() <= u128::BITS as usize);
 
 fn decode_key<T: Table>(bytes: &[u8]) -> DbResult<T::Key> {
     T::Key::decode_key(bytes).map_err(|source| DbError::Decode {
@@ -49,7 +55,13 @@ pub(super) fn decode_value<T: Table>(key: &[u8], bytes: &[u8]) -> DbResult<T::Va
 
 impl<K: TransactionKind> Txn<K> {
     pub(crate) fn new(tx: Tx<K>, tables: Arc<[Database]>, mapped: Option<MappedFile>) -> Self {
-        Self { tx, tables, mapped }
+        Self { tx, tables, mapped, emptied: Cell::new(0) }
+    }
+
+    /// Whether this transaction emptied `table` ([`Self::clear`]): the table's entries now are
+    /// the ones it appended since, in key order.
+    pub fn emptied(&self, table: TableId) -> bool {
+        self.emptied.get() & (1 << table.index()) != 0
     }
 
     /// As `Db::release_mapped_pages`: for a long write that has just read through a large part
@@ -197,7 +209,9 @@ impl Txn<Rw> {
     /// Empties table `T`. Its pages stay readable by older snapshots (MVCC), so a snapshot
     /// taken before this can be copied back into it.
     pub fn clear<T: Table>(&self) -> DbResult<()> {
-        self.tx.clear_db(self.db::<T>()).map_err(|e| table_err("clear", T::ID.name(), &[], e))
+        self.tx.clear_db(self.db::<T>()).map_err(|e| table_err("clear", T::ID.name(), &[], e))?;
+        self.emptied.set(self.emptied.get() | 1 << T::ID.index());
+        Ok(())
     }
 
     /// Empties `table` (as [`Self::clear`], by id).

@@ -14,7 +14,7 @@ use std::{path::Path, time::Instant};
 use tracing::{debug, warn};
 
 use crate::{
-    db::{repack::repack, DbResult, TableStats, WriteTxn},
+    db::{repack::repack, tables::TableId, DbResult, TableStats, WriteTxn},
     etl::disk_space,
 };
 
@@ -36,6 +36,25 @@ pub(super) fn swollen(before: &TableStats, after: &TableStats, smallest: u64) ->
     now > was * SWOLLEN
 }
 
+/// The tables of `txn` of at least `smallest` bytes that [`swollen`] says of against `before`
+/// (the tables as the stage found them), with their sizes now. A table the stage rewrote whole
+/// is packed already (`index::rewrite`), whatever its bytes per entry: a chunked list's entries
+/// lengthen as its chunks fill, which a second copy would not undo.
+fn swollen_tables(
+    txn: &WriteTxn,
+    before: &[TableStats],
+    smallest: u64,
+) -> DbResult<Vec<(TableId, TableStats)>> {
+    let mut tables = Vec::new();
+    for before in before.iter().filter(|b| !txn.emptied(b.table)) {
+        let after = txn.stats_of(before.table)?;
+        if swollen(before, &after, smallest) {
+            tables.push((before.table, after));
+        }
+    }
+    Ok(tables)
+}
+
 /// Repacks every table of `txn` of at least `smallest` bytes that [`swollen`] says of against
 /// `before` (the tables as the stage found them), spilling through `dir`.
 pub(super) fn repack_swollen(
@@ -44,11 +63,7 @@ pub(super) fn repack_swollen(
     dir: &Path,
     smallest: u64,
 ) -> DbResult<()> {
-    for before in before {
-        let after = txn.stats_of(before.table)?;
-        if !swollen(before, &after, smallest) {
-            continue;
-        }
+    for (table, after) in swollen_tables(txn, before, smallest)? {
         // The spill and the table's new pages (its old ones are free only once the stage
         // commits) need about twice its bytes: on a disk without them the table stays as it is,
         // rather than failing a stage that would fail the same way again.
@@ -56,7 +71,7 @@ pub(super) fn repack_swollen(
         if room < after.bytes.saturating_mul(2) {
             warn!(
                 target: "ots::index",
-                table = before.table.name(),
+                table = table.name(),
                 bytes = after.bytes,
                 free = room,
                 "table left unpacked: the disk lacks room to repack it"
@@ -64,11 +79,11 @@ pub(super) fn repack_swollen(
             continue;
         }
         let started = Instant::now();
-        repack(txn, before.table, dir)?;
-        let packed = txn.stats_of(before.table)?;
+        repack(txn, table, dir)?;
+        let packed = txn.stats_of(table)?;
         debug!(
             target: "ots::index",
-            table = before.table.name(),
+            table = table.name(),
             entries = packed.entries,
             bytes_before = after.bytes,
             bytes_after = packed.bytes,
@@ -82,7 +97,16 @@ pub(super) fn repack_swollen(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{db::tables::TableId, index::stage::REPACK_FROM_BYTES};
+    use alloy_primitives::{Address, U256};
+
+    use crate::{
+        db::{
+            codec::{Balance, PairKey},
+            tables::OtsTokenBalances,
+            AccessMode, Db,
+        },
+        index::stage::REPACK_FROM_BYTES,
+    };
 
     fn stats(entries: u64, bytes: u64) -> TableStats {
         TableStats { table: TableId::OtsERC721Owners, entries, bytes }
@@ -106,5 +130,33 @@ mod tests {
         assert!(!swollen(&stats(0, 0), &stats(200_000, 15_000_000), REPACK_FROM_BYTES));
         assert!(!swollen(&stats(1_000, 50_000), &stats(2_000, 3_000_000), REPACK_FROM_BYTES));
         assert!(!swollen(&stats(100_000, 5_000_000), &stats(0, 0), REPACK_FROM_BYTES));
+    }
+
+    #[test]
+    fn a_table_the_stage_rewrote_whole_is_not_repacked_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
+        let fill = |txn: &WriteTxn| {
+            for i in 1..=2_000u64 {
+                let holder = Address::left_padding_from(&i.to_be_bytes());
+                let key = PairKey { token: Address::repeat_byte(7), holder };
+                txn.put::<OtsTokenBalances>(&key, &Balance(U256::from(i))).expect("put");
+            }
+        };
+        // As the stage found it: a byte an entry, so the table now is swollen against that.
+        let found = [TableStats { table: TableId::OtsTokenBalances, entries: 2_000, bytes: 2_000 }];
+        let txn = db.begin_write().expect("write");
+        fill(&txn);
+        let listed = swollen_tables(&txn, &found, 0).expect("stats");
+        assert_eq!(listed.iter().map(|(t, _)| *t).collect::<Vec<_>>(), [TableId::OtsTokenBalances]);
+        txn.commit().expect("commit");
+
+        let txn = db.begin_write().expect("write");
+        assert!(!txn.emptied(TableId::OtsTokenBalances));
+        txn.clear::<OtsTokenBalances>().expect("clear");
+        fill(&txn);
+        assert!(txn.emptied(TableId::OtsTokenBalances));
+        assert!(!txn.emptied(TableId::OtsERC721Owners));
+        assert!(swollen_tables(&txn, &found, 0).expect("stats").is_empty());
     }
 }

@@ -10,9 +10,13 @@
 //! before. Only a token with more moves than a book holds is cut, and its later books are
 //! replayed here, from what the earlier ones wrote.
 
-use std::sync::Arc;
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use alloy_primitives::{Address, U256};
+use tracing::debug;
 
 use std::sync::mpsc::SyncSender;
 
@@ -172,14 +176,32 @@ impl BulkBalances {
                     let _ = books.send(Err(e));
                 }
             });
+            // Where the family's time goes: waiting for the replay thread (reading the
+            // snapshot, replaying) or writing the books (docs/benchmarks.md, "Where a stage's
+            // merge goes").
+            let (mut books, mut waited, mut writing) = (0u64, Duration::ZERO, Duration::ZERO);
+            let mut since = Instant::now();
             for book in resolved {
-                match book? {
+                let book = book?;
+                waited += since.elapsed();
+                since = Instant::now();
+                match book {
                     Book::Resolved(resolved) => resolved.write(txn, None)?,
                     Book::Cut(book) => {
                         book.resolve(txn, WindowStart::Closed.first_kept())?.write(txn, None)?
                     }
                 }
+                writing += since.elapsed();
+                since = Instant::now();
+                books += 1;
             }
+            debug!(
+                target: "ots::index",
+                books,
+                replay_wait_seconds = waited.as_secs_f64(),
+                write_seconds = writing.as_secs_f64(),
+                "balance books written"
+            );
             Ok(())
         })
     }
