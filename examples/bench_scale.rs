@@ -23,8 +23,9 @@
 //!   stage count, each stage's merge seconds (first, median, last), bytes per transfer log as
 //!   written, its wall time over the one-stage run's, a mainnet projection fitted to the two
 //!   staged runs (stages of the same size: 176 times as many for mainnet) and one for mainnet in
-//!   as many stages as the whole run, each the same share of it. `OTS_BENCH_STAGE_REGIME=0` leaves it out, `OTS_BENCH_ONE_PERCENT=0` keeps only
-//!   the defaults' stages (below); `OTS_BENCH_RESIDENT_SHARE=0.1` runs
+//!   as many stages as the whole run, each the same share of it. `OTS_BENCH_STAGE_REGIME=0`
+//!   leaves it out, `OTS_BENCH_ONE_PERCENT=0` keeps only the defaults' stages (below);
+//!   `OTS_BENCH_RESIDENT_SHARE=0.1` runs
 //!   it again with the page cache held to that share of the database file ([`MemoryBound`]);
 //! * the regime the defaults give mainnet now that a stage takes its bound from the free disk:
 //!   the stage count mainnet's catch-up would run in on a host with `OTS_BENCH_MAINNET_SPARE_GIB`

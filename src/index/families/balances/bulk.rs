@@ -177,8 +177,8 @@ impl BulkBalances {
                 }
             });
             // Where the family's time goes: waiting for the replay thread (reading the
-            // snapshot, replaying) or writing the books (docs/benchmarks.md, "Where a stage's
-            // merge goes").
+            // snapshot, replaying) or writing the books (docs/benchmarks.md, "The stage regime
+            // again, and where many small stages spend it").
             let (mut books, mut waited, mut writing) = (0u64, Duration::ZERO, Duration::ZERO);
             let mut since = Instant::now();
             for book in resolved {
