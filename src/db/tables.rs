@@ -370,6 +370,50 @@ tables! {
     /// The indexer's own state (not part of ots2). Key: ASCII name. Value: defined per name in
     /// `db::state`: chain id, genesis hash, format version, classifiers, db state, last block.
     OtsIndexerState: Plain, StateKey => Vec<u8>;
+    /// The young level of `OtsERC20TransferIndex` (ours): ids a bulk stage of a catch-up appended after
+    /// those of `OtsERC20TransferIndex`, kept apart until they reach an eighth of it and then folded into it
+    /// whole, so that a stage rewrites a level of its own size rather than the whole list
+    /// (docs/format.md, "Young levels"). Layout of `OtsERC20TransferIndex`; an address's ids here all follow
+    /// its ids there. Empty once the catch-up has ended.
+    OtsERC20TransferIndexYoung: Plain, ChunkKey => IdChunk;
+    /// Counter of `OtsERC20TransferIndexYoung`; layout of `OtsERC20TransferCounter`.
+    OtsERC20TransferCounterYoung: DupSort, Address => CounterDup;
+    /// The young level of `OtsERC721TransferIndex`; as `OtsERC20TransferIndexYoung`.
+    OtsERC721TransferIndexYoung: Plain, ChunkKey => IdChunk;
+    /// Counter of `OtsERC721TransferIndexYoung`; layout of `OtsERC20TransferCounter`.
+    OtsERC721TransferCounterYoung: DupSort, Address => CounterDup;
+    /// The young level of `OtsERC1155TransferIndex`; as `OtsERC20TransferIndexYoung`.
+    OtsERC1155TransferIndexYoung: Plain, ChunkKey => IdChunk;
+    /// Counter of `OtsERC1155TransferIndexYoung`; layout of `OtsERC20TransferCounter`.
+    OtsERC1155TransferCounterYoung: DupSort, Address => CounterDup;
+    /// The young level of `OtsWithdrawalsIndex`; as `OtsERC20TransferIndexYoung`.
+    OtsWithdrawalsIndexYoung: Plain, ChunkKey => IdChunk;
+    /// Counter of `OtsWithdrawalsIndexYoung`; layout of `OtsERC20TransferCounter`.
+    OtsWithdrawalsCounterYoung: DupSort, Address => CounterDup;
+    /// The young level of `OtsBlocksRewardedIndex`; as `OtsERC20TransferIndexYoung`.
+    OtsBlocksRewardedIndexYoung: Plain, ChunkKey => IdChunk;
+    /// Counter of `OtsBlocksRewardedIndexYoung`; layout of `OtsERC20TransferCounter`.
+    OtsBlocksRewardedCounterYoung: DupSort, Address => CounterDup;
+    /// The young level of `OtsInternalTxIndex`; as `OtsERC20TransferIndexYoung`.
+    OtsInternalTxIndexYoung: Plain, ChunkKey => IdChunk;
+    /// Counter of `OtsInternalTxIndexYoung`; layout of `OtsERC20TransferCounter`.
+    OtsInternalTxCounterYoung: DupSort, Address => CounterDup;
+    /// The young level of `OtsTransferRowsIndex`; as `OtsERC20TransferIndexYoung`.
+    OtsTransferRowsIndexYoung: Plain, ChunkKey => RowIdChunk;
+    /// Counter of `OtsTransferRowsIndexYoung`; layout of `OtsERC20TransferCounter`.
+    OtsTransferRowsCounterYoung: DupSort, Address => CounterDup;
+    /// The young level of `OtsTokenTransfersIndex`; as `OtsERC20TransferIndexYoung`.
+    OtsTokenTransfersIndexYoung: Plain, ChunkKey => RowIdChunk;
+    /// Counter of `OtsTokenTransfersIndexYoung`; layout of `OtsERC20TransferCounter`.
+    OtsTokenTransfersCounterYoung: DupSort, Address => CounterDup;
+    /// The young level of `OtsInternalRowsIndex`; as `OtsERC20TransferIndexYoung`.
+    OtsInternalRowsIndexYoung: Plain, ChunkKey => RowIdChunk;
+    /// Counter of `OtsInternalRowsIndexYoung`; layout of `OtsERC20TransferCounter`.
+    OtsInternalRowsCounterYoung: DupSort, Address => CounterDup;
+    /// The young level of `OtsPartyTokenIndex`; as `OtsERC20TransferIndexYoung`.
+    OtsPartyTokenIndexYoung: Plain, ChunkKey => RowIdChunk;
+    /// Counter of `OtsPartyTokenIndexYoung`; layout of `OtsERC20TransferCounter`.
+    OtsPartyTokenCounterYoung: DupSort, Address => CounterDup;
 }
 
 /// A dupsorted table whose dups sort by a leading part of their bytes, the sub-key: a seek
@@ -417,7 +461,10 @@ sub_keys! {
     // An address-index counter's dups sort by the cumulative count (the 1-byte form is alone).
     OtsERC20TransferCounter, OtsERC721TransferCounter, OtsERC1155TransferCounter, OtsWithdrawalsCounter,
     OtsBlocksRewardedCounter, OtsInternalTxCounter, OtsTransferRowsCounter, OtsTokenTransfersCounter,
-    OtsInternalRowsCounter, OtsPartyTokenCounter by u64: |v| v.cumulative(), |s| s.to_be_bytes().to_vec();
+    OtsInternalRowsCounter, OtsPartyTokenCounter, OtsERC20TransferCounterYoung, OtsERC721TransferCounterYoung,
+    OtsERC1155TransferCounterYoung, OtsWithdrawalsCounterYoung, OtsBlocksRewardedCounterYoung,
+    OtsInternalTxCounterYoung, OtsTransferRowsCounterYoung, OtsTokenTransfersCounterYoung,
+    OtsInternalRowsCounterYoung, OtsPartyTokenCounterYoung by u64: |v| v.cumulative(), |s| s.to_be_bytes().to_vec();
 }
 
 #[cfg(test)]
@@ -441,8 +488,12 @@ mod tests {
         // and party-token indexes and counters, the 11
         // balance tables (3 of them the window's values by key), contract info, transfer probes, labels, the 3 appearance tables, the 2
         // totals tables, code removals, block times and internal rows by block, the window's list ids and sent transactions
-        // (each by block and by address), undo journal and internal state.
-        assert_eq!(TableId::ALL.len(), 7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 4 * 2 + 13 + 3 + 2 + 1 + 2 + 9);
+        // (each by block and by address), undo journal and internal state; and the young levels of
+        // the 10 address indexes with their counters.
+        assert_eq!(
+            TableId::ALL.len(),
+            7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 4 * 2 + 13 + 3 + 2 + 1 + 2 + 9 + 10 * 2
+        );
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);
         }

@@ -5,7 +5,7 @@ use signet_libmdbx::tx::TransactionKind;
 
 pub use super::integrity::CheckReport;
 use super::{
-    address_index::AddressIndexFamily,
+    address_index::{self, AddressIndexFamily},
     family::{Checking, Family, ForEachFamily},
     holdings, integrity, journal, recent,
     roster::{each_family, state_tables},
@@ -75,6 +75,8 @@ pub type DumpEntry = (&'static str, Vec<u8>, Vec<u8>);
 /// writer): two indexes of the same chain are equal exactly when their dumps are.
 pub fn dump(db: &Db) -> Result<Vec<DumpEntry>, DbError> {
     let txn = db.begin_write()?;
+    // The writer lock is held and nothing written: the snapshot is the state `txn` starts from.
+    address_index::levels::fold_young(&txn, &db.begin_read()?)?;
     journal::fold_window(&txn)?;
     let mut out = Vec::new();
     for table in state_tables() {
@@ -88,6 +90,8 @@ pub fn dump(db: &Db) -> Result<Vec<DumpEntry>, DbError> {
 /// dumps are equal, short of a hash collision, however large they are.
 pub fn dump_hash(db: &Db) -> Result<B256, DbError> {
     let txn = db.begin_write()?;
+    // The writer lock is held and nothing written: the snapshot is the state `txn` starts from.
+    address_index::levels::fold_young(&txn, &db.begin_read()?)?;
     journal::fold_window(&txn)?;
     let mut hasher = Keccak256::new();
     for table in state_tables() {

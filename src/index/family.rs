@@ -31,6 +31,9 @@ pub trait Family: Sized + 'static {
     /// The tables holding its rows of the window's blocks, apart from [`Self::TABLES`] until
     /// those blocks leave the window.
     const WINDOW_TABLES: &'static [TableId] = &[];
+    /// The tables holding the newest part of [`Self::TABLES`] while a catch-up runs, apart
+    /// until they are folded in (`address_index::levels`): not what `check --hash` compares.
+    const YOUNG_TABLES: &'static [TableId] = &[];
 
     /// Its part of a write. By default it writes as each block comes, through
     /// [`Self::write_block`]; a family keyed by address gathers its rows instead and writes

@@ -50,13 +50,13 @@ pub fn each_family<V: ForEachFamily>(each: &mut V) -> Result<(), V::Error> {
     each.family::<MatchesFamily>()
 }
 
-/// Each family's name, tables and window tables, in roster order.
-pub fn tables() -> Vec<(&'static str, &'static [TableId], &'static [TableId])> {
-    struct Collect(Vec<(&'static str, &'static [TableId], &'static [TableId])>);
+/// Each family's name, tables, and window and young tables, in roster order.
+pub fn tables() -> Vec<(&'static str, &'static [TableId], Vec<TableId>)> {
+    struct Collect(Vec<(&'static str, &'static [TableId], Vec<TableId>)>);
     impl ForEachFamily for Collect {
         type Error = std::convert::Infallible;
         fn family<F: Family>(&mut self) -> Result<(), Self::Error> {
-            self.0.push((F::NAME, F::TABLES, F::WINDOW_TABLES));
+            self.0.push((F::NAME, F::TABLES, [F::WINDOW_TABLES, F::YOUNG_TABLES].concat()));
             Ok(())
         }
     }
@@ -83,7 +83,7 @@ mod tests {
         let mut owners: Vec<(TableId, &str)> =
             INFRASTRUCTURE.iter().map(|t| (*t, "infrastructure")).collect();
         for (name, tables, window) in tables() {
-            owners.extend(tables.iter().chain(window).map(|t| (*t, name)));
+            owners.extend(tables.iter().chain(&window).map(|t| (*t, name)));
         }
         for table in TableId::ALL {
             let of: Vec<&str> = owners.iter().filter(|(t, _)| t == table).map(|(_, n)| *n).collect();

@@ -30,6 +30,10 @@
 //!   token alone. As in a new database it is not kept until the operator asks for it (`run` or
 //!   `sync` with `--party-token-index on`, from the next block on); such a list walks the party's
 //!   transfer index, as before.
+//! * Format 15 → 16 adds the address indexes' young levels (`OtsERC20TransferIndexYoung`, …,
+//!   empty): where a catch-up's bulk stages append their ids until they are folded into the
+//!   main tables. Nothing else changes; an older build must not read a database whose young
+//!   levels hold ids it would not see.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old
@@ -172,7 +176,7 @@ pub async fn upgrade(db: &Db, source: Option<&dyn BlockSource>) -> Result<Upgrad
         if version < 13 { to_13(&txn, tip)? } else { state::read_transfer_rows_from(&txn)? };
     let token_transfers_from =
         if version < 14 { to_14(&txn, tip)? } else { state::read_token_transfers_from(&txn)? };
-    let party_token_from = to_15(&txn)?;
+    let party_token_from = if version < 15 { to_15(&txn)? } else { state::read_party_token_from(&txn)? };
     state::set_format_version(&txn)?;
     txn.commit()?;
     let seconds = started.elapsed().as_secs_f64();

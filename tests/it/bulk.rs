@@ -9,6 +9,7 @@ use std::{
     time::Duration,
 };
 
+use alloy_primitives::Address;
 use ots_indexer::{
     classify::capture::capture,
     db::{
@@ -19,6 +20,7 @@ use ots_indexer::{
     etl::RUN_DIR_NAME,
     index::{
         check::{check, dump_hash},
+        families::address_index::{self, levels::any_young, IdList},
         journal::unwind_to,
     },
     source::{
@@ -393,4 +395,76 @@ async fn the_party_token_index_follows_the_flag() {
     let said = status_json(&datadir);
     assert_eq!((said["partyTokenIndex"].clone(), entries(&said)), (serde_json::json!(false), 0), "{said}");
     check(&Db::open(&datadir, AccessMode::ReadOnly).expect("db").begin_read().expect("read")).expect("check");
+}
+
+/// What the lists say of the addresses in `counters` (raw counter tables, keys being the
+/// addresses): each address's count, all its ids, and the rank of each id and the one after it.
+fn lists_read(db: &Db, list: IdList, counters: [TableId; 2]) -> Vec<(Address, u64, Vec<u64>, Vec<u64>)> {
+    let txn = db.begin_read().expect("read");
+    let mut addresses: Vec<Address> = counters
+        .into_iter()
+        .flat_map(|t| txn.raw_entries(t).expect("entries"))
+        .map(|(k, _)| Address::from_slice(&k))
+        .collect();
+    addresses.sort();
+    addresses.dedup();
+    addresses
+        .into_iter()
+        .map(|a| {
+            let n = address_index::count(&txn, list, &a).expect("count");
+            let ids = address_index::page(&txn, list, &a, 0, n).expect("page");
+            let ranks = ids
+                .iter()
+                .flat_map(|&id| [id, id + 1])
+                .map(|id| address_index::rank(&txn, list, &a, id).expect("rank"))
+                .collect();
+            (a, n, ids, ranks)
+        })
+        .collect()
+}
+
+/// A catch-up of many small stages appends its later stages' ids to the lists' young levels:
+/// read, checked and hashed they are what one stage writes; the incremental path's first batch
+/// folds them, leaving the tables batches alone write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn later_stages_append_to_young_levels_that_read_as_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recording = generate(dir.path(), 30_000).await;
+    let head = Fixture::load(&recording).expect("load").block_count() - 1;
+    let stop = head - 30;
+    // No reorg window: every block up to `stop` goes through stages, and nothing folds them.
+    let stages_only = |limits| SyncConfig { reorg_window: 0, ..config(WritePath::Bulk, limits) };
+    let (one, _, progress) =
+        index_to(&recording, &dir.path().join("one"), stages_only(StageLimits::default()), Some(stop)).await;
+    assert_eq!(progress.stages, 1);
+    let small = StageLimits { max_blocks: 5, ..Default::default() };
+    let leveled_dir = dir.path().join("leveled");
+    let (leveled, _, progress) = index_to(&recording, &leveled_dir, stages_only(small), Some(stop)).await;
+    assert!(progress.stages > 20, "{} stages", progress.stages);
+    assert!(any_young(&leveled.begin_read().expect("read")).expect("young"), "the last stages stayed young");
+    assert_eq!(hash(&leveled), hash(&one), "young levels hash as their folded tables");
+    for (list, counters) in [
+        (IdList::Erc20Transfers, [TableId::OtsERC20TransferCounter, TableId::OtsERC20TransferCounterYoung]),
+        (IdList::TransferRows, [TableId::OtsTransferRowsCounter, TableId::OtsTransferRowsCounterYoung]),
+        (IdList::InternalTxs, [TableId::OtsInternalTxCounter, TableId::OtsInternalTxCounterYoung]),
+        (IdList::TokenTransfers, [TableId::OtsTokenTransfersCounter, TableId::OtsTokenTransfersCounterYoung]),
+    ] {
+        let read = lists_read(&leveled, list, counters);
+        assert!(!read.is_empty(), "{list:?}");
+        assert_eq!(read, lists_read(&one, list, counters), "{list:?} reads alike");
+    }
+    drop(leveled);
+
+    // Batches from there to the head: the first folds every young level.
+    let (leveled, _, _) =
+        index_to(&recording, &leveled_dir, config(WritePath::Incremental, StageLimits::default()), None)
+            .await;
+    assert!(!any_young(&leveled.begin_read().expect("read")).expect("young"));
+    let (batches, _, _) = index(
+        &recording,
+        &dir.path().join("batches"),
+        config(WritePath::Incremental, StageLimits::default()),
+    )
+    .await;
+    assert_eq!(hash(&leveled), hash(&batches), "stages with young levels, then batches");
 }

@@ -10,6 +10,7 @@
 
 pub mod chunks;
 pub mod internal_rows;
+pub mod levels;
 pub mod party_token;
 pub mod transfer_rows;
 
@@ -18,6 +19,8 @@ use std::sync::Arc;
 use alloy_primitives::Address;
 use ots_classifiers::{BlockData, CallFrame, FrameKind};
 use signet_libmdbx::tx::TransactionKind;
+
+use levels::{stored_count, stored_page, stored_rank, view_level, Level, LEVELS};
 
 pub use chunks::{
     append_ids, id_count, id_page, id_rank, rewrite_with_appends, verify_address, AddressCounter,
@@ -32,7 +35,6 @@ use crate::index::{
     gather::{BlockRows, Buffering, Gatherer, Gathering, Writing},
     integrity::{broken, CheckReport},
     recent,
-    rewrite::rewrite_pays,
     undo::UndoLog,
     window::WindowStart,
 };
@@ -165,6 +167,8 @@ pub struct IdLists {
     internal_in_tx: SeenInTx,
     /// Whether the party–token index is kept ([`party_token`]).
     party_tokens: bool,
+    /// Whether the ids may go to the young levels ([`levels`]): a bulk stage's lists.
+    young: bool,
 }
 
 impl IdLists {
@@ -175,6 +179,7 @@ impl IdLists {
             in_tx: Default::default(),
             internal_in_tx: SeenInTx::default(),
             party_tokens: false,
+            young: true,
         }
     }
 
@@ -261,16 +266,11 @@ impl IdLists {
         let mut new_rows = recent::NewRows::default();
         let cuts = Cuts::of_window(txn, start)?;
         let leaving = ID_LISTS.map(|list| leaving.take_list(list.journal_kind()));
+        let young = self.young;
         for ((list, collector), leaving) in ID_LISTS.into_iter().zip(self.lists).zip(leaving) {
-            let mut write = Write {
-                collector: Some(collector),
-                leaving,
-                cut: cuts.of(list),
-                txn,
-                before,
-                recent: Vec::new(),
-            };
-            let written = view_id_list(list, &mut write)?;
+            let mut write =
+                Write { collector, leaving, cut: cuts.of(list), txn, before, young, recent: Vec::new() };
+            let written = write.run(list)?;
             if TRANSFER_LISTS.contains(&list) {
                 transfer_ids += written;
             }
@@ -403,30 +403,34 @@ impl<L: Iterator<Item = (Address, Vec<u64>)>, B: Iterator<Item = (Address, Vec<u
     }
 }
 
+/// One list's part of a write: the collected ids and those leaving the window.
 struct Write<'a> {
-    collector: Option<IdCollector>,
+    collector: IdCollector,
     leaving: AddressIds,
     cut: u64,
     txn: &'a WriteTxn,
     before: Option<&'a ReadTxn>,
+    /// Whether the ids may go to the list's young level ([`levels`]): a bulk stage's.
+    young: bool,
     /// The collected ids at or above the cut, for the window.
     recent: AddressIds,
 }
 
-impl IdListViewer for Write<'_> {
-    type Output = DbResult<u64>;
-
+impl Write<'_> {
     /// Appends the leaving and the collected ids; returns how many were collected (the index
-    /// has at least one chunk per address, so `rewrite_pays` weighs addresses against its
+    /// has at least one chunk per address, so the rewrite rule weighs addresses against its
     /// entries).
-    fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
-        let sorted = match self.collector.take().filter(|c| !c.is_empty()) {
-            Some(collector) => Some(collector.into_sorted()?),
-            None => None,
-        };
+    fn run(&mut self, list: IdList) -> DbResult<u64> {
+        let collector = std::mem::take(&mut self.collector);
+        let sorted = if collector.is_empty() { None } else { Some(collector.into_sorted()?) };
         let leaving = std::mem::take(&mut self.leaving);
         if sorted.is_none() && leaving.is_empty() {
-            // Nothing to append: not even an empty table is worth clearing.
+            // Nothing to append: not even an empty table is worth clearing. The incremental
+            // path leaves no young level behind it, written to or not: the reorg window's ids
+            // it opens must follow every stored id.
+            if !self.young && self.before.is_some() {
+                levels::write_rows(self.txn, self.before, list, std::iter::empty(), 0, false)?;
+            }
             return Ok(0);
         }
         let addresses = sorted.as_ref().map_or(0, |s| s.keys_at_most(|row| row.0)) + leaving.len() as u64;
@@ -437,17 +441,7 @@ impl IdListViewer for Write<'_> {
             cut: self.cut,
             recent: &mut self.recent,
         };
-        match self.before {
-            Some(before) if rewrite_pays(self.txn.stats::<I>()?.entries, addresses) => {
-                rewrite_with_appends::<I, C, _>(self.txn, before, rows)?;
-            }
-            _ => {
-                let mut appender = IdAppender::<I, C>::new(self.txn)?;
-                for (address, ids) in rows {
-                    appender.append(&address, &ids)?;
-                }
-            }
-        }
+        levels::write_rows(self.txn, self.before, list, rows, addresses, self.young)?;
         match groups {
             Some(groups) => Ok(groups.finish()?),
             None => Ok(0),
@@ -512,6 +506,8 @@ pub fn unwind_withdrawal_blocks(txn: &WriteTxn, to: u64) -> DbResult<()> {
 
 struct Check<'a, K: TransactionKind> {
     txn: &'a Txn<K>,
+    list: IdList,
+    level: Level,
     report: &'a mut CheckReport,
     below: u64,
 }
@@ -530,7 +526,25 @@ impl<K: TransactionKind> IdListViewer for Check<'_, K> {
                     format!("holds id {last:#x}, beyond the indexed tip"),
                 ));
             }
-            self.report.addresses += 1;
+            let mut listed = true;
+            if self.level == Level::Young {
+                // A young list continues the main one; an address counts once.
+                let main = view_id_list(self.list, &mut levels::Counted(self.txn, &address))?;
+                listed = main == 0;
+                let last_main = match main.checked_sub(1) {
+                    Some(last) => stored_page(self.txn, self.list, &address, last, 1)?,
+                    None => Vec::new(),
+                };
+                if let (Some(&last), Some(&first)) = (last_main.last(), ids.first()) {
+                    if first <= last {
+                        return Err(broken::<I>(
+                            address.as_slice(),
+                            format!("young id {first:#x} is not past the main level's last id {last:#x}"),
+                        ));
+                    }
+                }
+            }
+            self.report.addresses += u64::from(listed);
             self.report.ids += ids.len() as u64;
             counted.insert(address);
             next = cursor.next_key()?;
@@ -556,12 +570,25 @@ pub fn check_transfers<K: TransactionKind>(
     below: u64,
 ) -> DbResult<()> {
     for list in TX_LISTS {
-        view_id_list(list, &mut Check { txn, report, below })?;
+        for level in LEVELS {
+            view_level(list, level, &mut Check { txn, list, level, report, below })?;
+        }
     }
     // The row ids are checked as lists, but are not the transfer indexes' lists or ids.
-    let below = transfer_rows::first_of(below).unwrap_or(u64::MAX);
+    let rows_below = transfer_rows::first_of(below).unwrap_or(u64::MAX);
     for list in ROW_LISTS {
-        view_id_list(list, &mut Check { txn, report: &mut CheckReport::default(), below })?;
+        for level in LEVELS {
+            let report = &mut CheckReport::default();
+            view_level(list, level, &mut Check { txn, list, level, report, below: rows_below })?;
+        }
+    }
+    // Neither level of the other lists holds ids past the tip (a block number, a withdrawal
+    // index): their order and counters are checked all the same.
+    for list in [IdList::BlocksRewarded, IdList::Withdrawals] {
+        for level in LEVELS {
+            let report = &mut CheckReport::default();
+            view_level(list, level, &mut Check { txn, list, level, report, below: u64::MAX })?;
+        }
     }
     party_token::check(txn)
 }
@@ -583,9 +610,9 @@ pub fn check_recent<K: TransactionKind>(
                 key.extend_from_slice(address.as_slice());
                 broken::<OtsRecentIds>(&key, reason)
             };
-            let stored = view_id_list(list, &mut Counted(txn, address))?;
+            let stored = stored_count(txn, list, address)?;
             let last_stored = match stored.checked_sub(1) {
-                Some(last) => view_id_list(list, &mut Paged { txn, address, idx: last, count: 1 })?,
+                Some(last) => stored_page(txn, list, address, last, 1)?,
                 None => Vec::new(),
             };
             if let (Some(&last), Some(&first)) = (last_stored.last(), ids.first()) {
@@ -615,41 +642,18 @@ pub fn check_recent<K: TransactionKind>(
     Ok(())
 }
 
-struct Counted<'a, K: TransactionKind>(&'a Txn<K>, &'a Address);
-
-impl<K: TransactionKind> IdListViewer for Counted<'_, K> {
-    type Output = DbResult<u64>;
-    fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
-        id_count::<C, K>(self.0, self.1)
-    }
-}
-
-struct Paged<'a, K: TransactionKind> {
-    txn: &'a Txn<K>,
-    address: &'a Address,
-    idx: u64,
-    count: u64,
-}
-
-impl<K: TransactionKind> IdListViewer for Paged<'_, K> {
-    type Output = DbResult<Vec<u64>>;
-    fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
-        id_page::<I, C, K>(self.txn, self.address, self.idx, self.count)
-    }
-}
-
 /// Number of ids of `address` in `list`.
 pub fn count<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address) -> DbResult<u64> {
-    Ok(view_id_list(list, &mut Counted(txn, address))? + recent::count(txn, list.journal_kind(), address)?)
+    Ok(stored_count(txn, list, address)? + recent::count(txn, list.journal_kind(), address)?)
 }
 
-/// How many ids of `address` in `list` its table holds: those older than the reorg window,
-/// which no unwind can take back.
+/// How many ids of `address` in `list` its tables hold (both levels): those older than the
+/// reorg window, which no unwind can take back.
 pub fn settled<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address) -> DbResult<u64> {
-    view_id_list(list, &mut Counted(txn, address))
+    stored_count(txn, list, address)
 }
 
-/// Ids `idx..idx + count` of `address` in `list`, ascending: the table's, then the window's.
+/// Ids `idx..idx + count` of `address` in `list`, ascending: the tables', then the window's.
 pub fn page<K: TransactionKind>(
     txn: &Txn<K>,
     list: IdList,
@@ -657,9 +661,9 @@ pub fn page<K: TransactionKind>(
     idx: u64,
     count: u64,
 ) -> DbResult<Vec<u64>> {
-    let stored = view_id_list(list, &mut Counted(txn, address))?;
+    let stored = stored_count(txn, list, address)?;
     let mut out = match stored.checked_sub(idx).filter(|&n| n > 0) {
-        Some(n) => view_id_list(list, &mut Paged { txn, address, idx, count: count.min(n) })?,
+        Some(n) => stored_page(txn, list, address, idx, count.min(n))?,
         None => Vec::new(),
     };
     let want = usize::try_from(count).unwrap_or(usize::MAX);
@@ -671,24 +675,11 @@ pub fn page<K: TransactionKind>(
     Ok(out)
 }
 
-struct Ranked<'a, K: TransactionKind> {
-    txn: &'a Txn<K>,
-    address: &'a Address,
-    id: u64,
-}
-
-impl<K: TransactionKind> IdListViewer for Ranked<'_, K> {
-    type Output = DbResult<u64>;
-    fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
-        id_rank::<I, C, K>(self.txn, self.address, self.id)
-    }
-}
-
 /// How many ids of `address` in `list` are below `id` (the table's and the window's): where a
 /// page that starts at `id` starts.
 pub fn rank<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address, id: u64) -> DbResult<u64> {
-    let stored = view_id_list(list, &mut Ranked { txn, address, id })?;
-    if stored < view_id_list(list, &mut Counted(txn, address))? {
+    let (stored, all) = stored_rank(txn, list, address, id)?;
+    if !all {
         return Ok(stored);
     }
     let recent = recent::ids(txn, list.journal_kind(), address)?;
@@ -804,6 +795,7 @@ impl Family for AddressIndexFamily {
         TableId::OtsPartyTokenIndex,
         TableId::OtsPartyTokenCounter,
     ];
+    const YOUNG_TABLES: &'static [TableId] = levels::YOUNG_TABLES;
 
     fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {
         let lists = match &gathering.buffering {

@@ -10,7 +10,9 @@ use super::IdList;
 use crate::{
     db::{
         state::{self, PARTY_TOKEN_NOT_KEPT},
-        tables::{OtsPartyTokenCounter, OtsPartyTokenIndex},
+        tables::{
+            OtsPartyTokenCounter, OtsPartyTokenCounterYoung, OtsPartyTokenIndex, OtsPartyTokenIndexYoung,
+        },
         DbResult, Txn, WriteTxn,
     },
     index::{integrity::broken, recent},
@@ -49,6 +51,8 @@ pub fn choose(txn: &WriteTxn, new: bool, keep: Option<bool>) -> DbResult<PartyTo
         (false, Some(false), true) => {
             txn.clear::<OtsPartyTokenIndex>()?;
             txn.clear::<OtsPartyTokenCounter>()?;
+            txn.clear::<OtsPartyTokenIndexYoung>()?;
+            txn.clear::<OtsPartyTokenCounterYoung>()?;
             recent::drop_list(txn, IdList::PartyToken.journal_kind())?;
             state::set_party_token_from(txn, PARTY_TOKEN_NOT_KEPT)?;
             PartyTokenChange::Dropped
@@ -70,11 +74,17 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>) -> DbResult<()> {
     if state::party_token_kept(txn)? {
         return Ok(());
     }
-    match txn.cursor::<OtsPartyTokenCounter>()?.first()? {
-        Some((pair, _)) => Err(broken::<OtsPartyTokenCounter>(
+    let unkept = |pair: alloy_primitives::Address| {
+        broken::<OtsPartyTokenCounter>(
             pair.as_slice(),
             "holds a pair where the state says the index is not kept".into(),
-        )),
+        )
+    };
+    if let Some((pair, _)) = txn.cursor::<OtsPartyTokenCounter>()?.first()? {
+        return Err(unkept(pair));
+    }
+    match txn.cursor::<OtsPartyTokenCounterYoung>()?.first()? {
+        Some((pair, _)) => Err(unkept(pair)),
         None => Ok(()),
     }
 }
