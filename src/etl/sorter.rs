@@ -383,6 +383,11 @@ impl<R: Record> Sorted<R> {
         }
     }
 
+    /// How many rows there are (repeats included).
+    pub const fn rows(&self) -> u64 {
+        self.rows
+    }
+
     /// The rows, each split into a key and a value, grouped by key: each group's values in
     /// order, equal ones once (rows must sort by key, then value, as tuples do).
     pub fn groups<K: PartialEq, V: PartialEq, F: Fn(R) -> (K, V)>(self, split: F) -> Groups<R, K, V, F> {

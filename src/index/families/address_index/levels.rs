@@ -13,6 +13,7 @@
 
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
+use tracing::debug;
 
 use super::{
     chunks::{id_count, id_page, id_rank, rewrite_with_appends, AddressCounter, AddressIndex, IdAppender},
@@ -23,11 +24,16 @@ use crate::{
     index::rewrite::rewrite_pays,
 };
 
-/// A young level is folded into the main tables once a write would leave it holding more than
-/// one entry in this many of theirs. At a share `1/s` a catch-up of `n` stages copies the main
-/// tables about `n / s / 2 + s` times over in all (each stage the young level, the folds the
-/// main one); 8 is near the least for the hundred stages of a mainnet catch-up.
+/// A young level is folded into the main tables once a write would leave its index holding
+/// more than one byte in this many of the main index's. At a share `1/s` a catch-up of `n`
+/// stages copies the main tables about `n / s / 2 + s` times over in all (each stage the young
+/// level, the folds the main one); 8 is near the least for the hundred stages of a mainnet
+/// catch-up. Bytes, not entries: the busiest addresses, which every stage appends to, hold many
+/// chunks in the main index and one or two in the young level.
 const FOLD_SHARE: u64 = 8;
+
+/// What a new id is taken to add to an index (an id of 8 bytes; a row id takes less, packed).
+const BYTES_PER_ID: u64 = 8;
 
 /// Where a list's stored ids are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,12 +196,24 @@ pub(super) fn entries<K: TransactionKind>(txn: &Txn<K>, list: IdList, level: Lev
     view_level(list, level, &mut Entries(txn))
 }
 
-/// Whether a stage's write of `addresses` addresses to `list` goes to its young level: the main
-/// tables hold something, and the young level would stay within [`FOLD_SHARE`] of them.
-pub(super) fn stays_young<K: TransactionKind>(txn: &Txn<K>, list: IdList, addresses: u64) -> DbResult<bool> {
-    let main = entries(txn, list, Level::Main)?;
-    let young = entries(txn, list, Level::Young)?;
-    Ok(main > 0 && young.saturating_add(addresses).saturating_mul(FOLD_SHARE) <= main)
+/// Bytes of the index table of `list` at `level`.
+fn bytes<K: TransactionKind>(txn: &Txn<K>, list: IdList, level: Level) -> DbResult<u64> {
+    struct Bytes<'a, K: TransactionKind>(&'a Txn<K>);
+    impl<K: TransactionKind> IdListViewer for Bytes<'_, K> {
+        type Output = DbResult<u64>;
+        fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
+            Ok(self.0.stats::<I>()?.bytes)
+        }
+    }
+    view_level(list, level, &mut Bytes(txn))
+}
+
+/// Whether a stage's write of `ids` ids to `list` goes to its young level: the main index holds
+/// something, and the young one would stay within [`FOLD_SHARE`] of it.
+pub(super) fn stays_young<K: TransactionKind>(txn: &Txn<K>, list: IdList, ids: u64) -> DbResult<bool> {
+    let main = bytes(txn, list, Level::Main)?;
+    let young = bytes(txn, list, Level::Young)?.saturating_add(ids.saturating_mul(BYTES_PER_ID));
+    Ok(entries(txn, list, Level::Main)? > 0 && young.saturating_mul(FOLD_SHARE) <= main)
 }
 
 /// One level of a list read whole, addresses ascending, each with all its ids.
@@ -262,28 +280,37 @@ impl<R: Iterator<Item = (Address, Vec<u64>)>> IdListViewer for IntoLevel<'_, R> 
     }
 }
 
-/// Writes `rows` (addresses ascending, at most `addresses` of them, each with ids that follow
-/// every id stored for it) to `list`: into its young level when `young` and [`stays_young`]
-/// says so, otherwise into its main tables, folding the young level in with them. `before` is
-/// a snapshot of the state `txn` started from; without one the young level must be empty.
+/// Writes `rows` (addresses ascending, at most `addresses` of them with `ids` ids in all, each
+/// address's following every id stored for it) to `list`: into its young level when `young`
+/// and [`stays_young`] says so, otherwise into its main tables, folding the young level in with
+/// them. `before` is a snapshot of the state `txn` started from; without one the young level
+/// must be empty.
 pub(super) fn write_rows(
     txn: &WriteTxn,
     before: Option<&crate::db::ReadTxn>,
     list: IdList,
     rows: impl Iterator<Item = (Address, Vec<u64>)>,
-    addresses: u64,
+    (addresses, ids): (u64, u64),
     young: bool,
 ) -> DbResult<()> {
     if addresses == 0 && entries(txn, list, Level::Young)? == 0 {
         return Ok(());
     }
-    if young && before.is_some() && stays_young(txn, list, addresses)? {
+    let started = std::time::Instant::now();
+    let said = |how: &str| {
+        debug!(target: "ots::index", list = ?list, how, addresses, seconds = started.elapsed().as_secs_f64(), "list written");
+    };
+    if young && before.is_some() && stays_young(txn, list, ids)? {
         let mut into = IntoLevel { txn, before, rows: Some(rows), addresses, whole: false };
-        return view_level(list, Level::Young, &mut into);
+        view_level(list, Level::Young, &mut into)?;
+        said("young");
+        return Ok(());
     }
     if entries(txn, list, Level::Young)? == 0 {
         let mut into = IntoLevel { txn, before, rows: Some(rows), addresses, whole: false };
-        return view_level(list, Level::Main, &mut into);
+        view_level(list, Level::Main, &mut into)?;
+        said("main");
+        return Ok(());
     }
     let Some(before) = before else {
         return Err(unfolded(list));
@@ -304,7 +331,9 @@ pub(super) fn write_rows(
     if let Some(e) = failed {
         return Err(e);
     }
-    clear_young(txn, list)
+    clear_young(txn, list)?;
+    said("folded");
+    Ok(())
 }
 
 /// Folds every young level into its main tables (a no-op for the empty ones); `before` is a
@@ -312,7 +341,7 @@ pub(super) fn write_rows(
 pub fn fold_young(txn: &WriteTxn, before: &crate::db::ReadTxn) -> DbResult<()> {
     for list in super::ID_LISTS {
         if entries(txn, list, Level::Young)? > 0 {
-            write_rows(txn, Some(before), list, std::iter::empty(), 0, false)?;
+            write_rows(txn, Some(before), list, std::iter::empty(), (0, 0), false)?;
         }
     }
     Ok(())
@@ -395,7 +424,9 @@ mod tests {
     fn stage(db: &Db, rows: &[(Address, Vec<u64>)], young: bool) {
         let txn = db.begin_write().expect("write");
         let before = db.begin_read().expect("read");
-        write_rows(&txn, Some(&before), LIST, rows.iter().cloned(), rows.len() as u64, young).expect("rows");
+        let ids = rows.iter().map(|(_, ids)| ids.len() as u64).sum();
+        write_rows(&txn, Some(&before), LIST, rows.iter().cloned(), (rows.len() as u64, ids), young)
+            .expect("rows");
         txn.commit().expect("commit");
     }
 
@@ -418,7 +449,7 @@ mod tests {
         let leveled = Db::open(&dir.path().join("leveled"), AccessMode::ReadWrite).expect("open");
         let single = Db::open(&dir.path().join("single"), AccessMode::ReadWrite).expect("open");
         let address = |i: u64| Address::left_padding_from(&i.to_be_bytes());
-        let first: Vec<(Address, Vec<u64>)> = (0..400).map(|i| (address(i), vec![i, 1_000 + i])).collect();
+        let first: Vec<(Address, Vec<u64>)> = (0..4_000).map(|i| (address(i), vec![i, 5_000 + i])).collect();
         let mut stages = vec![first];
         for s in 1..12u64 {
             let base = 10_000 * s;
@@ -474,12 +505,12 @@ mod tests {
         let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
         let who = Address::repeat_byte(7);
         let many: Vec<(Address, Vec<u64>)> =
-            (0..100u64).map(|i| (Address::left_padding_from(&i.to_be_bytes()), vec![i])).collect();
+            (0..5_000u64).map(|i| (Address::left_padding_from(&i.to_be_bytes()), vec![i])).collect();
         stage(&db, &many, true);
         stage(&db, &[(who, vec![500])], true);
         assert!(any_young(&db.begin_read().expect("read")).expect("young"));
         let txn = db.begin_write().expect("write");
-        let refused = write_rows(&txn, None, LIST, [(who, vec![600])].into_iter(), 1, false);
+        let refused = write_rows(&txn, None, LIST, [(who, vec![600])].into_iter(), (1, 1), false);
         assert!(matches!(refused, Err(DbError::Corrupt { .. })), "{refused:?}");
     }
 }

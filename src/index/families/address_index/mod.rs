@@ -429,11 +429,13 @@ impl Write<'_> {
             // path leaves no young level behind it, written to or not: the reorg window's ids
             // it opens must follow every stored id.
             if !self.young && self.before.is_some() {
-                levels::write_rows(self.txn, self.before, list, std::iter::empty(), 0, false)?;
+                levels::write_rows(self.txn, self.before, list, std::iter::empty(), (0, 0), false)?;
             }
             return Ok(0);
         }
         let addresses = sorted.as_ref().map_or(0, |s| s.keys_at_most(|row| row.0)) + leaving.len() as u64;
+        let ids = sorted.as_ref().map_or(0, |s| s.rows())
+            + leaving.iter().map(|(_, ids)| ids.len() as u64).sum::<u64>();
         let mut groups = sorted.map(|s| s.groups(|row| row));
         let rows = ToTable {
             leaving: leaving.into_iter().peekable(),
@@ -441,7 +443,7 @@ impl Write<'_> {
             cut: self.cut,
             recent: &mut self.recent,
         };
-        levels::write_rows(self.txn, self.before, list, rows, addresses, self.young)?;
+        levels::write_rows(self.txn, self.before, list, rows, (addresses, ids), self.young)?;
         match groups {
             Some(groups) => Ok(groups.finish()?),
             None => Ok(0),
