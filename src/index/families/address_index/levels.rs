@@ -20,7 +20,7 @@ use super::{
     view_id_list, IdList, IdListViewer,
 };
 use crate::{
-    db::{codec::ChunkIds, tables::*, DbError, DbResult, Txn, WriteTxn},
+    db::{codec::ChunkIds, tables::*, DbError, DbResult, TableStats, Txn, WriteTxn},
     index::rewrite::rewrite_pays,
 };
 
@@ -184,36 +184,29 @@ pub fn stored_rank<K: TransactionKind>(
     Ok((below, true))
 }
 
-/// Entries of the index table of `list` at `level`.
-pub(super) fn entries<K: TransactionKind>(txn: &Txn<K>, list: IdList, level: Level) -> DbResult<u64> {
-    struct Entries<'a, K: TransactionKind>(&'a Txn<K>);
-    impl<K: TransactionKind> IdListViewer for Entries<'_, K> {
-        type Output = DbResult<u64>;
+/// Entries and bytes of the index table of `list` at `level`.
+fn index_stats<K: TransactionKind>(txn: &Txn<K>, list: IdList, level: Level) -> DbResult<TableStats> {
+    struct Stats<'a, K: TransactionKind>(&'a Txn<K>);
+    impl<K: TransactionKind> IdListViewer for Stats<'_, K> {
+        type Output = DbResult<TableStats>;
         fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
-            Ok(self.0.stats::<I>()?.entries)
+            self.0.stats::<I>()
         }
     }
-    view_level(list, level, &mut Entries(txn))
+    view_level(list, level, &mut Stats(txn))
 }
 
-/// Bytes of the index table of `list` at `level`.
-fn bytes<K: TransactionKind>(txn: &Txn<K>, list: IdList, level: Level) -> DbResult<u64> {
-    struct Bytes<'a, K: TransactionKind>(&'a Txn<K>);
-    impl<K: TransactionKind> IdListViewer for Bytes<'_, K> {
-        type Output = DbResult<u64>;
-        fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
-            Ok(self.0.stats::<I>()?.bytes)
-        }
-    }
-    view_level(list, level, &mut Bytes(txn))
+/// Entries of the index table of `list` at `level`.
+pub(super) fn entries<K: TransactionKind>(txn: &Txn<K>, list: IdList, level: Level) -> DbResult<u64> {
+    Ok(index_stats(txn, list, level)?.entries)
 }
 
 /// Whether a stage's write of `ids` ids to `list` goes to its young level: the main index holds
 /// something, and the young one would stay within [`FOLD_SHARE`] of it.
 pub(super) fn stays_young<K: TransactionKind>(txn: &Txn<K>, list: IdList, ids: u64) -> DbResult<bool> {
-    let main = bytes(txn, list, Level::Main)?;
-    let young = bytes(txn, list, Level::Young)?.saturating_add(ids.saturating_mul(BYTES_PER_ID));
-    Ok(entries(txn, list, Level::Main)? > 0 && young.saturating_mul(FOLD_SHARE) <= main)
+    let main = index_stats(txn, list, Level::Main)?;
+    let young = index_stats(txn, list, Level::Young)?.bytes.saturating_add(ids.saturating_mul(BYTES_PER_ID));
+    Ok(main.entries > 0 && young.saturating_mul(FOLD_SHARE) <= main.bytes)
 }
 
 /// One level of a list read whole, addresses ascending, each with all its ids.
