@@ -414,6 +414,12 @@ tables! {
     OtsPartyTokenIndexYoung: Plain, ChunkKey => RowIdChunk;
     /// Counter of `OtsPartyTokenIndexYoung`; layout of `OtsERC20TransferCounter`.
     OtsPartyTokenCounterYoung: DupSort, Address => CounterDup;
+    /// The young level of `OtsAppearances` (ours): appearances a bulk stage of a catch-up appended
+    /// after those of `OtsAppearances`, kept apart and folded in as `OtsERC20TransferIndexYoung` is.
+    /// Layout of `OtsAppearances`, but a list's counts of earlier ids (and of those it sent) count
+    /// from its first id here, leaving out its ids there, which all come before. Empty once the
+    /// catch-up has ended.
+    OtsAppearancesYoung: Plain, ListKey => PackedIds;
 }
 
 /// A dupsorted table whose dups sort by a leading part of their bytes, the sub-key: a seek
@@ -489,10 +495,10 @@ mod tests {
         // balance tables (3 of them the window's values by key), contract info, transfer probes, labels, the 3 appearance tables, the 2
         // totals tables, code removals, block times and internal rows by block, the window's list ids and sent transactions
         // (each by block and by address), undo journal and internal state; and the young levels of
-        // the 10 address indexes with their counters.
+        // the 10 address indexes with their counters and of the appearance lists.
         assert_eq!(
             TableId::ALL.len(),
-            7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 4 * 2 + 13 + 3 + 2 + 1 + 2 + 9 + 10 * 2
+            7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 4 * 2 + 13 + 3 + 2 + 1 + 2 + 9 + 10 * 2 + 1
         );
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);

@@ -6,6 +6,7 @@ use signet_libmdbx::tx::TransactionKind;
 pub use super::integrity::CheckReport;
 use super::{
     address_index::{self, AddressIndexFamily},
+    appearances,
     family::{Checking, Family, ForEachFamily},
     holdings, integrity, journal, recent,
     roster::{each_family, state_tables},
@@ -76,7 +77,9 @@ pub type DumpEntry = (&'static str, Vec<u8>, Vec<u8>);
 pub fn dump(db: &Db) -> Result<Vec<DumpEntry>, DbError> {
     let txn = db.begin_write()?;
     // The writer lock is held and nothing written: the snapshot is the state `txn` starts from.
-    address_index::levels::fold_young(&txn, &db.begin_read()?)?;
+    let before = db.begin_read()?;
+    address_index::levels::fold_young(&txn, &before)?;
+    appearances::levels::fold_young(&txn, &before)?;
     journal::fold_window(&txn)?;
     let mut out = Vec::new();
     for table in state_tables() {
@@ -91,7 +94,9 @@ pub fn dump(db: &Db) -> Result<Vec<DumpEntry>, DbError> {
 pub fn dump_hash(db: &Db) -> Result<B256, DbError> {
     let txn = db.begin_write()?;
     // The writer lock is held and nothing written: the snapshot is the state `txn` starts from.
-    address_index::levels::fold_young(&txn, &db.begin_read()?)?;
+    let before = db.begin_read()?;
+    address_index::levels::fold_young(&txn, &before)?;
+    appearances::levels::fold_young(&txn, &before)?;
     journal::fold_window(&txn)?;
     let mut hasher = Keccak256::new();
     for table in state_tables() {

@@ -34,6 +34,8 @@
 //!   empty): where a catch-up's bulk stages append their ids until they are folded into the
 //!   main tables. Nothing else changes; an older build must not read a database whose young
 //!   levels hold ids it would not see.
+//! * Format 16 → 17 adds the appearance lists' young level (`OtsAppearancesYoung`, empty), for
+//!   the same reason.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old

@@ -20,7 +20,10 @@ use ots_indexer::{
     etl::RUN_DIR_NAME,
     index::{
         check::{check, dump_hash},
-        families::address_index::{self, levels::any_young, IdList},
+        families::{
+            address_index::{self, levels::any_young, IdList},
+            appearances,
+        },
         journal::unwind_to,
     },
     source::{
@@ -423,6 +426,40 @@ fn lists_read(db: &Db, list: IdList, counters: [TableId; 2]) -> Vec<(Address, u6
         .collect()
 }
 
+/// What the appearance lists say of every address they hold (raw keys of both levels): counts,
+/// ends, all ids newest first and oldest first, the rank of each id and the one after it, the
+/// roles among them, and the transaction of each nonce the address sent.
+type AppearancesRead = (Address, appearances::ListCounts, Option<(u64, u64)>, Vec<u64>, Vec<u64>, Vec<u64>);
+
+fn appearances_read(db: &Db) -> Vec<(AppearancesRead, String, Vec<Option<u64>>)> {
+    let txn = db.begin_read().expect("read");
+    let mut addresses: Vec<Address> = [TableId::OtsAppearances, TableId::OtsAppearancesYoung]
+        .into_iter()
+        .flat_map(|t| txn.raw_entries(t).expect("entries"))
+        .map(|(k, _)| Address::from_slice(&k[..20]))
+        .collect();
+    addresses.sort();
+    addresses.dedup();
+    addresses
+        .into_iter()
+        .map(|a| {
+            let counts = appearances::counts(&txn, &a).expect("counts");
+            let ends = appearances::ends(&txn, &a).expect("ends");
+            let newest = appearances::before(&txn, &a, u64::MAX, usize::MAX).expect("before").ids;
+            let oldest = appearances::after(&txn, &a, 0, 3).expect("after").ids;
+            let ranks = newest
+                .iter()
+                .flat_map(|&id| [id, id + 1])
+                .map(|id| appearances::rank(&txn, &a, id).expect("rank"));
+            let roles = format!("{:?}", appearances::roles_among(&txn, &a, &newest).expect("roles"));
+            let nonces = (0..counts.sent + 1)
+                .map(|n| appearances::sent_with_nonce(&txn, &a, n).expect("nonce").map(|t| t.0))
+                .collect();
+            ((a, counts, ends, newest.clone(), oldest, ranks.collect()), roles, nonces)
+        })
+        .collect()
+}
+
 /// A catch-up of many small stages appends its later stages' ids to the lists' young levels:
 /// read, checked and hashed they are what one stage writes; the incremental path's first batch
 /// folds them, leaving the tables batches alone write.
@@ -431,17 +468,29 @@ async fn later_stages_append_to_young_levels_that_read_as_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let recording = generate(dir.path(), 30_000).await;
     let head = Fixture::load(&recording).expect("load").block_count() - 1;
-    let stop = head - 30;
     // No reorg window: every block up to `stop` goes through stages, and nothing folds them.
     let stages_only = |limits| SyncConfig { reorg_window: 0, ..config(WritePath::Bulk, limits) };
+    let small = StageLimits { max_blocks: 5, ..Default::default() };
+    let leveled_dir = dir.path().join("leveled");
+    // A list's young level folds every few stages (on so small a chain every other one): the
+    // catch-up goes on a stage at a time until the address indexes and the appearances both
+    // end young.
+    let young_ends = |db: &Db| {
+        let txn = db.begin_read().expect("read");
+        any_young(&txn).expect("young") && appearances::levels::any_young(&txn).expect("young")
+    };
+    let mut stop = head - 60;
+    let (mut leveled, _, progress) = index_to(&recording, &leveled_dir, stages_only(small), Some(stop)).await;
+    assert!(progress.stages > 20, "{} stages", progress.stages);
+    while !young_ends(&leveled) {
+        assert!(stop < head - 20, "no stage left both levels young");
+        drop(leveled);
+        stop += 5;
+        leveled = index_to(&recording, &leveled_dir, stages_only(small), Some(stop)).await.0;
+    }
     let (one, _, progress) =
         index_to(&recording, &dir.path().join("one"), stages_only(StageLimits::default()), Some(stop)).await;
     assert_eq!(progress.stages, 1);
-    let small = StageLimits { max_blocks: 5, ..Default::default() };
-    let leveled_dir = dir.path().join("leveled");
-    let (leveled, _, progress) = index_to(&recording, &leveled_dir, stages_only(small), Some(stop)).await;
-    assert!(progress.stages > 20, "{} stages", progress.stages);
-    assert!(any_young(&leveled.begin_read().expect("read")).expect("young"), "the last stages stayed young");
     assert_eq!(hash(&leveled), hash(&one), "young levels hash as their folded tables");
     for (list, counters) in [
         (IdList::Erc20Transfers, [TableId::OtsERC20TransferCounter, TableId::OtsERC20TransferCounterYoung]),
@@ -453,6 +502,9 @@ async fn later_stages_append_to_young_levels_that_read_as_one() {
         assert!(!read.is_empty(), "{list:?}");
         assert_eq!(read, lists_read(&one, list, counters), "{list:?} reads alike");
     }
+    let read = appearances_read(&leveled);
+    assert!(read.len() > 10, "{} addresses", read.len());
+    assert_eq!(read, appearances_read(&one), "the appearances read alike");
     drop(leveled);
 
     // Batches from there to the head: the first folds every young level.
@@ -460,6 +512,7 @@ async fn later_stages_append_to_young_levels_that_read_as_one() {
         index_to(&recording, &leveled_dir, config(WritePath::Incremental, StageLimits::default()), None)
             .await;
     assert!(!any_young(&leveled.begin_read().expect("read")).expect("young"));
+    assert!(!appearances::levels::any_young(&leveled.begin_read().expect("read")).expect("young"));
     let (batches, _, _) = index(
         &recording,
         &dir.path().join("batches"),

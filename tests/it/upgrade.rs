@@ -560,4 +560,19 @@ async fn a_format_10_database_upgrades_without_a_source() {
     let db = Db::open(&fifteen, AccessMode::ReadWrite).expect("open");
     check(&db.begin_read().expect("read")).expect("the upgraded database passes check");
     assert_eq!(dump_hash(&db).expect("hash"), before, "the tables are not touched");
+    drop(db);
+
+    // A format-16 database gains the appearance lists' young level, empty.
+    let db = Db::open(&fifteen, AccessMode::ReadWrite).expect("open");
+    let txn = db.begin_write().expect("write");
+    txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &16u64.to_be_bytes().to_vec())
+        .expect("put");
+    txn.commit().expect("commit");
+    drop(db);
+    let said = migrate_without_source(&fifteen);
+    assert!(said.contains(&format!("upgraded format version 16 -> {FORMAT_VERSION}")), "{said}");
+    assert_eq!(format_of(&fifteen), FORMAT_VERSION);
+    let db = Db::open(&fifteen, AccessMode::ReadWrite).expect("open");
+    check(&db.begin_read().expect("read")).expect("the upgraded database passes check");
+    assert_eq!(dump_hash(&db).expect("hash"), before, "the tables are not touched");
 }

@@ -206,7 +206,14 @@ pub(super) fn entries<K: TransactionKind>(txn: &Txn<K>, list: IdList, level: Lev
 pub(super) fn stays_young<K: TransactionKind>(txn: &Txn<K>, list: IdList, ids: u64) -> DbResult<bool> {
     let main = index_stats(txn, list, Level::Main)?;
     let young = index_stats(txn, list, Level::Young)?.bytes.saturating_add(ids.saturating_mul(BYTES_PER_ID));
-    Ok(main.entries > 0 && young.saturating_mul(FOLD_SHARE) <= main.bytes)
+    Ok(young_fits(&main, young))
+}
+
+/// Whether a young level of `young` bytes stays within [`FOLD_SHARE`] of a main table that
+/// holds `main` (and holds something: a catch-up's first stage writes the main table). The
+/// appearance lists' young level folds by the same rule.
+pub(crate) fn young_fits(main: &TableStats, young: u64) -> bool {
+    main.entries > 0 && young.saturating_mul(FOLD_SHARE) <= main.bytes
 }
 
 /// One level of a list read whole, addresses ascending, each with all its ids.

@@ -19,13 +19,15 @@
 //! move into the list and its nonce anchors as their blocks leave it; reads join both.
 //! Creations stay in their table.
 
+pub mod levels;
 pub mod lists;
 
 use std::sync::Arc;
 
 use alloy_primitives::Address;
 use ots_classifiers::{BlockData, CallFrame, FrameKind};
-use signet_libmdbx::tx::{Ro, TransactionKind};
+use signet_libmdbx::tx::TransactionKind;
+use tracing::debug;
 
 pub use lists::{BlockPage, ListCounts};
 
@@ -38,7 +40,6 @@ use crate::index::{
     gather::{BlockRows, Buffering, Gatherer, Gathering, Writing},
     integrity::broken,
     recent,
-    rewrite::Rewrite,
     undo::UndoLog,
     window::WindowStart,
 };
@@ -76,6 +77,8 @@ pub struct Appearances {
     /// frames name the same contracts over and over: on the 21 M-transaction benchmark chain
     /// 188 M appearances came for 88.6 M distinct ones.
     in_tx: SeenInTx,
+    /// Whether the lists may go to the young level ([`levels`]): a bulk stage's.
+    young: bool,
 }
 
 /// What a batch wrote to the family.
@@ -96,6 +99,7 @@ impl Appearances {
             sent: Sorter::spilling(runs.clone(), budget / 4),
             created: Sorter::spilling(runs.clone(), budget / 16),
             in_tx: SeenInTx::default(),
+            young: true,
         }
     }
 
@@ -184,7 +188,8 @@ impl Appearances {
     ///
     /// With `before` (a snapshot of the state `txn` started from), a stage's write (the window
     /// closed, nothing leaving it) rewrites the list table whole when that pays
-    /// (`index::rewrite`).
+    /// (`index::rewrite`), and a later stage's goes to the young level ([`levels`]). Any other
+    /// write folds the young level first, which takes `before`.
     pub fn write(
         self,
         txn: &WriteTxn,
@@ -200,9 +205,13 @@ impl Appearances {
         let leaving_received = leaving.take_list(IndexKind::Received);
         let leaving = leaving.take_list(IndexKind::Appearances);
         let untouched = leaving.is_empty() && leaving_sent.is_empty() && leaving_received.is_empty();
+        let stage = before.filter(|_| untouched && start == WindowStart::Closed);
+        if stage.is_none() && levels::any_young(txn)? {
+            levels::fold_young(txn, before.ok_or_else(levels::unfolded)?)?;
+        }
         let mut leaving_sent = leaving_sent.into_iter().peekable();
         let mut leaving_received = leaving_received.into_iter().peekable();
-        let mut in_place = Lists::InPlace(txn);
+        let mut in_place = levels::Lists::InPlace(txn);
         for (address, ids) in leaving {
             let run = leaving_sent.next_if(|(s, _)| *s == address).map(|(_, run)| run).unwrap_or_default();
             let got =
@@ -216,13 +225,14 @@ impl Appearances {
             return Err(unseen_sender(&recipient));
         }
         let seen = self.seen.into_sorted()?;
-        let mut lists = match before.filter(|_| untouched && start == WindowStart::Closed) {
+        let started = std::time::Instant::now();
+        let addresses = seen.keys_at_most(|row| row.0);
+        let (mut lists, how) = match stage {
             Some(before) => {
-                let addresses = seen.keys_at_most(|row| row.0);
-                let rewrite = Rewrite::begin_if_pays(txn, before, addresses, LIST_REWRITE_SHARE)?;
-                rewrite.map_or(in_place, Lists::Rewriting)
+                let size = (addresses, seen.rows());
+                levels::Lists::of_stage(txn, before, size, self.young, LIST_REWRITE_SHARE)?
             }
-            None => in_place,
+            None => (in_place, "main"),
         };
         let mut seen = seen.groups(|row| row);
         let mut sent = self.sent.into_sorted()?.groups(|(sender, id, nonce)| (sender, (id, nonce)));
@@ -254,6 +264,7 @@ impl Appearances {
         seen.finish()?;
         sent.finish()?;
         lists.finish()?;
+        debug!(target: "ots::index", list = "appearances", how, addresses, seconds = started.elapsed().as_secs_f64(), "list written");
         new_rows.write(txn)?;
         let mut creators = txn.cursor::<OtsContractCreators>()?;
         for row in self.created.into_sorted()? {
@@ -343,34 +354,11 @@ fn roles_of(address: &Address, ids: &[u64], (sent, received): RoleRuns<'_>) -> D
     Ok(roles)
 }
 
-/// Where a write's lists go: into their table in place, or into the table being rewritten.
-enum Lists<'a> {
-    InPlace(&'a WriteTxn),
-    Rewriting(Rewrite<'a, Ro, OtsAppearances>),
-}
-
-impl Lists<'_> {
-    fn append(&mut self, address: &Address, ids: &[u64], roles: &[Role]) -> DbResult<ListCounts> {
-        match self {
-            Self::InPlace(txn) => lists::append::<OtsAppearances>(txn, address, ids, roles),
-            Self::Rewriting(rewrite) => lists::append_rewriting(rewrite, address, ids, roles),
-        }
-    }
-
-    /// Copies what a rewrite has not reached yet.
-    fn finish(self) -> DbResult<()> {
-        match self {
-            Self::InPlace(_) => Ok(()),
-            Self::Rewriting(rewrite) => rewrite.finish(),
-        }
-    }
-}
-
 /// Appends `ids` (with the marks of `runs`, the ones `address` sent and received) to its list,
 /// and the nonce anchors its sent transactions need.
 fn write_list(
     txn: &WriteTxn,
-    lists: &mut Lists<'_>,
+    lists: &mut levels::Lists<'_>,
     address: &Address,
     ids: &[u64],
     runs: RoleRuns<'_>,
@@ -381,7 +369,7 @@ fn write_list(
         return if run.is_empty() && runs.1.is_empty() { Ok(()) } else { Err(unseen_sender(address)) };
     }
     let roles = roles_of(address, ids, runs)?;
-    let before = lists.append(address, ids, &roles)?;
+    let before = lists.append(address, ids, &roles, !run.is_empty())?;
     if !run.is_empty() {
         stats.anchors += write_anchors(txn, address, before.sent, run)?;
     }
@@ -453,7 +441,7 @@ pub fn sent_with_nonce<K: TransactionKind>(
     let anchors = txn.cursor::<OtsNonceAnchors>()?.dups(sender)?;
     let window = recent::sent(txn, sender)?;
     if !window.is_empty() {
-        let settled = lists::count::<OtsAppearances, K>(txn, sender)?.sent;
+        let settled = levels::count(txn, sender)?.sent;
         let mut expected = expected_nonce(anchors.last().copied(), settled);
         for &(tx, carried) in &window {
             let counted = effective_nonce(carried, expected);
@@ -476,7 +464,7 @@ pub fn sent_with_nonce<K: TransactionKind>(
         // A nonce past its run's end was used up by something other than a transaction of the
         // sender (an EIP-7702 authorization), or lies in a later run.
         if runs.get(i + 1).is_none_or(|&(next, _)| candidate < next) {
-            return Ok(lists::nth::<OtsAppearances, K>(txn, sender, candidate, true)?.map(TxId));
+            return Ok(levels::nth(txn, sender, candidate, true)?.map(TxId));
         }
     }
     Ok(None)
@@ -505,7 +493,7 @@ pub fn before<K: TransactionKind>(
             return Ok(page);
         }
     }
-    lists::before::<OtsAppearances, K>(txn, address, cut, want, &mut page)?;
+    levels::before(txn, address, cut, want, &mut page)?;
     Ok(page)
 }
 
@@ -518,7 +506,7 @@ pub fn after<K: TransactionKind>(
     want: usize,
 ) -> DbResult<BlockPage> {
     let mut page = BlockPage::default();
-    lists::after::<OtsAppearances, K>(txn, address, from, want, &mut page)?;
+    levels::after(txn, address, from, want, &mut page)?;
     if page.more {
         return Ok(page);
     }
@@ -533,7 +521,7 @@ pub fn after<K: TransactionKind>(
 /// How many transactions `address` appears in, and how many it sent: the list's and the reorg
 /// window's.
 pub fn counts<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<ListCounts> {
-    let stored = lists::count::<OtsAppearances, K>(txn, address)?;
+    let stored = levels::count(txn, address)?;
     Ok(ListCounts {
         all: stored.all + recent::count(txn, IndexKind::Appearances, address)?,
         sent: stored.sent + recent::sent_count(txn, address)?,
@@ -543,15 +531,15 @@ pub fn counts<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<L
 /// How many transactions `address` appears in below TxId `id` (the list's and the window's):
 /// the position a walk from `id` starts at.
 pub fn rank<K: TransactionKind>(txn: &Txn<K>, address: &Address, id: u64) -> DbResult<u64> {
-    let stored = lists::rank::<OtsAppearances, K>(txn, address, id)?;
+    let stored = levels::rank(txn, address, id)?;
     let window = recent::ids(txn, IndexKind::Appearances, address)?;
     Ok(stored + window.partition_point(|&x| x < id) as u64)
 }
 
-/// How many of `address`'s appearances the list's table holds: those older than the reorg
+/// How many of `address`'s appearances the list's levels hold: those older than the reorg
 /// window, which no unwind can take back.
 pub fn settled<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<u64> {
-    Ok(lists::count::<OtsAppearances, K>(txn, address)?.all)
+    Ok(levels::count(txn, address)?.all)
 }
 
 /// How many of `address`'s appearances in its list's table (older than the reorg window) lie
@@ -562,8 +550,8 @@ pub fn settled_sent_within<K: TransactionKind>(
     first: u64,
     last: u64,
 ) -> DbResult<u64> {
-    let below_first = lists::rank_sent::<OtsAppearances, K>(txn, address, first)?;
-    let through_last = lists::rank_sent::<OtsAppearances, K>(txn, address, last.saturating_add(1))?;
+    let below_first = levels::rank_sent(txn, address, first)?;
+    let through_last = levels::rank_sent(txn, address, last.saturating_add(1))?;
     Ok(through_last - below_first)
 }
 
@@ -580,7 +568,7 @@ pub fn settled_listed_within<K: TransactionKind>(
     if first < state::read_received_marks_from(txn)? {
         return Ok(None);
     }
-    lists::listed_within::<OtsAppearances, K>(txn, address, first, last).map(Some)
+    levels::listed_within(txn, address, first, last).map(Some)
 }
 
 /// `address`'s role in each of `ids` (ids it appears in, settled or in the reorg window), where
@@ -597,7 +585,7 @@ pub fn roles_among<K: TransactionKind>(
     let window_got: HashSet<u64> = recent::ids(txn, IndexKind::Received, address)?.into_iter().collect();
     let window: HashSet<u64> = recent::ids(txn, IndexKind::Appearances, address)?.into_iter().collect();
     let settled: Vec<u64> = ids.iter().copied().filter(|id| !window.contains(id)).collect();
-    let mut settled_roles = lists::roles_of_ids::<OtsAppearances, K>(txn, address, &settled)?.into_iter();
+    let mut settled_roles = levels::roles_of_ids(txn, address, &settled)?.into_iter();
     Ok(ids
         .iter()
         .map(|id| {
@@ -617,7 +605,7 @@ pub fn roles_among<K: TransactionKind>(
 
 /// The first and the last transaction `address` appears in, if any.
 pub fn ends<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<Option<(u64, u64)>> {
-    let stored = lists::ends::<OtsAppearances, K>(txn, address)?;
+    let stored = levels::ends(txn, address)?;
     let window = recent::ids(txn, IndexKind::Appearances, address)?;
     Ok(match (stored, window.first(), window.last()) {
         (Some((first, _)), Some(_), Some(&last)) => Some((first, last)),
@@ -634,7 +622,7 @@ pub fn check<K: TransactionKind>(
     below: u64,
     window: &recent::WindowRows,
 ) -> DbResult<(u64, u64)> {
-    let (mut addresses, mut appearances) = lists::check::<OtsAppearances, K>(txn, below)?;
+    let (mut addresses, mut appearances) = levels::check(txn, below)?;
     let (window_addresses, window_appearances) = check_window(txn, below, window)?;
     addresses += window_addresses;
     appearances += window_appearances;
@@ -642,7 +630,7 @@ pub fn check<K: TransactionKind>(
     let mut next = cursor.first()?;
     while let Some((sender, _)) = next {
         let anchors = txn.cursor::<OtsNonceAnchors>()?.dups(&sender)?;
-        let sent = lists::count::<OtsAppearances, K>(txn, &sender)?.sent;
+        let sent = levels::count(txn, &sender)?.sent;
         let mut previous: Option<NonceAnchor> = None;
         for a in &anchors {
             // Nonces only ever skip forward.
@@ -686,7 +674,7 @@ fn check_window<K: TransactionKind>(
             key.extend_from_slice(address.as_slice());
             broken::<OtsRecentIds>(&key, reason)
         };
-        let stored = lists::ends::<OtsAppearances, K>(txn, address)?;
+        let stored = levels::ends(txn, address)?;
         if let (Some((_, last)), Some(&first)) = (stored, ids.first()) {
             if first <= last {
                 return Err(bad(format!(
@@ -749,8 +737,10 @@ impl Gatherer for Appearances {
 
     fn write(self: Box<Self>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
         // A snapshot holds the state the write started from (the writer lock is held), which
-        // a whole-table rewrite copies; only a stage's write (the window closed) rewrites.
-        let before = (writing.window == WindowStart::Closed).then(|| writing.db.begin_read().ok()).flatten();
+        // a whole-table rewrite copies: a stage's write (the window closed) may rewrite, and
+        // the first write after a catch-up folds its young level.
+        let snapshot = writing.window == WindowStart::Closed || levels::any_young(writing.txn)?;
+        let before = snapshot.then(|| writing.db.begin_read().ok()).flatten();
         let stats = Self::write(*self, writing.txn, before.as_ref(), writing.window, &mut writing.leaving)?;
         writing.appearances += stats.appearances;
         Ok(())
@@ -761,6 +751,7 @@ impl Family for AppearancesFamily {
     const NAME: &'static str = "appearances";
     const TABLES: &'static [TableId] =
         &[TableId::OtsAppearances, TableId::OtsNonceAnchors, TableId::OtsContractCreators];
+    const YOUNG_TABLES: &'static [TableId] = &[TableId::OtsAppearancesYoung];
 
     fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {
         let appearances = Appearances::gathering(&gathering.buffering);
