@@ -400,18 +400,23 @@ async fn the_party_token_index_follows_the_flag() {
     check(&Db::open(&datadir, AccessMode::ReadOnly).expect("db").begin_read().expect("read")).expect("check");
 }
 
-/// What the lists say of the addresses in `counters` (raw counter tables, keys being the
-/// addresses): each address's count, all its ids, and the rank of each id and the one after it.
-fn lists_read(db: &Db, list: IdList, counters: [TableId; 2]) -> Vec<(Address, u64, Vec<u64>, Vec<u64>)> {
-    let txn = db.begin_read().expect("read");
-    let mut addresses: Vec<Address> = counters
+/// The addresses that lead the keys of `tables`, each once, ascending.
+fn addresses_in(txn: &ots_indexer::db::ReadTxn, tables: [TableId; 2]) -> Vec<Address> {
+    let mut addresses: Vec<Address> = tables
         .into_iter()
         .flat_map(|t| txn.raw_entries(t).expect("entries"))
-        .map(|(k, _)| Address::from_slice(&k))
+        .map(|(k, _)| Address::from_slice(&k[..20]))
         .collect();
     addresses.sort();
     addresses.dedup();
     addresses
+}
+
+/// What the lists say of the addresses in `counters` (raw counter tables, keys being the
+/// addresses): each address's count, all its ids, and the rank of each id and the one after it.
+fn lists_read(db: &Db, list: IdList, counters: [TableId; 2]) -> Vec<(Address, u64, Vec<u64>, Vec<u64>)> {
+    let txn = db.begin_read().expect("read");
+    addresses_in(&txn, counters)
         .into_iter()
         .map(|a| {
             let n = address_index::count(&txn, list, &a).expect("count");
@@ -433,14 +438,7 @@ type AppearancesRead = (Address, appearances::ListCounts, Option<(u64, u64)>, Ve
 
 fn appearances_read(db: &Db) -> Vec<(AppearancesRead, String, Vec<Option<u64>>)> {
     let txn = db.begin_read().expect("read");
-    let mut addresses: Vec<Address> = [TableId::OtsAppearances, TableId::OtsAppearancesYoung]
-        .into_iter()
-        .flat_map(|t| txn.raw_entries(t).expect("entries"))
-        .map(|(k, _)| Address::from_slice(&k[..20]))
-        .collect();
-    addresses.sort();
-    addresses.dedup();
-    addresses
+    addresses_in(&txn, [TableId::OtsAppearances, TableId::OtsAppearancesYoung])
         .into_iter()
         .map(|a| {
             let counts = appearances::counts(&txn, &a).expect("counts");
