@@ -191,6 +191,9 @@ struct SyncRun {
     merge_seconds: f64,
     /// Each bulk stage's merge and commit seconds, in order.
     merges: Vec<f64>,
+    /// Seconds the catch-up's end spent packing what its stages left swollen (a step of its
+    /// own, after the last stage committed: not in `merges`).
+    pack_seconds: f64,
     seconds: f64,
     /// (share of the chain, [VmRSS, RssAnon, RssFile, VmHWM]) at 10 %, 50 %, 100 %.
     samples: Vec<(f64, [f64; 4])>,
@@ -273,6 +276,7 @@ fn sync(
     let mut summary = String::new();
     let mut merge_seconds = 0.0;
     let mut merges = Vec::new();
+    let mut pack_seconds = 0.0;
     let mut last_lines = Vec::new();
     for line in lines {
         if line.contains("indexed batch") {
@@ -295,6 +299,8 @@ fn sync(
         } else if line.contains("bulk stage committed") {
             merges.push(num(&line, "merge_seconds")?);
             merge_seconds += merges[merges.len() - 1];
+        } else if line.contains("catch-up packed") {
+            pack_seconds += num(&line, "seconds")?;
         } else if line.contains("run summary") {
             summary = line;
         } else if line.contains("ERROR") || line.contains("Error") {
@@ -313,6 +319,7 @@ fn sync(
         summary,
         merge_seconds,
         merges,
+        pack_seconds,
         seconds: started.elapsed().as_secs_f64(),
         samples,
         peak,
@@ -742,7 +749,7 @@ fn stage_regime(
     let (first, last) =
         (whole.merges.first().copied().unwrap_or(f64::NAN), whole.merges.last().copied().unwrap_or(f64::NAN));
     eprintln!(
-        "  {} stages in {:.1} s ({:.2}x the one-stage run; first tenth {:.1} s in {} stages: {:.2}x); merges first {first:.2} s, median {median:.2} s, last {last:.2} s ({:.2}x the first); {:.2} bytes per transfer log as written; T(n) = {a:.3}·n + {b:.5}·n² s: mainnet in {hours:.1} h ({share_hours:.1} h in as many stages as here)",
+        "  {} stages in {:.1} s ({:.2}x the one-stage run; first tenth {:.1} s in {} stages: {:.2}x); merges first {first:.2} s, median {median:.2} s, last {last:.2} s ({:.2}x the first), packed at the end in {:.1} s; {:.2} bytes per transfer log as written; T(n) = {a:.3}·n + {b:.5}·n² s: mainnet in {hours:.1} h ({share_hours:.1} h in as many stages as here)",
         whole.merges.len(),
         whole.seconds,
         whole.seconds / one_stage_seconds,
@@ -750,6 +757,7 @@ fn stage_regime(
         tenth.merges.len(),
         whole.seconds / tenth.seconds,
         last / first,
+        whole.pack_seconds,
         written as f64 / logs,
     );
     Ok(json!({
@@ -765,6 +773,7 @@ fn stage_regime(
         "merge_seconds_last": round(last, 3),
         "merge_last_over_first": round(last / first, 2),
         "merge_seconds_total": round(whole.merge_seconds, 2),
+        "pack_seconds": round(whole.pack_seconds, 2),
         "bytes_total": written,
         "bytes_per_transfer_log": round(written as f64 / logs, 2),
         "fit_a_seconds_per_mtx": round(a, 4),

@@ -15,6 +15,7 @@
 //! | `internal_rows_from` | TxId (u64 BE): `OtsInternalRowsIndex` holds every transaction's extra rows from it on (absent: from 0) |
 //! | `token_transfers_from` | TxId (u64 BE): `OtsTokenTransfersIndex` holds every transaction that moves a token from it on (absent: from 0) |
 //! | `party_token_from` | TxId (u64 BE): `OtsPartyTokenIndex` holds every transaction in which a party moved a token from it on (absent: from 0; `u64::MAX`: the index is not kept) |
+//! | `packed:<table>` | bytes (u64 BE) ‖ entries (u64 BE) of the table when it was last left with full pages |
 //! | `internal_txs_from` | TxId (u64 BE): `OtsInternalTxIndex` holds every internal transaction from it on (absent: from 0; `u64::MAX`: none up to the tip) |
 
 use std::fmt;
@@ -24,8 +25,8 @@ use alloy_primitives::B256;
 use super::{
     codec::StateKey,
     error::{DbError, DbResult},
-    tables::OtsIndexerState,
-    txn::{Txn, WriteTxn},
+    tables::{OtsIndexerState, TableId},
+    txn::{TableStats, Txn, WriteTxn},
 };
 use signet_libmdbx::tx::TransactionKind;
 
@@ -47,6 +48,8 @@ const TRANSFER_ROWS_FROM_KEY: &str = "transfer_rows_from";
 const TOKEN_TRANSFERS_FROM_KEY: &str = "token_transfers_from";
 const INTERNAL_ROWS_FROM_KEY: &str = "internal_rows_from";
 const PARTY_TOKEN_FROM_KEY: &str = "party_token_from";
+/// Followed by a table's name: its bytes and entries when it was last left packed.
+const PACKED_KEY_PREFIX: &str = "packed:";
 
 /// Which chain a database indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -310,6 +313,33 @@ pub fn set_format_version(txn: &WriteTxn) -> DbResult<()> {
 /// Records the writer's state.
 pub fn set_db_state(txn: &WriteTxn, db_state: DbState) -> DbResult<()> {
     put(txn, DB_STATE_KEY, db_state.as_str().as_bytes())
+}
+
+/// Records `stats` as the size of its table when last left with full pages (appended in key
+/// order or repacked): what a later stage's and the catch-up's end measure its swelling against
+/// (`index::packing`).
+pub fn set_packed(txn: &WriteTxn, stats: &TableStats) -> DbResult<()> {
+    let mut value = [0u8; 16];
+    value[..8].copy_from_slice(&stats.bytes.to_be_bytes());
+    value[8..].copy_from_slice(&stats.entries.to_be_bytes());
+    put(txn, &format!("{PACKED_KEY_PREFIX}{}", stats.table.name()), &value)
+}
+
+/// The size `table` had when last left packed ([`set_packed`]), if recorded. A value of another
+/// length counts as none: the record only steers when a table is repacked.
+pub fn read_packed<K: TransactionKind>(txn: &Txn<K>, table: TableId) -> DbResult<Option<TableStats>> {
+    let value = get(txn, &format!("{PACKED_KEY_PREFIX}{}", table.name()))?;
+    let Some((bytes, entries)) = value.as_deref().and_then(|v| Some((v.get(..8)?, v.get(8..)?))) else {
+        return Ok(None);
+    };
+    match (<[u8; 8]>::try_from(bytes), <[u8; 8]>::try_from(entries)) {
+        (Ok(bytes), Ok(entries)) => Ok(Some(TableStats {
+            table,
+            bytes: u64::from_be_bytes(bytes),
+            entries: u64::from_be_bytes(entries),
+        })),
+        _ => Ok(None),
+    }
 }
 
 /// Records the speed of the batch being written (for `status` in another process).

@@ -34,5 +34,6 @@ pub use families::{
     address_index, appearances, attributes, balances, block_times, contract_info, holdings, labels,
     lifetimes, matches, probes, totals, transfers,
 };
-pub use stage::{Stage, StageOptions, StageSummary};
+pub use packing::Packed;
+pub use stage::{pack_caught_up, Stage, StageOptions, StageSummary};
 pub use window::WindowStart;

@@ -15,7 +15,7 @@ use super::{
     batch::write_blocks,
     gather::{Buffering, Gathering},
     journal,
-    packing::repack_swollen,
+    packing::{self, repack_swollen, Packed},
     rows::Rows,
     undo::UndoLog,
     window::WindowStart,
@@ -43,7 +43,7 @@ pub struct StageOptions {
     pub repack_from_bytes: u64,
 }
 
-/// Tables smaller than this are not repacked by default when a stage's merge swells them
+/// Tables smaller than this are not repacked by default when the stages' merges swell them
 /// (`index::packing`): their split pages cost less than a copy's fixed costs.
 pub const REPACK_FROM_BYTES: u64 = 4 << 20;
 
@@ -80,6 +80,21 @@ pub struct Stage {
 /// The directory of a database's run files.
 pub fn run_dir(db: &Db) -> std::path::PathBuf {
     db.dir().join(RUN_DIR_NAME)
+}
+
+/// Packs, in a transaction of its own, the tables a catch-up's stages left swollen
+/// (`index::packing`): what the sync loop does once a stage that reached the catch-up's end has
+/// committed. Tables smaller than `smallest` bytes stay as they are. A crash before it commits
+/// loses nothing but the packing, which the next catch-up's end does.
+pub fn pack_caught_up(db: &Db, smallest: u64) -> Result<Packed, WriteError> {
+    let txn = db.begin_write()?;
+    // The writer lock is held: no stage is using the run directory.
+    let spill = RunDir::create(&run_dir(db)).map_err(crate::db::DbError::from)?;
+    let packed = packing::pack_caught_up(&txn, spill.path(), smallest)?;
+    txn.commit()?;
+    db.release_mapped_pages();
+    trim_heap();
+    Ok(packed)
 }
 
 /// The stage journal's file name, in the database directory (written by the sync loop's

@@ -42,7 +42,8 @@ use crate::{
     index::{
         families::address_index::party_token,
         journal::{unwind_to, UnwindError},
-        write_batch, BatchOptions, BatchStats, ClassifiedBlock, StageOptions, WriteError, WrittenBatch,
+        pack_caught_up, write_batch, BatchOptions, BatchStats, ClassifiedBlock, StageOptions, WriteError,
+        WrittenBatch,
     },
     source::{BlockSource, SourceError},
     status::{SharedProgress, StagePhase, StageProgress},
@@ -116,9 +117,9 @@ pub struct StageLimits {
     pub journal: bool,
     /// When a stage writes its run files compressed.
     pub compress_runs: RunCompression,
-    /// Tables of fewer bytes than this are not repacked when a stage's merge swells them
-    /// ([`crate::index::stage::REPACK_FROM_BYTES`] by default; the tests lower it to reach the
-    /// repack on small chains).
+    /// Tables of fewer bytes than this are not repacked when the stages' merges swell them, by
+    /// a stage or at the catch-up's end ([`crate::index::stage::REPACK_FROM_BYTES`] by default;
+    /// the tests lower it to reach the repack on small chains).
     pub repack_from_bytes: u64,
 }
 
@@ -630,6 +631,21 @@ impl Indexer {
             merge_seconds = summary.merge_seconds,
             "bulk stage committed"
         );
+        if summary.to == until {
+            // The catch-up's last stage: what its stages left swollen is packed once, here,
+            // rather than by every stage (`index::packing`).
+            let (db, smallest) = (self.db.clone(), limits.repack_from_bytes);
+            let started = Instant::now();
+            let packed = blocking(move || pack_caught_up(&db, smallest)).await??;
+            info!(
+                target: "ots::sync",
+                tables = packed.tables,
+                bytes_before = packed.bytes_before,
+                bytes_after = packed.bytes_after,
+                seconds = started.elapsed().as_secs_f64(),
+                "catch-up packed"
+            );
+        }
         Ok(())
     }
 

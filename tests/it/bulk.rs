@@ -15,7 +15,7 @@ use ots_indexer::{
     db::{
         state,
         tables::{OtsRecentBalances, TableId},
-        AccessMode, Db,
+        AccessMode, Db, TableStats,
     },
     etl::RUN_DIR_NAME,
     index::{
@@ -134,8 +134,9 @@ async fn bulk_stages_give_the_tables_batches_give() {
     );
     assert_eq!(hash(&fixed), want, "stages of 25 blocks");
 
-    // The same stages repacking every table their merges swell, however small: the same
-    // entries, in fewer pages.
+    // The same stages with every table, however small, packed once the catch-up's last stage
+    // has committed (its stages leave their in-place merges swollen): the same entries, in
+    // fewer pages.
     let repacking = StageLimits { repack_from_bytes: 0, ..by_blocks };
     let (packed, _, _) =
         index(&recording, &dir.path().join("packed"), config(WritePath::Bulk, repacking)).await;
@@ -149,6 +150,16 @@ async fn bulk_stages_give_the_tables_batches_give() {
     };
     let (swollen, repacked) = (bytes(&fixed), bytes(&packed));
     assert!(repacked * 10 < swollen * 9, "repacked {repacked} bytes, merged in place {swollen}");
+    // Each packed as the catch-up ended (the batches of the window's blocks after it split some
+    // pages again), denser than the stages left it.
+    let (txn, unpacked) = (packed.begin_read().expect("read"), fixed.begin_read().expect("read"));
+    let per_entry = |s: &TableStats| s.bytes as f64 / s.entries.max(1) as f64;
+    for table in [TableId::OtsTokenBalances, TableId::OtsERC20Holdings, TableId::OtsAddressTotals] {
+        let record = state::read_packed(&txn, table).expect("record").expect("recorded");
+        let split = unpacked.stats_of(table).expect("stats");
+        assert!(per_entry(&record) < per_entry(&split), "packed {record:?}, left by the stages {split:?}");
+    }
+    drop((txn, unpacked));
     drop((fixed, packed));
 
     // Batch by batch half way (a full reorg window of balances, lists and totals kept apart),
