@@ -60,6 +60,9 @@ pub enum StagePhase {
     Collecting,
     /// A bulk stage merges its runs into the tables and commits.
     Merging,
+    /// The catch-up's last stage has committed: the tables its stages left swollen are repacked
+    /// (`index::packing`).
+    Packing,
     /// Seen from another process: run files are there, so a stage gathers or merges (or one
     /// was killed, and its files wait for the next start to remove them).
     Running,

@@ -38,6 +38,8 @@ pub fn spawn_if_terminal(progress: SharedProgress) {
                     stage.gathered_to.unwrap_or(0),
                     stage.run_bytes >> 20
                 )
+            } else if stage.phase == StagePhase::Packing {
+                format!("block {}: caught up, packing the tables the bulk stages left swollen", p.indexed)
             } else if stage.phase == StagePhase::Collecting {
                 let at = stage.gathered_to.unwrap_or(p.indexed);
                 format!(

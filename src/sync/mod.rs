@@ -636,7 +636,11 @@ impl Indexer {
             // rather than by every stage (`index::packing`).
             let (db, smallest) = (self.db.clone(), limits.repack_from_bytes);
             let started = Instant::now();
-            let packed = blocking(move || pack_caught_up(&db, smallest)).await??;
+            self.progress
+                .update(|p| p.stage = StageProgress { phase: StagePhase::Packing, ..Default::default() });
+            let packed = blocking(move || pack_caught_up(&db, smallest)).await;
+            self.progress.update(|p| p.stage = StageProgress::default());
+            let packed = packed??;
             info!(
                 target: "ots::sync",
                 tables = packed.tables,
