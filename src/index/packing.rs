@@ -142,7 +142,7 @@ fn repack_table(txn: &WriteTxn, table: TableId, now: &TableStats, dir: &Path) ->
     Ok(true)
 }
 
-/// What [`pack_caught_up`] did.
+/// What [`pack_caught_up`] did (the sync loop logs it as `catch-up packed`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Packed {
     /// Tables repacked.
@@ -158,7 +158,6 @@ pub struct Packed {
 /// spilling through `dir`: what a catch-up does once its last stage has committed, so that the
 /// stages' in-place merges leave no swollen table behind.
 pub(super) fn pack_caught_up(txn: &WriteTxn, dir: &Path, smallest: u64) -> DbResult<Packed> {
-    let started = Instant::now();
     let mut done = Packed::default();
     for &table in TableId::ALL {
         let Some(packed) = read_packed(txn, table)? else { continue };
@@ -169,14 +168,6 @@ pub(super) fn pack_caught_up(txn: &WriteTxn, dir: &Path, smallest: u64) -> DbRes
             done.bytes_after += txn.stats_of(table)?.bytes;
         }
     }
-    debug!(
-        target: "ots::index",
-        tables = done.tables,
-        bytes_before = done.bytes_before,
-        bytes_after = done.bytes_after,
-        seconds = started.elapsed().as_secs_f64(),
-        "caught-up tables packed"
-    );
     Ok(done)
 }
 
