@@ -15,8 +15,8 @@
 //! | `internal_rows_from` | TxId (u64 BE): `OtsInternalRowsIndex` holds every transaction's extra rows from it on (absent: from 0) |
 //! | `token_transfers_from` | TxId (u64 BE): `OtsTokenTransfersIndex` holds every transaction that moves a token from it on (absent: from 0) |
 //! | `party_token_from` | TxId (u64 BE): `OtsPartyTokenIndex` holds every transaction in which a party moved a token from it on (absent: from 0; `u64::MAX`: the index is not kept) |
-//! | `packed:<table>` | bytes (u64 BE) ‖ entries (u64 BE) of the table when it was last left with full pages |
 //! | `internal_txs_from` | TxId (u64 BE): `OtsInternalTxIndex` holds every internal transaction from it on (absent: from 0; `u64::MAX`: none up to the tip) |
+//! | `packed:<table>` | bytes (u64 BE) ‖ entries (u64 BE) of the table when it was last left with full pages |
 
 use std::fmt;
 
@@ -329,17 +329,11 @@ pub fn set_packed(txn: &WriteTxn, stats: &TableStats) -> DbResult<()> {
 /// length counts as none: the record only steers when a table is repacked.
 pub fn read_packed<K: TransactionKind>(txn: &Txn<K>, table: TableId) -> DbResult<Option<TableStats>> {
     let value = get(txn, &format!("{PACKED_KEY_PREFIX}{}", table.name()))?;
-    let Some((bytes, entries)) = value.as_deref().and_then(|v| Some((v.get(..8)?, v.get(8..)?))) else {
-        return Ok(None);
-    };
-    match (<[u8; 8]>::try_from(bytes), <[u8; 8]>::try_from(entries)) {
-        (Ok(bytes), Ok(entries)) => Ok(Some(TableStats {
-            table,
-            bytes: u64::from_be_bytes(bytes),
-            entries: u64::from_be_bytes(entries),
-        })),
-        _ => Ok(None),
-    }
+    Ok(value.and_then(|v| <[u8; 16]>::try_from(v.as_slice()).ok()).map(|v| {
+        let (bytes, entries) = v.split_at(8);
+        let u64_at = |b: &[u8]| u64::from_be_bytes(b.try_into().unwrap_or_default());
+        TableStats { table, bytes: u64_at(bytes), entries: u64_at(entries) }
+    }))
 }
 
 /// Records the speed of the batch being written (for `status` in another process).

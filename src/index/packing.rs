@@ -55,8 +55,8 @@ fn swollen(packed: &TableStats, now: &TableStats, smallest: u64, factor: f64) ->
 }
 
 /// The tables of `txn` of at least `smallest` bytes that a stage should repack, given `before`
-/// (the tables as the stage found them), with their sizes now; records the size of each table
-/// the stage found unrecorded. A table the stage rewrote whole
+/// (the tables as the stage found them; a table's own, unrecorded), with their sizes now. A
+/// table the stage rewrote whole
 /// is packed already (`index::rewrite`), whatever its bytes per entry: a chunked list's entries
 /// lengthen as its chunks fill, which a second copy would not undo.
 fn swollen_tables(
@@ -67,17 +67,7 @@ fn swollen_tables(
     let mut tables = Vec::new();
     for before in before.iter().filter(|b| !txn.emptied(b.table)) {
         let now = txn.stats_of(before.table)?;
-        let packed = match read_packed(txn, before.table)? {
-            Some(packed) => packed,
-            // Written before sizes were recorded (by batches, an older build, `compact`): what
-            // the stage found stands for its packed size, at most as dense as that.
-            None => {
-                if before.entries > 0 {
-                    set_packed(txn, before)?;
-                }
-                *before
-            }
-        };
+        let packed = read_packed(txn, before.table)?.unwrap_or(*before);
         if swollen(&packed, &now, smallest, SWOLLEN_MIDWAY) {
             tables.push((before.table, now));
         }
@@ -94,6 +84,13 @@ pub(super) fn repack_swollen(
     dir: &Path,
     smallest: u64,
 ) -> DbResult<()> {
+    // Written before sizes were recorded (by batches, an older build, `compact`): what the
+    // stage found stands for the table's packed size, at most as dense as that.
+    for before in before.iter().filter(|b| b.entries > 0) {
+        if read_packed(txn, before.table)?.is_none() {
+            set_packed(txn, before)?;
+        }
+    }
     for (table, now) in swollen_tables(txn, before, smallest)? {
         repack_table(txn, table, &now, dir)?;
     }
