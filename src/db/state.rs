@@ -17,6 +17,7 @@
 //! | `party_token_from` | TxId (u64 BE): `OtsPartyTokenIndex` holds every transaction in which a party moved a token from it on (absent: from 0; `u64::MAX`: the index is not kept) |
 //! | `internal_txs_from` | TxId (u64 BE): `OtsInternalTxIndex` holds every internal transaction from it on (absent: from 0; `u64::MAX`: none up to the tip) |
 //! | `packed:<table>` | bytes (u64 BE) ‖ entries (u64 BE) of the table when it was last left with full pages |
+//! | `rankings_deferred` | empty: a catch-up's stages left some tokens with holders unranked in `OtsTokenHolderRanks` (absent: every ranking is whole) |
 
 use std::fmt;
 
@@ -50,6 +51,7 @@ const INTERNAL_ROWS_FROM_KEY: &str = "internal_rows_from";
 const PARTY_TOKEN_FROM_KEY: &str = "party_token_from";
 /// Followed by a table's name: its bytes and entries when it was last left packed.
 const PACKED_KEY_PREFIX: &str = "packed:";
+const RANKINGS_DEFERRED_KEY: &str = "rankings_deferred";
 
 /// Which chain a database indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -334,6 +336,23 @@ pub fn read_packed<K: TransactionKind>(txn: &Txn<K>, table: TableId) -> DbResult
         let u64_at = |b: &[u8]| u64::from_be_bytes(b.try_into().unwrap_or_default());
         TableStats { table, bytes: u64_at(bytes), entries: u64_at(entries) }
     }))
+}
+
+/// Records whether some token with holders has no ranking in `OtsTokenHolderRanks`: a bulk
+/// stage defers the rankings of the tokens it changes, the catch-up's end ranks them
+/// (`index::balances`).
+pub fn set_rankings_deferred(txn: &WriteTxn, deferred: bool) -> DbResult<()> {
+    let key = StateKey(RANKINGS_DEFERRED_KEY.to_owned());
+    if deferred {
+        txn.put::<OtsIndexerState>(&key, &Vec::new())
+    } else {
+        txn.delete::<OtsIndexerState>(&key, None).map(drop)
+    }
+}
+
+/// Whether a catch-up left rankings to build ([`set_rankings_deferred`]).
+pub fn rankings_deferred<K: TransactionKind>(txn: &Txn<K>) -> DbResult<bool> {
+    Ok(get(txn, RANKINGS_DEFERRED_KEY)?.is_some())
 }
 
 /// Records the speed of the batch being written (for `status` in another process).

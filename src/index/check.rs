@@ -6,7 +6,7 @@ use signet_libmdbx::tx::TransactionKind;
 pub use super::integrity::CheckReport;
 use super::{
     address_index::{self, AddressIndexFamily},
-    appearances,
+    appearances, balances,
     family::{Checking, Family, ForEachFamily},
     holdings, integrity, journal, recent,
     roster::{each_family, state_tables},
@@ -80,6 +80,7 @@ pub fn dump(db: &Db) -> Result<Vec<DumpEntry>, DbError> {
     let before = db.begin_read()?;
     address_index::levels::fold_young(&txn, &before)?;
     appearances::levels::fold_young(&txn, &before)?;
+    balances::rank_deferred(&txn)?;
     journal::fold_window(&txn)?;
     let mut out = Vec::new();
     for table in state_tables() {
@@ -97,6 +98,7 @@ pub fn dump_hash(db: &Db) -> Result<B256, DbError> {
     let before = db.begin_read()?;
     address_index::levels::fold_young(&txn, &before)?;
     appearances::levels::fold_young(&txn, &before)?;
+    balances::rank_deferred(&txn)?;
     journal::fold_window(&txn)?;
     let mut hasher = Keccak256::new();
     for table in state_tables() {

@@ -148,6 +148,8 @@ pub struct Packed {
     pub bytes_before: u64,
     /// Their bytes after.
     pub bytes_after: u64,
+    /// Tokens whose holder ranking the catch-up deferred, ranked first.
+    pub ranked: u64,
 }
 
 /// Repacks, in `txn`, every table of at least `smallest` bytes whose bytes per entry exceed

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use tracing::{debug, info};
 
 use super::{
+    balances,
     batch::write_blocks,
     gather::{Buffering, Gathering},
     journal,
@@ -82,15 +83,17 @@ pub fn run_dir(db: &Db) -> std::path::PathBuf {
     db.dir().join(RUN_DIR_NAME)
 }
 
-/// Packs, in a transaction of its own, the tables a catch-up's stages left swollen
-/// (`index::packing`): what the sync loop does once a stage that reached the catch-up's end has
-/// committed. Tables smaller than `smallest` bytes stay as they are. A crash before it commits
-/// loses nothing but the packing, which the next catch-up's end does.
+/// Builds the holder rankings a catch-up's stages deferred, then packs the tables they left
+/// swollen (`index::packing`), in a transaction of its own: what the sync loop does once a stage
+/// that reached the catch-up's end has committed. Tables smaller than `smallest` bytes stay as
+/// they are. A crash before it commits loses nothing: the next write of a batch builds the
+/// rankings (readers sort a deferred one's balances meanwhile), the next catch-up's end packs.
 pub fn pack_caught_up(db: &Db, smallest: u64) -> Result<Packed, WriteError> {
     let txn = db.begin_write()?;
+    let ranked = balances::rank_deferred(&txn)?;
     // The writer lock is held: no stage is using the run directory.
     let spill = RunDir::create(&run_dir(db)).map_err(crate::db::DbError::from)?;
-    let packed = packing::pack_caught_up(&txn, spill.path(), smallest)?;
+    let packed = Packed { ranked, ..packing::pack_caught_up(&txn, spill.path(), smallest)? };
     txn.commit()?;
     db.release_mapped_pages();
     trim_heap();

@@ -36,6 +36,10 @@
 //!   levels hold ids it would not see.
 //! * Format 16 → 17 adds the appearance lists' young level (`OtsAppearancesYoung`, empty), for
 //!   the same reason.
+//! * Format 17 → 18 lets a catch-up's bulk stages defer a token's holder ranking
+//!   (`OtsTokenHolderRanks` without the token while the state holds `rankings_deferred`): no
+//!   table changes, as a format-17 database has every ranking whole; an older build must not
+//!   read a database whose rankings it would find missing.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old

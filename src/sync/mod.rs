@@ -646,6 +646,7 @@ impl Indexer {
                 tables = packed.tables,
                 bytes_before = packed.bytes_before,
                 bytes_after = packed.bytes_after,
+                rankings = packed.ranked,
                 seconds = started.elapsed().as_secs_f64(),
                 "catch-up packed"
             );

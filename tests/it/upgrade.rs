@@ -546,33 +546,30 @@ async fn a_format_10_database_upgrades_without_a_source() {
 
     // A format-15 database gains the address indexes' young levels, empty, and keeps its
     // choice of the party-token index.
-    let fifteen = dir.path().join("fourteen");
-    let db = Db::open(&fifteen, AccessMode::ReadWrite).expect("open");
-    let txn = db.begin_write().expect("write");
-    txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &15u64.to_be_bytes().to_vec())
-        .expect("put");
-    txn.commit().expect("commit");
-    drop(db);
-    let said = migrate_without_source(&fifteen);
-    assert!(said.contains(&format!("upgraded format version 15 -> {FORMAT_VERSION}")), "{said}");
-    assert_eq!(format_of(&fifteen), FORMAT_VERSION);
-    assert_eq!(status(&fifteen)["partyTokenIndex"], serde_json::json!(false));
-    let db = Db::open(&fifteen, AccessMode::ReadWrite).expect("open");
-    check(&db.begin_read().expect("read")).expect("the upgraded database passes check");
-    assert_eq!(dump_hash(&db).expect("hash"), before, "the tables are not touched");
-    drop(db);
-
+    let relabelled = dir.path().join("fourteen");
+    migrate_relabelled(&relabelled, 15, before);
+    assert_eq!(status(&relabelled)["partyTokenIndex"], serde_json::json!(false));
     // A format-16 database gains the appearance lists' young level, empty.
-    let db = Db::open(&fifteen, AccessMode::ReadWrite).expect("open");
+    migrate_relabelled(&relabelled, 16, before);
+    // A format-17 database has every holder ranking whole: it is a format-18 one as it stands.
+    migrate_relabelled(&relabelled, 17, before);
+}
+
+/// Labels the current-format database at `datadir` as of format `version` (whose tables it
+/// has), migrates it, and checks that the migration upgraded it without touching the tables
+/// (`before`: their hash).
+fn migrate_relabelled(datadir: &Path, version: u64, before: alloy_primitives::B256) {
+    use ots_indexer::db::{codec::StateKey, tables::OtsIndexerState};
+    let db = Db::open(datadir, AccessMode::ReadWrite).expect("open");
     let txn = db.begin_write().expect("write");
-    txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &16u64.to_be_bytes().to_vec())
+    txn.put::<OtsIndexerState>(&StateKey("format_version".into()), &version.to_be_bytes().to_vec())
         .expect("put");
     txn.commit().expect("commit");
     drop(db);
-    let said = migrate_without_source(&fifteen);
-    assert!(said.contains(&format!("upgraded format version 16 -> {FORMAT_VERSION}")), "{said}");
-    assert_eq!(format_of(&fifteen), FORMAT_VERSION);
-    let db = Db::open(&fifteen, AccessMode::ReadWrite).expect("open");
+    let said = migrate_without_source(datadir);
+    assert!(said.contains(&format!("upgraded format version {version} -> {FORMAT_VERSION}")), "{said}");
+    assert_eq!(format_of(datadir), FORMAT_VERSION);
+    let db = Db::open(datadir, AccessMode::ReadWrite).expect("open");
     check(&db.begin_read().expect("read")).expect("the upgraded database passes check");
     assert_eq!(dump_hash(&db).expect("hash"), before, "the tables are not touched");
 }

@@ -14,6 +14,8 @@
 //! window rows; what its older blocks change, with the last values of the window's blocks that
 //! leave it now, settles into the large tables, each key written once.
 
+use std::time::{Duration, Instant};
+
 use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::{Rw, TransactionKind};
 
@@ -23,6 +25,7 @@ use crate::db::{
         Balance, BalancePrior, BlockNumber, Count, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank,
         TokenIdKey, WindowValue,
     },
+    state,
     tables::*,
     DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
 };
@@ -398,14 +401,69 @@ impl BalanceBook {
     }
 }
 
+/// Where a book's write went, table by table: what a stage's merge spends on each of the
+/// family's large tables (docs/benchmarks.md).
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct WriteTimes {
+    /// Token-wide balances.
+    pub(super) balances: Duration,
+    /// Holder counts and rankings.
+    pub(super) ranks: Duration,
+    /// ERC721 owners.
+    pub(super) owners: Duration,
+    /// ERC1155 balances.
+    pub(super) multi: Duration,
+    /// The reorg window's tables.
+    pub(super) window: Duration,
+}
+
+impl WriteTimes {
+    /// Adds another book's times.
+    pub(super) fn add(&mut self, other: Self) {
+        self.balances += other.balances;
+        self.ranks += other.ranks;
+        self.owners += other.owners;
+        self.multi += other.multi;
+        self.window += other.window;
+    }
+}
+
+/// How a write keeps the holder rankings of the tokens whose balances it changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ranking {
+    /// Moves each changed holder's rank, or rebuilds the token's ranking: every ranking stays
+    /// whole. Rankings a catch-up deferred are built first.
+    Kept,
+    /// Drops the token's ranking, to be built once at the catch-up's end ([`rank_deferred`]):
+    /// a bulk stage's. Rebuilding every changed token's ranking at every stage cost each stage
+    /// the holders of every busy token, a merge growing with the tables (docs/benchmarks.md).
+    Deferred,
+}
+
 impl Resolved {
     /// Writes every changed balance, owner, rank and holder count of the large tables once,
     /// moves the window's rows of the blocks leaving it out, and the batch's in. With `before`
     /// (a snapshot of the state `txn` started from) the balance table is rewritten whole when
-    /// the batch changes a large share of it.
-    pub(super) fn write(self, txn: &WriteTxn, before: Option<&ReadTxn>) -> DbResult<()> {
+    /// the batch changes a large share of it. Returns how long each table took.
+    pub(super) fn write(
+        self,
+        txn: &WriteTxn,
+        before: Option<&ReadTxn>,
+        ranking: Ranking,
+    ) -> DbResult<WriteTimes> {
         let resolved = self;
-        write_balances(txn, &resolved.balances, before)?;
+        let mut times = WriteTimes::default();
+        if ranking == Ranking::Kept {
+            // From the balances as they stood before this write: its own changes then move
+            // ranks of a whole ranking.
+            rank_deferred(txn)?;
+        }
+        let mut since = Instant::now();
+        let mut lap = |into: &mut Duration| *into += std::mem::replace(&mut since, Instant::now()).elapsed();
+        write_balance_rows(txn, &resolved.balances, before)?;
+        lap(&mut times.balances);
+        write_ranks(txn, &resolved.balances, ranking)?;
+        lap(&mut times.ranks);
         let mut owners = txn.cursor::<OtsERC721Owners>()?;
         for (key, _, now) in resolved.owners.changed() {
             if now == Address::ZERO {
@@ -414,6 +472,7 @@ impl Resolved {
                 owners.put(key, &now)?;
             }
         }
+        lap(&mut times.owners);
         let mut multi = txn.cursor::<OtsERC1155Balances>()?;
         for (key, _, now) in resolved.multi.changed() {
             if now.is_zero() {
@@ -422,6 +481,7 @@ impl Resolved {
                 multi.put(key, &Balance(now))?;
             }
         }
+        lap(&mut times.multi);
         // The window's holder counts and ranks follow its balances: each key's newest window
         // value before the batch and after it, as its slot knows them.
         let balances = &resolved.balances;
@@ -455,7 +515,9 @@ impl Resolved {
             &resolved.multi.leaving,
             resolved.multi_rows,
             |key, old| MultiPrior { key, old },
-        )
+        )?;
+        lap(&mut times.window);
+        Ok(times)
     }
 }
 
@@ -497,9 +559,13 @@ where
 /// several times cheaper, and took the 5 M-log benchmark from ~118k to ~128k logs/s.
 const REBUILD_SHARE: u64 = 8;
 
-/// Writes changed token-wide balances with their ranks and holder counts; with `before`, by
-/// rewriting the balance table whole when that pays (`rewrite_pays`).
-fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>, before: Option<&ReadTxn>) -> DbResult<()> {
+/// Writes changed token-wide balances; with `before`, by rewriting the balance table whole when
+/// that pays (`rewrite_pays`).
+fn write_balance_rows(
+    txn: &WriteTxn,
+    slots: &Slots<PairKey, U256>,
+    before: Option<&ReadTxn>,
+) -> DbResult<()> {
     let changes = slots.changed().count() as u64;
     match before {
         Some(before) if rewrite_pays(txn.stats::<OtsTokenBalances>()?.entries, changes) => {
@@ -516,6 +582,12 @@ fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>, before: Option<&
             }
         }
     }
+    Ok(())
+}
+
+/// Writes the holder counts and rankings of the tokens whose balances changed (after the
+/// balances: a rebuilt ranking reads them).
+fn write_ranks(txn: &WriteTxn, slots: &Slots<PairKey, U256>, ranking: Ranking) -> DbResult<()> {
     let mut counts = txn.cursor::<OtsTokenHolderCounts>()?;
     let mut ranks = txn.cursor::<OtsTokenHolderRanks>()?;
     // Rank dups sort by !balance, then holder.
@@ -540,6 +612,12 @@ fn write_balances(txn: &WriteTxn, slots: &Slots<PairKey, U256>, before: Option<&
                 0 => counts.delete(&token).map(drop)?,
                 next => counts.put(&token, &Count(next))?,
             }
+        }
+        if ranking == Ranking::Deferred {
+            if ranks.seek_exact(&token)?.is_some() {
+                ranks.replace_dups(&token, &[])?;
+            }
+            continue;
         }
         if (run.len() as u64).saturating_mul(REBUILD_SHARE) > stored {
             rebuild_ranks(&mut balances, &mut ranks, token)?;
@@ -598,6 +676,29 @@ fn rewrite_balances<'a>(
             }
         }
     }
+}
+
+/// Builds every ranking a catch-up's stages deferred ([`Ranking::Deferred`]): each token with
+/// holders and no ranking is ranked from its balances. Returns the tokens ranked (none, at the
+/// cost of one read, when nothing was deferred).
+pub(crate) fn rank_deferred(txn: &WriteTxn) -> DbResult<u64> {
+    if !state::rankings_deferred(txn)? {
+        return Ok(0);
+    }
+    let mut ranked = 0;
+    let mut counts = txn.cursor::<OtsTokenHolderCounts>()?;
+    let mut ranks = txn.cursor::<OtsTokenHolderRanks>()?;
+    let mut balances = txn.walking_cursor::<OtsTokenBalances>()?;
+    let mut next = counts.first()?;
+    while let Some((token, _)) = next {
+        if ranks.seek_exact(&token)?.is_none() {
+            rebuild_ranks(&mut balances, &mut ranks, token)?;
+            ranked += 1;
+        }
+        next = counts.next_entry()?;
+    }
+    state::set_rankings_deferred(txn, false)?;
+    Ok(ranked)
 }
 
 /// Rewrites `token`'s ranking from its balances as they stand (read through `balances`).

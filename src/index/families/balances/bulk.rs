@@ -20,7 +20,7 @@ use tracing::debug;
 
 use std::sync::mpsc::SyncSender;
 
-use super::book::{BalanceBook, BalanceMove, Resolved};
+use super::book::{BalanceBook, BalanceMove, Ranking, Resolved, WriteTimes};
 use crate::index::{
     error::WriteError,
     gather::{BlockRows, Gatherer, Writing},
@@ -180,26 +180,33 @@ impl BulkBalances {
             // snapshot, replaying) or writing the books (docs/benchmarks.md, "The stage regime
             // again, and where many small stages spend it").
             let (mut books, mut waited, mut writing) = (0u64, Duration::ZERO, Duration::ZERO);
+            let mut tables = WriteTimes::default();
             let mut since = Instant::now();
             for book in resolved {
                 let book = book?;
                 waited += since.elapsed();
                 since = Instant::now();
-                match book {
-                    Book::Resolved(resolved) => resolved.write(txn, None)?,
-                    Book::Cut(book) => {
-                        book.resolve(txn, WindowStart::Closed.first_kept())?.write(txn, None)?
-                    }
-                }
+                let resolved = match book {
+                    Book::Resolved(resolved) => *resolved,
+                    Book::Cut(book) => book.resolve(txn, WindowStart::Closed.first_kept())?,
+                };
+                tables.add(resolved.write(txn, None, Ranking::Deferred)?);
                 writing += since.elapsed();
                 since = Instant::now();
                 books += 1;
+            }
+            if books > 0 {
+                crate::db::state::set_rankings_deferred(txn, true)?;
             }
             debug!(
                 target: "ots::index",
                 books,
                 replay_wait_seconds = waited.as_secs_f64(),
                 write_seconds = writing.as_secs_f64(),
+                balances_seconds = tables.balances.as_secs_f64(),
+                ranks_seconds = tables.ranks.as_secs_f64(),
+                owners_seconds = tables.owners.as_secs_f64(),
+                multi_seconds = tables.multi.as_secs_f64(),
                 "balance books written"
             );
             Ok(())
@@ -260,7 +267,7 @@ mod tests {
     use super::*;
     use crate::{
         db::{AccessMode, Db},
-        index::check::dump,
+        index::{balances::rank_deferred, check::dump},
     };
 
     /// Replays `moves` (block, move) into a fresh database through bulk books of the given
@@ -288,7 +295,10 @@ mod tests {
                 for &(block, m) in moves {
                     book.push(block, m);
                 }
-                book.resolve(&txn, u64::MAX).expect("resolve").write(&txn, None).expect("write");
+                book.resolve(&txn, u64::MAX)
+                    .expect("resolve")
+                    .write(&txn, None, Ranking::Kept)
+                    .expect("write");
             }
         }
         txn.commit().expect("commit");
@@ -327,6 +337,117 @@ mod tests {
         for limits in [(100_000, 100_000), (50, 1_000), (10, 37), (1, 1)] {
             assert_eq!(replayed(&moves, Some(limits)), want, "books of {limits:?}");
         }
+    }
+
+    /// Every token's holders, page by page (pages of 3), as `db` serves them: from the top, and
+    /// from each mark a walk leaves every 2 holders.
+    fn pages(db: &Db, tokens: &[Address]) -> Vec<Vec<(Address, U256)>> {
+        use crate::index::balances::{holders_page, holders_page_marked, WindowHolders};
+        let txn = db.begin_read().expect("read");
+        let none = WindowHolders::default();
+        let mut out = Vec::new();
+        for token in tokens {
+            for idx in (0..12).step_by(3) {
+                out.push(holders_page(&txn, token, idx, 3).expect("page"));
+            }
+            let (whole, marks) = holders_page_marked(&txn, token, 0, 12, &none, None, 0, 2).expect("marks");
+            out.push(whole);
+            for mark in marks {
+                let from = Some(mark);
+                out.push(
+                    holders_page_marked(&txn, token, mark.position, 3, &none, from, 0, 0).expect("page").0,
+                );
+            }
+        }
+        out
+    }
+
+    fn entries<T: crate::db::tables::Table>(db: &Db) -> u64 {
+        db.begin_read().expect("read").entries::<T>().expect("entries")
+    }
+
+    #[test]
+    fn a_stage_defers_the_rankings_it_changes_and_the_catch_up_end_builds_them() {
+        use crate::db::{state, tables::OtsTokenHolderRanks};
+        let token = |t: u8| Address::repeat_byte(0x10 + t);
+        let holder = |h: u8| if h == 0 { Address::ZERO } else { Address::with_last_byte(h) };
+        let mint = |t: u8, to: u8, amount: u64| BalanceMove {
+            token: token(t),
+            kind: TokenKind::Erc20,
+            from: Address::ZERO,
+            to: holder(to),
+            id: U256::ZERO,
+            amount: U256::from(amount),
+        };
+        let first: Vec<(u64, BalanceMove)> =
+            (0..30u64).map(|i| (i, mint((i % 3) as u8, 1 + (i % 7) as u8, 10 + i * 7 % 13))).collect();
+        // The second stage changes tokens 0 and 1: a transfer, a burn of a whole balance.
+        let second: Vec<(u64, BalanceMove)> = vec![
+            (40, BalanceMove { from: holder(1), ..mint(0, 5, 3) }),
+            (41, BalanceMove { from: holder(3), to: Address::ZERO, ..mint(1, 0, 1_000) }),
+        ];
+        let tokens = [token(0), token(1), token(2)];
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (bulk, kept) = (dir.path().join("bulk"), dir.path().join("kept"));
+        let open = |path: &std::path::Path| Db::open(path, AccessMode::ReadWrite).expect("db");
+        let stage = |db: &Db, moves: &[(u64, BalanceMove)]| {
+            let txn = db.begin_write().expect("write");
+            let runs = RunDir::create(&db.dir().join("runs")).expect("runs");
+            let mut stage = BulkBalances::spilling(&runs, 4096);
+            for &(block, m) in moves {
+                stage.moves.push(MoveRow { seq: stage.next_seq, block, m }).expect("push");
+                stage.next_seq += 1;
+            }
+            stage.write(db, &txn).expect("bulk write");
+            txn.commit().expect("commit");
+        };
+        let batch = |db: &Db, moves: &[(u64, BalanceMove)]| {
+            let txn = db.begin_write().expect("write");
+            let mut book = BalanceBook::default();
+            for &(block, m) in moves {
+                book.push(block, m);
+            }
+            book.resolve(&txn, u64::MAX).expect("resolve").write(&txn, None, Ranking::Kept).expect("write");
+            txn.commit().expect("commit");
+        };
+        let (bulk, kept) = (open(&bulk), open(&kept));
+        batch(&kept, &first);
+        let want_first = pages(&kept, &tokens);
+
+        // A first stage writes no ranking; pages sort the balances, `check` accepts it.
+        stage(&bulk, &first);
+        assert!(state::rankings_deferred(&bulk.begin_read().expect("read")).expect("state"));
+        assert_eq!(entries::<OtsTokenHolderRanks>(&bulk), 0);
+        crate::index::balances::check(&bulk.begin_read().expect("read")).expect("check, deferred");
+        assert_eq!(pages(&bulk, &tokens), want_first);
+
+        // The catch-up's end ranks every token once, as a batch would have.
+        let txn = bulk.begin_write().expect("write");
+        assert_eq!(rank_deferred(&txn).expect("rank"), 3);
+        assert_eq!(rank_deferred(&txn).expect("again"), 0, "nothing is deferred any more");
+        txn.commit().expect("commit");
+        assert_eq!(dump(&bulk).expect("dump"), dump(&kept).expect("dump"));
+        assert_eq!(entries::<OtsTokenHolderRanks>(&bulk), entries::<OtsTokenHolderRanks>(&kept));
+
+        // A later stage drops the rankings of the tokens it changes, and only those.
+        batch(&kept, &second);
+        stage(&bulk, &second);
+        let read = bulk.begin_read().expect("read");
+        let ranked = |t| read.cursor::<OtsTokenHolderRanks>().expect("cursor").dups(&t).expect("dups").len();
+        assert_eq!((ranked(token(0)), ranked(token(1))), (0, 0));
+        assert!(ranked(token(2)) > 0, "an untouched token keeps its ranking");
+        drop(read);
+        crate::index::balances::check(&bulk.begin_read().expect("read")).expect("check, deferred");
+        assert_eq!(pages(&bulk, &tokens), pages(&kept, &tokens));
+
+        // A batch's write ranks what a catch-up left deferred before it moves ranks.
+        let third = [(50, BalanceMove { from: holder(2), ..mint(0, 6, 1) })];
+        batch(&kept, &third);
+        batch(&bulk, &third);
+        assert!(!state::rankings_deferred(&bulk.begin_read().expect("read")).expect("state"));
+        crate::index::balances::check(&bulk.begin_read().expect("read")).expect("check");
+        assert_eq!(dump(&bulk).expect("dump"), dump(&kept).expect("dump"));
+        assert_eq!(pages(&bulk, &tokens), pages(&kept, &tokens));
     }
 
     #[test]

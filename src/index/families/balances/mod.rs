@@ -20,8 +20,9 @@ use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::TransactionKind;
 use tracing::warn;
 
+pub(crate) use book::rank_deferred;
 pub use book::BalanceMove;
-use book::{BalanceBook, Resolved};
+use book::{BalanceBook, Ranking, Resolved};
 pub use bulk::BulkBalances;
 pub use holders::rebuild as rebuild_window_holders;
 pub use read::{
@@ -103,19 +104,30 @@ impl Gatherer for Balances {
             Some(resolved) => {
                 // Still the state the write started from: no balance table is written yet.
                 let before = writing.db.begin_read().ok();
-                resolved.write(writing.txn, before.as_ref())?;
+                resolved.write(writing.txn, before.as_ref(), Ranking::Kept)?;
             }
-            None => self.book.resolve(writing.txn, writing.window.first_kept())?.write(writing.txn, None)?,
+            None => {
+                self.book.resolve(writing.txn, writing.window.first_kept())?.write(
+                    writing.txn,
+                    None,
+                    Ranking::Kept,
+                )?;
+            }
         }
         Ok(())
     }
 }
 
 /// Every balance is non-zero, of a holder other than the zero address, ranked once; each
-/// token's holder count is its number of balances, and of ranks.
+/// token's holder count is its number of balances, and of ranks — or, where a catch-up deferred
+/// the token's ranking (`state::rankings_deferred`), of none.
 fn check_balances<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbError> {
+    let deferred = crate::db::state::rankings_deferred(txn)?;
     let mut per_token: std::collections::BTreeMap<Address, u64> = std::collections::BTreeMap::new();
     let mut ranks = txn.cursor::<OtsTokenHolderRanks>()?;
+    let unranked = |token: &Address| -> DbResult<bool> {
+        Ok(deferred && txn.cursor::<OtsTokenHolderRanks>()?.seek_exact(token)?.is_none())
+    };
     let mut cursor = txn.cursor::<OtsTokenBalances>()?;
     let mut next = cursor.first()?;
     while let Some((key, Balance(balance))) = next {
@@ -126,7 +138,7 @@ fn check_balances<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbError> {
             ));
         }
         let rank = Rank { balance, holder: key.holder };
-        if !ranks.seek_both(&key.token, &rank)? {
+        if !ranks.seek_both(&key.token, &rank)? && !unranked(&key.token)? {
             return Err(broken::<OtsTokenHolderRanks>(
                 key.token.as_slice(),
                 format!("no rank for holder {}", key.holder),
@@ -140,7 +152,8 @@ fn check_balances<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbError> {
     let mut counted = 0;
     while let Some((token, Count(count))) = next {
         let ranked = txn.cursor::<OtsTokenHolderRanks>()?.dups(&token)?.len() as u64;
-        if per_token.get(&token).copied() != Some(count) || ranked != count {
+        let ranked_whole = ranked == count || (ranked == 0 && deferred);
+        if per_token.get(&token).copied() != Some(count) || !ranked_whole {
             return Err(broken::<OtsTokenHolderCounts>(
                 token.as_slice(),
                 format!("count {count}, {ranked} ranks"),

@@ -244,7 +244,7 @@ fn ranked_page<K: TransactionKind>(
     let mut fresh_cursor = txn.cursor::<OtsRecentHolderRanks>()?;
     // The large table's ranking is read a page of dups at a time: a busy token's walk passes
     // every stored holder the window changed.
-    let mut stored_run = None;
+    let mut stored_run = StoredRanking::Absent;
     let stored_cursor = txn.cursor::<OtsTokenHolderRanks>()?;
     let (start, position) = match walk.from {
         Some(from) => (from.next, from.position),
@@ -254,19 +254,22 @@ fn ranked_page<K: TransactionKind>(
         // A mark at the ranking's end: nothing after it.
         (Some(_), None) => (None, None),
         (Some(_), Some(next)) => {
-            let stored = DupRun::at_or_after(stored_cursor, token, &next)?;
-            (place(&mut stored_run, stored), fresh_cursor.seek_sub_key(token, &next)?)
+            let stored = match DupRun::at_or_after(stored_cursor, token, &next)? {
+                Some(placed) => stored_run.place(placed),
+                None => stored_run.sort_if_deferred(txn, token, Some(&next))?,
+            };
+            (stored, fresh_cursor.seek_sub_key(token, &next)?)
         }
         (None, _) => {
-            let stored = DupRun::first(stored_cursor, token)?;
-            (place(&mut stored_run, stored), fresh_cursor.seek_exact(token)?)
+            let stored = match DupRun::first(stored_cursor, token)? {
+                Some(placed) => stored_run.place(placed),
+                None => stored_run.sort_if_deferred(txn, token, None)?,
+            };
+            (stored, fresh_cursor.seek_exact(token)?)
         }
     };
     let mut position = position;
-    let mut next_stored = || match stored_run.as_mut() {
-        Some(run) => run.next_dup(),
-        None => Ok(None),
-    };
+    let mut next_stored = || stored_run.next();
     loop {
         // The large table's next holder the window did not change.
         while let Some(rank) = stored {
@@ -309,12 +312,65 @@ fn ranked_page<K: TransactionKind>(
     Ok(out)
 }
 
-/// Keeps a run placed on a ranking and returns its first dup.
-fn place<R>(run: &mut Option<R>, placed: Option<(R, Rank)>) -> Option<Rank> {
-    placed.map(|(r, rank)| {
-        *run = Some(r);
-        rank
-    })
+/// Where a walk reads the large table's ranking of a token.
+enum StoredRanking<'tx, K: TransactionKind> {
+    /// No ranking, or past its end.
+    Absent,
+    /// The stored dups, from the one after the current.
+    Dups(DupRun<'tx, K, OtsTokenHolderRanks>),
+    /// A ranking a catch-up deferred (`book::Ranking::Deferred`): the token's balances, sorted
+    /// here, from the one after the current. It costs every holder of the token, until the
+    /// catch-up's end builds the ranking.
+    Sorted(std::vec::IntoIter<Rank>),
+}
+
+impl<'tx, K: TransactionKind> StoredRanking<'tx, K> {
+    /// Keeps a run placed on the stored ranking and returns its first dup.
+    fn place(&mut self, (run, rank): (DupRun<'tx, K, OtsTokenHolderRanks>, Rank)) -> Option<Rank> {
+        *self = Self::Dups(run);
+        Some(rank)
+    }
+
+    /// With no stored dups at or after `from` (the top: `None`): when the token has no ranking
+    /// at all, its balances sorted, from `from` on; returns the first.
+    fn sort_if_deferred(
+        &mut self,
+        txn: &'tx Txn<K>,
+        token: &Address,
+        from: Option<&Rank>,
+    ) -> DbResult<Option<Rank>> {
+        // Dups before `from`: the ranking is stored, and ends before it.
+        if from.is_some() && txn.cursor::<OtsTokenHolderRanks>()?.seek_exact(token)?.is_some() {
+            return Ok(None);
+        }
+        let mut sorted = Vec::new();
+        let mut balances = txn.cursor::<OtsTokenBalances>()?;
+        let mut entry = balances.seek(&PairKey { token: *token, holder: Address::ZERO })?;
+        while let Some((key, Balance(balance))) = entry {
+            if key.token != *token {
+                break;
+            }
+            let rank = Rank { balance, holder: key.holder };
+            if from.is_none_or(|from| rank >= *from) {
+                sorted.push(rank);
+            }
+            entry = balances.next_entry()?;
+        }
+        sorted.sort_unstable();
+        let mut ranks = sorted.into_iter();
+        let first = ranks.next();
+        *self = Self::Sorted(ranks);
+        Ok(first)
+    }
+
+    /// The next holder of the ranking.
+    fn next(&mut self) -> DbResult<Option<Rank>> {
+        match self {
+            Self::Absent => Ok(None),
+            Self::Dups(run) => run.next_dup(),
+            Self::Sorted(ranks) => Ok(ranks.next()),
+        }
+    }
 }
 
 /// The owner of id `id` of the ERC721 `token` (none when burnt or never seen).

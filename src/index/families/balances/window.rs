@@ -10,7 +10,10 @@
 use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::TransactionKind;
 
-use super::{book::BalanceBook, holders};
+use super::{
+    book::{BalanceBook, Ranking},
+    holders,
+};
 use crate::{
     db::{
         codec::{BlockNumber, KeyCodec, ValueCodec, WindowValue},
@@ -37,7 +40,7 @@ where
 /// large tables and drops their window dups (their per-block rows go with [`prune`]): what a
 /// batch does for the blocks leaving the window, on its own.
 pub fn fold(txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
-    BalanceBook::default().resolve(txn, window.first_kept())?.write(txn, None)
+    BalanceBook::default().resolve(txn, window.first_kept())?.write(txn, None, Ranking::Kept).map(drop)
 }
 
 /// Drops the per-block rows of the blocks that left the window (their values settled when they
