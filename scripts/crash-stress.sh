@@ -15,9 +15,10 @@
 #     (a random 0-300 ms after it starts), while it merges (0-100 ms after its merge starts), or
 #     as it commits (at its "committing" line). The phase a kill landed in is read from the run's
 #     log and counted. `check` runs after every kill; at the end the database must hash
-#     (`check --hash`) the same as a clean index of the same recording. The stages keep their
-#     journal as when fetching from a node (STAGE_JOURNAL=off: not), so a restart after a kill
-#     while gathering first gathers the journalled blocks again; the runs that did are counted.
+#     (`check --hash`) the same as a clean index of the same recording, and after every kill the
+#     index must hold the last stage the run logged as committed. The stages keep their journal
+#     as when fetching from a node (STAGE_JOURNAL=off: not), so a restart after a kill while
+#     gathering first gathers the journalled blocks again; the runs that did are counted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -90,7 +91,14 @@ while [ "$kills" -lt "$KILLS" ]; do
       cat "$WORK/check.log" >&2
       exit 1
     fi
-    echo "kill $kills (aimed at $target): landed while $phase; check ok"
+    # A killed process never takes back a stage it logged as committed.
+    committed=$(grep "bulk stage committed" "$WORK/run.log" | tail -1 | grep -oE ' to=[0-9]+' | cut -d= -f2 || true)
+    indexed=$("$BIN" status --datadir "$WORK/db" --log warn | awk '/^indexed block/ {print $3}')
+    if [ -n "$committed" ] && { [ "$indexed" = "-" ] || [ "$indexed" -lt "$committed" ]; }; then
+      echo "kill $kills: the run committed a stage to block $committed, the index is at $indexed" >&2
+      exit 1
+    fi
+    echo "kill $kills (aimed at $target): landed while $phase; check ok; indexed to $indexed"
   else
     # The run reached the head before its kill: the catch-up is over.
     wait "$pid" || { echo "sync failed:" >&2; cat "$WORK/run.log" >&2; exit 1; }

@@ -137,8 +137,10 @@ pub struct SyncArgs {
     #[arg(long, env = "OTS_WRITE_PATH", value_enum, default_value_t = WritePathArg::Auto)]
     pub write_path: WritePathArg,
 
-    /// MiB of rows a bulk stage buffers in memory before it spills the largest buffers to run
-    /// files (the stage's main memory cost).
+    /// MiB of rows a bulk stage buffers in memory at most before it spills the largest buffers
+    /// to run files (the stage's main memory cost). A stage holds 16 MiB at first and a quarter
+    /// of what it has spilled later, up to this: its rows are sorted while it gathers, not all
+    /// at its commit.
     #[arg(long, env = "OTS_STAGE_BUFFER_MIB", default_value_t = 192, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub stage_buffer_mib: u64,
 
