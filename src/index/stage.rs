@@ -116,7 +116,9 @@ const HELD_FLOOR: usize = 16 << 20;
 /// that, at least [`HELD_FLOOR`], at most `buffer_bytes`. The rows still in memory are sorted
 /// and spilled when the stage commits, on the merge's clock; spilling early while the stage
 /// gathers moves that sort into the gathering, where it overlaps fetching, and a stage that
-/// has spilled much keeps more in memory so that its runs stay few. Measured on 1 % stages of
+/// has spilled much keeps more in memory so that its runs stay few. `spilled` is what the run
+/// files hold (an atomic counter, cheap after every batch); compressed runs count their
+/// compressed bytes, so such a stage holds somewhat less. Measured on 1 % stages of
 /// the 21 M chain: docs/benchmarks-history.md, 2026-12-04.
 fn held_rows(buffer_bytes: usize, spilled: u64) -> usize {
     let quarter = usize::try_from(spilled / 4).unwrap_or(usize::MAX);
