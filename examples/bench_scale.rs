@@ -55,7 +55,7 @@ mod http_load;
 mod mdbx_yardstick;
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -95,6 +95,42 @@ const SUMMARY_TABLES: [TableId; 3] =
 fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
     let at = line.find(&format!(" {name}="))? + name.len() + 2;
     line[at..].split_whitespace().next()
+}
+
+/// A string field's value, as the log prints it: `name="value"`.
+fn quoted<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let at = line.find(&format!(" {name}=\""))? + name.len() + 3;
+    line[at..].split('"').next()
+}
+
+/// `merge_parts`' names for what is not a family: the young levels folded (a part of the
+/// address indexes' and appearances' seconds), the repacks, and the rest of the merge.
+const FOLDS: &str = "young levels folded";
+const REPACKS: &str = "repacks";
+const REST: &str = "rest (commit and bookkeeping)";
+
+/// Per part of a stage's merge: its seconds over all stages and its mean over the first five
+/// stages and the last five.
+fn merge_parts(stages: &[BTreeMap<String, f64>]) -> Value {
+    let names: std::collections::BTreeSet<&String> = stages.iter().flat_map(BTreeMap::keys).collect();
+    let mean = |of: &[BTreeMap<String, f64>], name: &str| {
+        of.iter().map(|s| s.get(name).copied().unwrap_or(0.0)).sum::<f64>() / of.len().max(1) as f64
+    };
+    let five = 5.min(stages.len());
+    let parts: Map<String, Value> = names
+        .into_iter()
+        .map(|name| {
+            let all: f64 = stages.iter().map(|s| s.get(name).copied().unwrap_or(0.0)).sum();
+            let figures = json!({
+                "seconds": round(all, 2),
+                "first_five_mean": round(mean(&stages[..five], name), 3),
+                "last_five_mean": round(mean(&stages[stages.len() - five..], name), 3),
+            });
+            (name.clone(), figures)
+        })
+        .filter(|(_, f)| f["seconds"].as_f64().is_some_and(|s| s > 0.0))
+        .collect();
+    Value::Object(parts)
 }
 
 fn num(line: &str, name: &str) -> anyhow::Result<f64> {
@@ -191,6 +227,10 @@ struct SyncRun {
     merge_seconds: f64,
     /// Each bulk stage's merge and commit seconds, in order.
     merges: Vec<f64>,
+    /// Each bulk stage's merge by part, in order: the seconds of each family's write, of the
+    /// young levels folded (within their families' seconds), of the repacks, and `rest` (the
+    /// commit, the window's bookkeeping, the snapshot).
+    merge_parts: Vec<BTreeMap<String, f64>>,
     /// Seconds the catch-up's end spent packing what its stages left swollen (a step of its
     /// own, after the last stage committed: not in `merges`).
     pack_seconds: f64,
@@ -229,7 +269,8 @@ fn sync(
         None => vec!["--exit-at-head".to_owned()],
     };
     let mut child = Command::new(bin)
-        .args(["sync", "--log", "ots::sync=debug,info"])
+        // The index's debug lines say where each stage's merge goes (`merge_parts`).
+        .args(["sync", "--log", "ots::sync=debug,ots::index=debug,info"])
         .args(stop)
         .args(flags)
         .arg("--source")
@@ -276,6 +317,8 @@ fn sync(
     let mut summary = String::new();
     let mut merge_seconds = 0.0;
     let mut merges = Vec::new();
+    let mut merge_parts = Vec::new();
+    let mut parts = BTreeMap::<String, f64>::new();
     let mut pack_seconds = 0.0;
     let mut last_lines = Vec::new();
     for line in lines {
@@ -296,9 +339,20 @@ fn sync(
                     samples.push((share, r));
                 }
             }
+        } else if line.contains("family written") {
+            let family = quoted(&line, "family").unwrap_or("?").to_owned();
+            *parts.entry(family).or_default() += num(&line, "seconds")?;
+        } else if line.contains("list written") && quoted(&line, "how") == Some("folded") {
+            *parts.entry(FOLDS.to_owned()).or_default() += num(&line, "seconds")?;
+        } else if line.contains("table repacked") {
+            *parts.entry(REPACKS.to_owned()).or_default() += num(&line, "seconds")?;
         } else if line.contains("bulk stage committed") {
-            merges.push(num(&line, "merge_seconds")?);
-            merge_seconds += merges[merges.len() - 1];
+            let merge = num(&line, "merge_seconds")?;
+            merges.push(merge);
+            merge_seconds += merge;
+            let written: f64 = parts.iter().filter(|(k, _)| k.as_str() != FOLDS).map(|(_, s)| s).sum();
+            parts.insert(REST.to_owned(), (merge - written).max(0.0));
+            merge_parts.push(std::mem::take(&mut parts));
         } else if line.contains("catch-up packed") {
             pack_seconds += num(&line, "seconds")?;
         } else if line.contains("run summary") {
@@ -319,6 +373,7 @@ fn sync(
         summary,
         merge_seconds,
         merges,
+        merge_parts,
         pack_seconds,
         seconds: started.elapsed().as_secs_f64(),
         samples,
@@ -760,6 +815,10 @@ fn stage_regime(
         whole.pack_seconds,
         written as f64 / logs,
     );
+    let parts = merge_parts(&whole.merge_parts);
+    eprintln!(
+        "  the merges by part (seconds in all, mean of the first five stages, of the last five): {parts}"
+    );
     Ok(json!({
         "stage_max_blocks": stage_blocks,
         "stages": whole.merges.len(),
@@ -773,6 +832,7 @@ fn stage_regime(
         "merge_seconds_last": round(last, 3),
         "merge_last_over_first": round(last / first, 2),
         "merge_seconds_total": round(whole.merge_seconds, 2),
+        "merge_parts": parts,
         "pack_seconds": round(whole.pack_seconds, 2),
         "bytes_total": written,
         "bytes_per_transfer_log": round(written as f64 / logs, 2),

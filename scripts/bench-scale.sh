@@ -7,8 +7,8 @@
 # pages of the busiest address after counting its lists from the recording, about a minute more),
 # unwinding 64 blocks (median of three),
 # `check`, and the stage regime (the chain caught up again in bulk stages of 1 % of its blocks
-# each, as mainnet's catch-up runs: stage count, per-stage merge seconds, bytes per log, a
-# projection).
+# each, as mainnet's catch-up runs: stage count, per-stage merge seconds and where they go by
+# family, bytes per log, a projection).
 # The last line is one JSON object with every figure (docs/benchmarks.md explains them).
 #
 # Usage: scripts/bench-scale.sh [SIZE]
