@@ -420,6 +420,13 @@ tables! {
     /// from its first id here, leaving out its ids there, which all come before. Empty once the
     /// catch-up has ended.
     OtsAppearancesYoung: Plain, ListKey => PackedIds;
+    /// What the bulk stages of a catch-up added to the address totals (ours), one segment a
+    /// stage, not yet in `OtsAddressTotals`: reads add every segment, the catch-up's end (or the
+    /// first write of a batch after it) sums them into `OtsAddressTotals` in one pass and empties
+    /// the table. Key: the stage's newest block with totals (8). Dup: address (20) ‖ what the
+    /// stage added, encoded as `OtsAddressTotals` values (`OtsRecentTotals`' layout). Empty once
+    /// the catch-up has ended.
+    OtsStagedTotals: DupSort, BlockNumber => TotalsDelta;
 }
 
 /// A dupsorted table whose dups sort by a leading part of their bytes, the sub-key: a seek
@@ -456,7 +463,7 @@ sub_keys! {
     OtsERC20Holdings, OtsERC721Holdings, OtsERC1155Holdings by Address:
         |v| v.token, |s| Holding { token: *s, first: TxId(0) }.encode_value();
     // A block's totals deltas sort by address.
-    OtsRecentTotals by Address: |v| v.address, |s| s.as_slice().to_vec();
+    OtsRecentTotals, OtsStagedTotals by Address: |v| v.address, |s| s.as_slice().to_vec();
     // A key's window values sort by block.
     OtsRecentBalances by u64: |v| v.block, |s| WindowValue { block: *s, value: U256::ZERO }.encode_value();
     OtsRecentHolderCounts by u64: |v| v.block, |s| WindowValue { block: *s, value: 0i64 }.encode_value();
@@ -495,10 +502,11 @@ mod tests {
         // balance tables (3 of them the window's values by key), contract info, transfer probes, labels, the 3 appearance tables, the 2
         // totals tables, code removals, block times and internal rows by block, the window's list ids and sent transactions
         // (each by block and by address), undo journal and internal state; and the young levels of
-        // the 10 address indexes with their counters and of the appearance lists.
+        // the 10 address indexes with their counters and of the appearance lists; the address
+        // totals' staged segments.
         assert_eq!(
             TableId::ALL.len(),
-            7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 4 * 2 + 13 + 3 + 2 + 1 + 2 + 9 + 10 * 2 + 1
+            7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 4 * 2 + 13 + 3 + 2 + 1 + 2 + 9 + 10 * 2 + 1 + 1
         );
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);

@@ -10,6 +10,7 @@ use super::{
     family::{Checking, Family, ForEachFamily},
     holdings, integrity, journal, recent,
     roster::{each_family, state_tables},
+    staged_totals,
 };
 use crate::db::{
     codec::BlockNumber,
@@ -80,6 +81,7 @@ pub fn dump(db: &Db) -> Result<Vec<DumpEntry>, DbError> {
     let before = db.begin_read()?;
     address_index::levels::fold_young(&txn, &before)?;
     appearances::levels::fold_young(&txn, &before)?;
+    staged_totals::fold_staged(&txn, Some(&before))?;
     balances::rank_deferred(&txn)?;
     journal::fold_window(&txn)?;
     let mut out = Vec::new();
@@ -98,6 +100,7 @@ pub fn dump_hash(db: &Db) -> Result<B256, DbError> {
     let before = db.begin_read()?;
     address_index::levels::fold_young(&txn, &before)?;
     appearances::levels::fold_young(&txn, &before)?;
+    staged_totals::fold_staged(&txn, Some(&before))?;
     balances::rank_deferred(&txn)?;
     journal::fold_window(&txn)?;
     let mut hasher = Keccak256::new();

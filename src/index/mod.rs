@@ -32,7 +32,7 @@ pub use activity::{Activity, ActivityKind, IndexedBlock};
 pub use batch::{write_batch, BatchOptions, BatchStats, ClassifiedBlock, WriteError, WrittenBatch};
 pub use families::{
     address_index, appearances, attributes, balances, block_times, contract_info, holdings, labels,
-    lifetimes, matches, probes, totals, transfers,
+    lifetimes, matches, probes, staged_totals, totals, transfers,
 };
 pub use packing::Packed;
 pub use stage::{pack_caught_up, Stage, StageOptions, StageSummary};

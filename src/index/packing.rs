@@ -150,6 +150,8 @@ pub struct Packed {
     pub bytes_after: u64,
     /// Tokens whose holder ranking the catch-up deferred, ranked first.
     pub ranked: u64,
+    /// Addresses whose totals the catch-up's stages staged, summed into the table first.
+    pub staged: u64,
 }
 
 /// Repacks, in `txn`, every table of at least `smallest` bytes whose bytes per entry exceed

@@ -18,6 +18,7 @@ use super::{
     journal,
     packing::{self, repack_swollen, Packed},
     rows::Rows,
+    staged_totals,
     undo::UndoLog,
     window::WindowStart,
     BatchStats, ClassifiedBlock, WriteError, WrittenBatch,
@@ -91,9 +92,11 @@ pub fn run_dir(db: &Db) -> std::path::PathBuf {
 pub fn pack_caught_up(db: &Db, smallest: u64) -> Result<Packed, WriteError> {
     let txn = db.begin_write()?;
     let ranked = balances::rank_deferred(&txn)?;
+    // The writer lock is held and the totals not written yet: the snapshot is as `txn` found them.
+    let staged = staged_totals::fold_staged(&txn, Some(&db.begin_read()?))?;
     // The writer lock is held: no stage is using the run directory.
     let spill = RunDir::create(&run_dir(db)).map_err(crate::db::DbError::from)?;
-    let packed = Packed { ranked, ..packing::pack_caught_up(&txn, spill.path(), smallest)? };
+    let packed = Packed { ranked, staged, ..packing::pack_caught_up(&txn, spill.path(), smallest)? };
     txn.commit()?;
     db.release_mapped_pages();
     trim_heap();

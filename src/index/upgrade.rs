@@ -40,6 +40,9 @@
 //!   (`OtsTokenHolderRanks` without the token while the state holds `rankings_deferred`): no
 //!   table changes, as a format-17 database has every ranking whole; an older build must not
 //!   read a database whose rankings it would find missing.
+//! * Format 18 → 19 adds the address totals' staged segments (`OtsStagedTotals`, empty): what a
+//!   catch-up's later stages added to the totals until its end sums them in. Nothing else
+//!   changes; an older build must not read a database whose segments it would not add.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old

@@ -647,6 +647,7 @@ impl Indexer {
                 bytes_before = packed.bytes_before,
                 bytes_after = packed.bytes_after,
                 rankings = packed.ranked,
+                staged_totals = packed.staged,
                 seconds = started.elapsed().as_secs_f64(),
                 "catch-up packed"
             );

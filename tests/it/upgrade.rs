@@ -553,6 +553,8 @@ async fn a_format_10_database_upgrades_without_a_source() {
     migrate_relabelled(&relabelled, 16, before);
     // A format-17 database has every holder ranking whole: it is a format-18 one as it stands.
     migrate_relabelled(&relabelled, 17, before);
+    // A format-18 database gains the address totals' staged segments, empty.
+    migrate_relabelled(&relabelled, 18, before);
 }
 
 /// Labels the current-format database at `datadir` as of format `version` (whose tables it

@@ -14,7 +14,8 @@
 //!   lifetimes);
 //! * [`block_times`]: every block's timestamp (a block found by its time);
 //! * [`totals`]: per address, wei received, sent, paid in fees and withdrawn, and top-level
-//!   transactions received (for `ots2_getAddressSummary`).
+//!   transactions received (for `ots2_getAddressSummary`), with [`staged_totals`], what a
+//!   catch-up's later stages added.
 //!
 //! [`transfers`], `seen_in_tx` and `stamped` are what several families share: a transfer's
 //! touches, a transaction's addresses once, rows stamped with the block that wrote them.
@@ -32,6 +33,7 @@ pub mod lifetimes;
 pub mod matches;
 pub mod probes;
 mod seen_in_tx;
+pub mod staged_totals;
 mod stamped;
 pub mod totals;
 pub mod transfers;

@@ -17,6 +17,7 @@ use alloy_primitives::{Address, U256};
 use ots_classifiers::{BlockData, FrameKind};
 use signet_libmdbx::tx::TransactionKind;
 
+use super::staged_totals;
 use crate::db::tables::TableId;
 use crate::index::family::{Checking, Family, Unwinding};
 use crate::index::recent::WindowRows;
@@ -31,7 +32,7 @@ use crate::index::{
 use crate::{
     db::{
         codec::{AddressTotals, BlockNumber, TotalsDelta, ValueCodec},
-        tables::{OtsAddressTotals, OtsRecentTotals},
+        tables::{OtsAddressTotals, OtsRecentTotals, OtsStagedTotals},
         DbError, DbResult, ReadTxn, Txn, WriteTxn,
     },
     etl::{Buffer, Record, RecordError, RunDir, Sorter},
@@ -62,6 +63,11 @@ impl Record for AddressTotals {
 #[derive(Debug, Default)]
 pub struct Totals {
     added: Sorter<(Address, u64, AddressTotals)>,
+    /// The newest block that added to any totals: a stage's segment key.
+    newest: Option<u64>,
+    /// Whether a stage's sums may go to a segment of their own ([`staged_totals`]): a bulk
+    /// stage's.
+    staged: bool,
 }
 
 impl Totals {
@@ -70,13 +76,18 @@ impl Totals {
     /// summed in each run (into the row of the first of them): 35 M rows of the 21 M chain
     /// spill for 2.3 M addresses (docs/benchmarks-history.md, "Totals summed in their runs").
     pub fn spilling(runs: &Arc<RunDir>, budget: usize) -> Self {
-        Self { added: Sorter::spilling(runs.clone(), budget).collapsing(sum_of_address) }
+        Self {
+            added: Sorter::spilling(runs.clone(), budget).collapsing(sum_of_address),
+            newest: None,
+            staged: true,
+        }
     }
 
     /// Collects what `block` adds to each address's totals.
     pub fn collect_block(&mut self, block: &BlockData) -> DbResult<()> {
         for (address, added) in block_totals(block) {
             self.added.push((address, block.number, added))?;
+            self.newest = Some(block.number);
         }
         Ok(())
     }
@@ -88,9 +99,24 @@ impl Totals {
     ///
     /// With `before` (a snapshot of the state `txn` started from, given only for a stage's
     /// write, whose window is empty), a table the rows touch a large share of is rewritten
-    /// whole (`index::rewrite`).
+    /// whole (`index::rewrite`); a bulk stage after the first appends its sums as a segment of
+    /// their own instead ([`staged_totals`]). Any other write sums the segments into the table
+    /// first.
     pub fn write(self, txn: &WriteTxn, before: Option<&ReadTxn>, window: WindowStart) -> DbResult<()> {
         fold(txn, window)?;
+        let stage = before.filter(|_| self.staged && window == WindowStart::Closed);
+        let mut before = before;
+        if stage.is_none() {
+            if staged_totals::fold_staged(txn, None)? > 0 {
+                // The table has changed: the snapshot no longer holds it.
+                before = None;
+            }
+        } else if let (Some(before), Some(key)) = (stage, self.newest) {
+            let first = txn.entries::<OtsAddressTotals>()? == 0 && txn.entries::<OtsStagedTotals>()? == 0;
+            if !first {
+                return self.write_segment(txn, before, key);
+            }
+        }
         let added = self.added.into_sorted()?;
         let mut rewrite = match before {
             // A fold that moved deltas into the table wrote it: the snapshot no longer holds it.
@@ -131,6 +157,28 @@ impl Totals {
         groups.finish()?;
         if let Some(rewrite) = rewrite {
             rewrite.finish()?;
+        }
+        Ok(())
+    }
+}
+
+impl Totals {
+    /// Appends a stage's sums as the segment `key`, then folds every segment into the table if
+    /// that leaves more than [`staged_totals::MAX_SEGMENTS`].
+    fn write_segment(self, txn: &WriteTxn, before: &ReadTxn, key: u64) -> DbResult<()> {
+        let added = self.added.into_sorted()?;
+        // The block stays in each value: groups keep equal values once, and two blocks may add
+        // the same.
+        let mut groups = added.groups(|(address, block, added)| (address, (block, added)));
+        let sums = groups.by_ref().map(|(address, blocks)| {
+            let sum =
+                blocks.iter().try_fold(AddressTotals::default(), |sum, (_, added)| sum.checked_add(added));
+            sum.map(|sum| (address, sum)).ok_or_else(|| overflow(&address))
+        });
+        staged_totals::append_segment(txn, key, sums)?;
+        groups.finish()?;
+        if staged_totals::segment_keys(txn)?.len() > staged_totals::MAX_SEGMENTS {
+            staged_totals::fold_staged(txn, Some(before))?;
         }
         Ok(())
     }
@@ -241,10 +289,11 @@ pub fn unwind(txn: &WriteTxn, to: u64, tip: u64) -> DbResult<()> {
     Ok(())
 }
 
-/// An address's totals: its row (all zero when it has none) and what the reorg window's blocks
-/// added, one look-up per window block.
+/// An address's totals: its row (all zero when it has none), what a catch-up's stages added
+/// (one look-up per segment) and what the reorg window's blocks added (one per window block).
 pub fn of<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<AddressTotals> {
-    let mut sum = txn.get::<OtsAddressTotals>(address)?.unwrap_or_default();
+    let stored = txn.get::<OtsAddressTotals>(address)?.unwrap_or_default();
+    let mut sum = staged_totals::add_staged(txn, address, stored)?;
     let mut window = txn.cursor::<OtsRecentTotals>()?;
     let mut next = window.first()?.map(|(BlockNumber(b), _)| b);
     while let Some(block) = next {
@@ -320,6 +369,7 @@ impl Family for TotalsFamily {
     const NAME: &'static str = "totals";
     const TABLES: &'static [TableId] = &[TableId::OtsAddressTotals];
     const WINDOW_TABLES: &'static [TableId] = &[TableId::OtsRecentTotals];
+    const YOUNG_TABLES: &'static [TableId] = &[TableId::OtsStagedTotals];
 
     fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {
         Some(Box::new(match &gathering.buffering {
@@ -338,7 +388,8 @@ impl Family for TotalsFamily {
     }
 
     fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut Checking) -> DbResult<()> {
-        check(txn, checking.tip)
+        check(txn, checking.tip)?;
+        staged_totals::check(txn, checking.tip)
     }
 }
 
@@ -382,6 +433,95 @@ mod tests {
             txn.raw_entries(TableId::OtsAddressTotals).expect("entries")
         };
         assert_eq!(entries(true), entries(false));
+    }
+
+    /// Writes `rows` (address, block, wei sent) as one write of a stage (`staged`: a bulk
+    /// stage's gatherer, whose later writes go to segments) or of a batch with the window closed.
+    fn write_stage(db: &Db, rows: &[(Address, u64, u64)], staged: bool) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let runs = RunDir::create(dir.path()).expect("run dir");
+        let txn = db.begin_write().expect("begin");
+        let before = db.begin_read().expect("snapshot");
+        let mut totals = if staged { Totals::spilling(&runs, 1 << 20) } else { Totals::default() };
+        for &(address, block, wei) in rows {
+            let sent = AddressTotals { sent: U256::from(wei), ..Default::default() };
+            totals.added.push((address, block, sent)).expect("push");
+            totals.newest = totals.newest.max(Some(block));
+            if staged {
+                // A run a row: no run sums an address's rows, the merge of the runs sees them all.
+                totals.added.flush().expect("spill");
+            }
+        }
+        totals.write(&txn, Some(&before), WindowStart::Closed).expect("write");
+        txn.commit().expect("commit");
+    }
+
+    /// Later stages append segments that reads add; the catch-up's end sums them into the
+    /// table, rewritten from a snapshot or added in place, which then holds what adding in place
+    /// all along gives; so does the next write that is not a stage's.
+    #[test]
+    fn later_stages_stage_their_sums_and_folding_them_gives_what_adding_in_place_gives() {
+        let sent = |wei: u64| AddressTotals { sent: U256::from(wei), ..Default::default() };
+        let stages: [&[(Address, u64, u64)]; 3] =
+            [&[(A, 1, 5), (C, 1, 7)], &[(A, 2, 1), (B, 2, 2), (A, 3, 1)], &[(B, 4, 1), (C, 4, 1)]];
+        let open = || {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let db = Db::open(dir.path(), crate::db::AccessMode::ReadWrite).expect("open");
+            (dir, db)
+        };
+        let (_in_place_dir, in_place) = open();
+        for rows in stages {
+            write_stage(&in_place, rows, false);
+        }
+        let want =
+            in_place.begin_read().expect("read").raw_entries(TableId::OtsAddressTotals).expect("entries");
+        for how in ["snapshot", "in place", "batch"] {
+            let (_dir, db) = open();
+            for rows in stages {
+                write_stage(&db, rows, true);
+            }
+            let txn = db.begin_read().expect("read");
+            // The first stage found the table empty and wrote it; the others wrote segments.
+            assert_eq!(staged_totals::segment_keys(&txn).expect("keys"), [3, 4], "{how}");
+            assert_eq!(txn.entries::<OtsAddressTotals>().expect("entries"), 2);
+            // Two blocks added the same to A: both count.
+            assert_eq!(of(&txn, &A).expect("A"), sent(7));
+            assert_eq!(of(&txn, &B).expect("B"), sent(3));
+            assert_eq!(of(&txn, &C).expect("C"), sent(8));
+            check(&txn, Some(4)).expect("check");
+            staged_totals::check(&txn, Some(4)).expect("staged check");
+            assert!(staged_totals::check(&txn, Some(3)).is_err(), "a segment past the tip");
+            drop(txn);
+            let txn = db.begin_write().expect("write");
+            match how {
+                "snapshot" => {
+                    let before = db.begin_read().expect("snapshot");
+                    assert_eq!(staged_totals::fold_staged(&txn, Some(&before)).expect("fold"), 3);
+                }
+                "in place" => assert_eq!(staged_totals::fold_staged(&txn, None).expect("fold"), 3),
+                _ => Totals::default().write(&txn, None, WindowStart::Closed).expect("batch"),
+            }
+            txn.commit().expect("commit");
+            let txn = db.begin_read().expect("read");
+            assert_eq!(txn.entries::<OtsStagedTotals>().expect("entries"), 0, "{how}");
+            assert_eq!(txn.raw_entries(TableId::OtsAddressTotals).expect("entries"), want, "{how}");
+            assert_eq!(of(&txn, &A).expect("A"), sent(7));
+        }
+    }
+
+    /// A stage that would leave more than `MAX_SEGMENTS` segments folds them all.
+    #[test]
+    fn a_stage_past_the_segment_bound_folds_every_segment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), crate::db::AccessMode::ReadWrite).expect("open");
+        let stages = staged_totals::MAX_SEGMENTS as u64 + 2;
+        for block in 1..=stages {
+            write_stage(&db, &[(A, block, 1), (Address::with_last_byte(block as u8), block, 2)], true);
+            let txn = db.begin_read().expect("read");
+            let segments = staged_totals::segment_keys(&txn).expect("keys").len() as u64;
+            assert_eq!(segments, if block == stages { 0 } else { block - 1 }, "after stage {block}");
+            assert_eq!(of(&txn, &A).expect("A").sent, U256::from(block));
+        }
     }
 
     /// A stage's totals sum an address's rows in each run; a sum past 2^256 stays two rows, for
