@@ -12,11 +12,11 @@
 use std::{cmp::Reverse, collections::BinaryHeap};
 
 use alloy_primitives::Address;
-use signet_libmdbx::tx::TransactionKind;
+use signet_libmdbx::tx::{Rw, TransactionKind};
 
 use crate::db::{
     codec::{AddressTotals, BlockNumber, TotalsDelta},
-    tables::{OtsAddressTotals, OtsStagedTotals},
+    tables::{DupSubKey, OtsAddressTotals, OtsStagedTotals, Table},
     DbError, DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
 };
 use crate::index::{
@@ -60,17 +60,24 @@ pub(super) fn append_segment(
     Ok(written)
 }
 
-/// `sum` plus what every segment holds for `address`: one look-up per segment.
-pub(super) fn add_staged<K: TransactionKind>(
+/// `sum` plus `address`'s dup under every key of `T` (the segments, or the reorg window's
+/// blocks): one look-up per key.
+pub(super) fn add_per_key<T, K>(
     txn: &Txn<K>,
     address: &Address,
     mut sum: AddressTotals,
-) -> DbResult<AddressTotals> {
-    let mut cursor = txn.cursor::<OtsStagedTotals>()?;
+) -> DbResult<AddressTotals>
+where
+    T: DupSubKey<SubKey = Address> + Table<Key = BlockNumber, Value = TotalsDelta>,
+    K: TransactionKind,
+{
+    let mut cursor = txn.cursor::<T>()?;
     let mut next = cursor.first()?.map(|(BlockNumber(key), _)| key);
     while let Some(key) = next {
         if let Some(delta) = cursor.seek_sub_key_exact(&BlockNumber(key), address)? {
-            sum = sum.checked_add(&delta.added).ok_or_else(|| overflow(address))?;
+            sum = sum
+                .checked_add(&delta.added)
+                .ok_or_else(|| broken::<T>(address.as_slice(), "a sum past 2^256".into()))?;
         }
         next = match key.checked_add(1) {
             Some(after) => cursor.seek(&BlockNumber(after))?.map(|(BlockNumber(k), _)| k),
@@ -159,18 +166,7 @@ pub fn fold_staged(txn: &WriteTxn, before: Option<&ReadTxn>) -> DbResult<u64> {
     let mut sums = StagedSums::open(txn)?;
     let mut folded = 0;
     while let Some((address, added)) = sums.next_sum()? {
-        let stored = match &mut rewrite {
-            Some(rewrite) => {
-                rewrite.copy_while(|stored, _| stored < &address)?;
-                rewrite.take_if(|stored, _| stored == &address)?.map(|(_, totals)| totals)
-            }
-            None => table.seek_exact(&address)?,
-        };
-        let sum = stored.unwrap_or_default().checked_add(&added).ok_or_else(|| overflow(&address))?;
-        match &mut rewrite {
-            Some(rewrite) => rewrite.append(&address, &sum)?,
-            None => table.put(&address, &sum)?,
-        }
+        add_to_row(&mut rewrite, &mut table, address, &added)?;
         folded += 1;
     }
     drop(sums);
@@ -179,6 +175,31 @@ pub fn fold_staged(txn: &WriteTxn, before: Option<&ReadTxn>) -> DbResult<u64> {
     }
     txn.clear::<OtsStagedTotals>()?;
     Ok(folded)
+}
+
+/// Adds `added` to `address`'s row of `OtsAddressTotals`: through `rewrite` (the table being
+/// rewritten whole, addresses coming in order) or in place through `table`.
+pub(super) fn add_to_row<K: TransactionKind>(
+    rewrite: &mut Option<Rewrite<'_, K, OtsAddressTotals>>,
+    table: &mut TableCursor<'_, Rw, OtsAddressTotals>,
+    address: Address,
+    added: &AddressTotals,
+) -> DbResult<()> {
+    let stored = match rewrite {
+        Some(rewrite) => {
+            rewrite.copy_while(|stored, _| stored < &address)?;
+            rewrite.take_if(|stored, _| stored == &address)?.map(|(_, totals)| totals)
+        }
+        None => table.seek_exact(&address)?,
+    };
+    let sum = stored
+        .unwrap_or_default()
+        .checked_add(added)
+        .ok_or_else(|| broken::<OtsAddressTotals>(address.as_slice(), "a sum past 2^256".into()))?;
+    match rewrite {
+        Some(rewrite) => rewrite.append(&address, &sum),
+        None => table.put(&address, &sum),
+    }
 }
 
 /// No segment of a block past the tip, no all-zero dup, and every address's row and segments

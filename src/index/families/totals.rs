@@ -141,18 +141,7 @@ impl Totals {
                 }
             }
             let Some(added) = older else { continue };
-            let stored = match &mut rewrite {
-                Some(rewrite) => {
-                    rewrite.copy_while(|stored, _| stored < &address)?;
-                    rewrite.take_if(|stored, _| stored == &address)?.map(|(_, totals)| totals)
-                }
-                None => table.seek_exact(&address)?,
-            };
-            let sum = stored.unwrap_or_default().checked_add(&added).ok_or_else(|| overflow(&address))?;
-            match &mut rewrite {
-                Some(rewrite) => rewrite.append(&address, &sum)?,
-                None => table.put(&address, &sum)?,
-            }
+            staged_totals::add_to_row(&mut rewrite, &mut table, address, &added)?;
         }
         groups.finish()?;
         if let Some(rewrite) = rewrite {
@@ -293,19 +282,8 @@ pub fn unwind(txn: &WriteTxn, to: u64, tip: u64) -> DbResult<()> {
 /// (one look-up per segment) and what the reorg window's blocks added (one per window block).
 pub fn of<K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<AddressTotals> {
     let stored = txn.get::<OtsAddressTotals>(address)?.unwrap_or_default();
-    let mut sum = staged_totals::add_staged(txn, address, stored)?;
-    let mut window = txn.cursor::<OtsRecentTotals>()?;
-    let mut next = window.first()?.map(|(BlockNumber(b), _)| b);
-    while let Some(block) = next {
-        if let Some(delta) = window.seek_sub_key_exact(&BlockNumber(block), address)? {
-            sum = sum.checked_add(&delta.added).ok_or_else(|| overflow(address))?;
-        }
-        next = match block.checked_add(1) {
-            Some(after) => window.seek(&BlockNumber(after))?.map(|(BlockNumber(b), _)| b),
-            None => None,
-        };
-    }
-    Ok(sum)
+    let staged = staged_totals::add_per_key::<OtsStagedTotals, K>(txn, address, stored)?;
+    staged_totals::add_per_key::<OtsRecentTotals, K>(txn, address, staged)
 }
 
 /// No all-zero row; no window delta of a block past the tip; an address's row and its window
