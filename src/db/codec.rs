@@ -190,6 +190,38 @@ impl KeyCodec for ChunkKey {
     }
 }
 
+/// The key of a staged segment's chunk of an address index: `segment (8, BE) ‖ address (20) ‖
+/// largest id in the chunk (8, BE)`. Segment first, so that a stage's chunks append after every
+/// earlier stage's; a segment holds each address's ids of that stage whole, so no chunk is ever
+/// reopened and none needs the last-chunk key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StagedChunkKey {
+    /// The stage's newest block.
+    pub segment: u64,
+    /// The indexed address.
+    pub address: Address,
+    /// Largest id in the chunk.
+    pub chunk: u64,
+}
+
+impl KeyCodec for StagedChunkKey {
+    type Encoded = [u8; 36];
+    fn encode_key(&self) -> [u8; 36] {
+        let mut out = [0u8; 36];
+        out[..8].copy_from_slice(&self.segment.to_be_bytes());
+        out[8..].copy_from_slice(&address_u64_key(&self.address, self.chunk));
+        out
+    }
+    fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 36 {
+            return Err(CodecError::new("staged chunk key", "expected 36 bytes", bytes.len()));
+        }
+        let segment = be_u64(&bytes[..8], "staged chunk key")?;
+        let (address, chunk) = split_address_u64_key(&bytes[8..], "staged chunk key")?;
+        Ok(Self { segment, address, chunk })
+    }
+}
+
 /// The value of an address-index chunk: its ids, ascending, in some encoding.
 pub trait ChunkIds: ValueCodec {
     /// The chunk of `ids` (strictly ascending).
@@ -617,6 +649,20 @@ mod tests {
         );
         assert!(key.encode_key() < ChunkKey::last(a).encode_key());
         assert!(ChunkKey::decode_key(&[0; 27]).is_err());
+    }
+
+    #[test]
+    fn staged_chunk_keys_sort_by_segment_then_address_then_chunk() {
+        let a = address!("00000000000000000000000000000000000000aa");
+        let key = StagedChunkKey { segment: 0x0102, address: a, chunk: 0x1234 };
+        assert_eq!(
+            key.encode_key(),
+            hex!("0000000000000102 00000000000000000000000000000000000000aa 0000000000001234")
+        );
+        assert_eq!(StagedChunkKey::decode_key(&key.encode_key()), Ok(key));
+        let later = StagedChunkKey { segment: 0x0103, address: Address::ZERO, chunk: 0 };
+        assert!(key.encode_key() < later.encode_key());
+        assert!(StagedChunkKey::decode_key(&[0; 35]).is_err());
     }
 
     #[test]

@@ -6,8 +6,8 @@
 use super::codec::{
     AddressTotals, Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup,
     Creation, Holding, IdChunk, KeyCodec, Label, ListId, ListKey, MultiKey, MultiPrior, NonceAnchor,
-    OwnerPrior, PackedIds, PairKey, Rank, RecentId, RecentKey, RecentSent, RowIdChunk, SentTx, StateKey,
-    Timestamp, TokenIdKey, TotalsDelta, UndoRecord, ValueCodec, WindowValue,
+    OwnerPrior, PackedIds, PairKey, Rank, RecentId, RecentKey, RecentSent, RowIdChunk, SentTx,
+    StagedChunkKey, StateKey, Timestamp, TokenIdKey, TotalsDelta, UndoRecord, ValueCodec, WindowValue,
 };
 use alloy_primitives::{Address, U256};
 
@@ -427,6 +427,32 @@ tables! {
     /// stage added, encoded as `OtsAddressTotals` values (`OtsRecentTotals`' layout). Empty once
     /// the catch-up has ended.
     OtsStagedTotals: DupSort, BlockNumber => TotalsDelta;
+    /// What the bulk stages of a catch-up appended to `OtsERC20TransferIndex` (ours), one segment
+    /// a stage, written at the table's end (docs/format.md, "Staged segments"): reads take an
+    /// address's ids from every segment after the main table's, the catch-up's end (or the first
+    /// write of a batch after it) folds them into the main table in one pass and empties this
+    /// one. Key: the stage's newest block (8) ‖ address (20) ‖ the chunk's largest id (8). Value:
+    /// at most 244 of the address's ids of that stage, ascending, encoded as the main table's
+    /// chunks. Empty once the catch-up has ended.
+    OtsERC20TransferIndexStaged: Plain, StagedChunkKey => IdChunk;
+    /// The staged segments of `OtsERC721TransferIndex`; as `OtsERC20TransferIndexStaged`.
+    OtsERC721TransferIndexStaged: Plain, StagedChunkKey => IdChunk;
+    /// The staged segments of `OtsERC1155TransferIndex`; as `OtsERC20TransferIndexStaged`.
+    OtsERC1155TransferIndexStaged: Plain, StagedChunkKey => IdChunk;
+    /// The staged segments of `OtsWithdrawalsIndex`; as `OtsERC20TransferIndexStaged`.
+    OtsWithdrawalsIndexStaged: Plain, StagedChunkKey => IdChunk;
+    /// The staged segments of `OtsBlocksRewardedIndex`; as `OtsERC20TransferIndexStaged`.
+    OtsBlocksRewardedIndexStaged: Plain, StagedChunkKey => IdChunk;
+    /// The staged segments of `OtsInternalTxIndex`; as `OtsERC20TransferIndexStaged`.
+    OtsInternalTxIndexStaged: Plain, StagedChunkKey => IdChunk;
+    /// The staged segments of `OtsTransferRowsIndex`; as `OtsERC20TransferIndexStaged`.
+    OtsTransferRowsIndexStaged: Plain, StagedChunkKey => RowIdChunk;
+    /// The staged segments of `OtsTokenTransfersIndex`; as `OtsERC20TransferIndexStaged`.
+    OtsTokenTransfersIndexStaged: Plain, StagedChunkKey => RowIdChunk;
+    /// The staged segments of `OtsInternalRowsIndex`; as `OtsERC20TransferIndexStaged`.
+    OtsInternalRowsIndexStaged: Plain, StagedChunkKey => RowIdChunk;
+    /// The staged segments of `OtsPartyTokenIndex`; as `OtsERC20TransferIndexStaged`.
+    OtsPartyTokenIndexStaged: Plain, StagedChunkKey => RowIdChunk;
 }
 
 /// A dupsorted table whose dups sort by a leading part of their bytes, the sub-key: a seek
@@ -503,10 +529,10 @@ mod tests {
         // totals tables, code removals, block times and internal rows by block, the window's list ids and sent transactions
         // (each by block and by address), undo journal and internal state; and the young levels of
         // the 10 address indexes with their counters and of the appearance lists; the address
-        // totals' staged segments.
+        // totals' staged segments; the address indexes' staged segments.
         assert_eq!(
             TableId::ALL.len(),
-            7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 4 * 2 + 13 + 3 + 2 + 1 + 2 + 9 + 10 * 2 + 1 + 1
+            7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 4 * 2 + 13 + 3 + 2 + 1 + 2 + 9 + 10 * 2 + 1 + 1 + 10
         );
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);

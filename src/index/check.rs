@@ -16,7 +16,7 @@ use crate::db::{
     codec::BlockNumber,
     state,
     tables::{OtsRecentIds, OtsUndoJournal},
-    Db, DbError, DbResult, Txn,
+    Db, DbError, DbResult, Txn, WriteTxn,
 };
 
 /// Checks the whole database, family by family; the error names the first broken table and
@@ -68,14 +68,10 @@ pub fn check_holdings_tables<K: TransactionKind>(txn: &Txn<K>) -> Result<(), DbE
     holdings::check(txn, state::read_tip(txn)?)
 }
 
-/// One raw entry of [`dump`]: table name, key bytes, value bytes.
-pub type DumpEntry = (&'static str, Vec<u8>, Vec<u8>);
-
-/// Every entry of every family's tables (the roster's [`state_tables`]: not the indexer's
-/// state, the journal or the window's own rows, which depend on where batches and reorgs fell),
-/// as raw bytes, read as if every block had left the reorg window (in a write transaction that is dropped, never committed: it waits for a running
-/// writer): two indexes of the same chain are equal exactly when their dumps are.
-pub fn dump(db: &Db) -> Result<Vec<DumpEntry>, DbError> {
+/// A write transaction (to be dropped, never committed) in which the database reads as if its
+/// catch-up had ended and every block had left the reorg window: young levels and staged
+/// segments folded, deferred rankings built, the window folded.
+fn folded(db: &Db) -> Result<WriteTxn, DbError> {
     let txn = db.begin_write()?;
     // The writer lock is held and nothing written: the snapshot is the state `txn` starts from.
     let before = db.begin_read()?;
@@ -84,6 +80,18 @@ pub fn dump(db: &Db) -> Result<Vec<DumpEntry>, DbError> {
     staged_totals::fold_staged(&txn, Some(&before))?;
     balances::rank_deferred(&txn)?;
     journal::fold_window(&txn)?;
+    Ok(txn)
+}
+
+/// One raw entry of [`dump`]: table name, key bytes, value bytes.
+pub type DumpEntry = (&'static str, Vec<u8>, Vec<u8>);
+
+/// Every entry of every family's tables (the roster's [`state_tables`]: not the indexer's
+/// state, the journal or the window's own rows, which depend on where batches and reorgs fell),
+/// as raw bytes, read as if every block had left the reorg window (in a write transaction that is dropped, never committed: it waits for a running
+/// writer): two indexes of the same chain are equal exactly when their dumps are.
+pub fn dump(db: &Db) -> Result<Vec<DumpEntry>, DbError> {
+    let txn = folded(db)?;
     let mut out = Vec::new();
     for table in state_tables() {
         out.extend(txn.raw_entries(table)?.into_iter().map(|(k, v)| (table.name(), k, v)));
@@ -95,14 +103,7 @@ pub fn dump(db: &Db) -> Result<Vec<DumpEntry>, DbError> {
 /// length ‖ value, lengths 4-byte BE), streamed: equal for two databases exactly when their
 /// dumps are equal, short of a hash collision, however large they are.
 pub fn dump_hash(db: &Db) -> Result<B256, DbError> {
-    let txn = db.begin_write()?;
-    // The writer lock is held and nothing written: the snapshot is the state `txn` starts from.
-    let before = db.begin_read()?;
-    address_index::levels::fold_young(&txn, &before)?;
-    appearances::levels::fold_young(&txn, &before)?;
-    staged_totals::fold_staged(&txn, Some(&before))?;
-    balances::rank_deferred(&txn)?;
-    journal::fold_window(&txn)?;
+    let txn = folded(db)?;
     let mut hasher = Keccak256::new();
     for table in state_tables() {
         hasher.update(table.name().as_bytes());

@@ -152,6 +152,8 @@ pub struct Packed {
     pub ranked: u64,
     /// Addresses whose totals the catch-up's stages staged, summed into the table first.
     pub staged: u64,
+    /// Chunks of the address indexes' staged segments folded into their main tables first.
+    pub staged_chunks: u64,
 }
 
 /// Repacks, in `txn`, every table of at least `smallest` bytes whose bytes per entry exceed

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tracing::{debug, info};
 
 use super::{
-    balances,
+    address_index, balances,
     batch::write_blocks,
     gather::{Buffering, Gathering},
     journal,
@@ -84,19 +84,37 @@ pub fn run_dir(db: &Db) -> std::path::PathBuf {
     db.dir().join(RUN_DIR_NAME)
 }
 
-/// Builds the holder rankings a catch-up's stages deferred, then packs the tables they left
-/// swollen (`index::packing`), in a transaction of its own: what the sync loop does once a stage
-/// that reached the catch-up's end has committed. Tables smaller than `smallest` bytes stay as
-/// they are. A crash before it commits loses nothing: the next write of a batch builds the
-/// rankings (readers sort a deferred one's balances meanwhile), the next catch-up's end packs.
+/// Folds the address indexes' staged segments (a transaction each), then builds the holder
+/// rankings a catch-up's stages deferred, sums the staged totals in and packs the tables the
+/// stages left swollen (`index::packing`), in a transaction of its own: what the sync loop does
+/// once a stage that reached the catch-up's end has committed. Tables smaller than `smallest`
+/// bytes stay as they are. A crash before a commit loses nothing: the next write of a batch
+/// folds and builds what is left (readers read the segments, and sort a deferred ranking's
+/// balances, meanwhile), the next catch-up's end packs.
 pub fn pack_caught_up(db: &Db, smallest: u64) -> Result<Packed, WriteError> {
+    // Each address index folds its segments in a transaction of its own: the pages its old
+    // tables held are free for the next one's new tables, so the file grows by the largest
+    // list's copy rather than by all of them.
+    let mut staged_chunks = 0;
+    for list in address_index::ID_LISTS {
+        let txn = db.begin_write()?;
+        // The writer lock is held: the snapshot is as `txn` found it.
+        let before = db.begin_read()?;
+        let folded = address_index::levels::fold_list(&txn, &before, list)?;
+        drop(before);
+        if let Some(chunks) = folded {
+            txn.commit()?;
+            staged_chunks += chunks;
+        }
+    }
     let txn = db.begin_write()?;
     let ranked = balances::rank_deferred(&txn)?;
     // The writer lock is held and the totals not written yet: the snapshot is as `txn` found them.
     let staged = staged_totals::fold_staged(&txn, Some(&db.begin_read()?))?;
     // The writer lock is held: no stage is using the run directory.
     let spill = RunDir::create(&run_dir(db)).map_err(crate::db::DbError::from)?;
-    let packed = Packed { ranked, staged, ..packing::pack_caught_up(&txn, spill.path(), smallest)? };
+    let packed =
+        Packed { ranked, staged, staged_chunks, ..packing::pack_caught_up(&txn, spill.path(), smallest)? };
     txn.commit()?;
     db.release_mapped_pages();
     trim_heap();

@@ -43,6 +43,10 @@
 //! * Format 18 → 19 adds the address totals' staged segments (`OtsStagedTotals`, empty): what a
 //!   catch-up's later stages added to the totals until its end sums them in. Nothing else
 //!   changes; an older build must not read a database whose segments it would not add.
+//! * Format 19 → 20 adds the address indexes' staged segments (`OtsERC20TransferIndexStaged`,
+//!   …, empty): where a catch-up's later stages append their ids until its end folds them in,
+//!   instead of the young levels. A young level a format-19 catch-up left is read and folded
+//!   as before; an older build must not read a database whose segments it would not see.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old

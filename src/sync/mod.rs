@@ -648,6 +648,7 @@ impl Indexer {
                 bytes_after = packed.bytes_after,
                 rankings = packed.ranked,
                 staged_totals = packed.staged,
+                staged_chunks = packed.staged_chunks,
                 seconds = started.elapsed().as_secs_f64(),
                 "catch-up packed"
             );

@@ -166,6 +166,10 @@ async fn bulk_stages_give_the_tables_batches_give() {
     let (left, repacked) = (totals(&unpacked), totals(&txn));
     assert!(per_entry(&left) <= per_entry(&repacked) * 1.05, "left {left:?}, repacked {repacked:?}");
     assert_eq!(unpacked.entries::<OtsStagedTotals>().expect("entries"), 0, "no segment left");
+    // So did the address indexes' (format 20): their segments were folded into the main tables.
+    for table in [TableId::OtsERC20TransferIndexStaged, TableId::OtsTransferRowsIndexStaged] {
+        assert_eq!(unpacked.stats_of(table).expect("stats").entries, 0, "{table:?} folded");
+    }
     drop((txn, unpacked));
     drop((fixed, packed));
 
@@ -418,23 +422,24 @@ async fn the_party_token_index_follows_the_flag() {
     check(&Db::open(&datadir, AccessMode::ReadOnly).expect("db").begin_read().expect("read")).expect("check");
 }
 
-/// The addresses that lead the keys of `tables`, each once, ascending.
-fn addresses_in(txn: &ots_indexer::db::ReadTxn, tables: [TableId; 2]) -> Vec<Address> {
+/// The addresses in the keys of `tables` (each at its byte offset there), each once, ascending.
+fn addresses_in(txn: &ots_indexer::db::ReadTxn, tables: [(TableId, usize); 2]) -> Vec<Address> {
     let mut addresses: Vec<Address> = tables
         .into_iter()
-        .flat_map(|t| txn.raw_entries(t).expect("entries"))
-        .map(|(k, _)| Address::from_slice(&k[..20]))
+        .flat_map(|(t, at)| txn.raw_entries(t).expect("entries").into_iter().map(move |(k, _)| (k, at)))
+        .map(|(k, at)| Address::from_slice(&k[at..at + 20]))
         .collect();
     addresses.sort();
     addresses.dedup();
     addresses
 }
 
-/// What the lists say of the addresses in `counters` (raw counter tables, keys being the
-/// addresses): each address's count, all its ids, and the rank of each id and the one after it.
-fn lists_read(db: &Db, list: IdList, counters: [TableId; 2]) -> Vec<(Address, u64, Vec<u64>, Vec<u64>)> {
+/// What the lists say of the addresses in `tables` (a counter table, keys being the addresses,
+/// and a staged table, keys a segment and then the address): each address's count, all its ids,
+/// and the rank of each id and the one after it.
+fn lists_read(db: &Db, list: IdList, tables: [TableId; 2]) -> Vec<(Address, u64, Vec<u64>, Vec<u64>)> {
     let txn = db.begin_read().expect("read");
-    addresses_in(&txn, counters)
+    addresses_in(&txn, [(tables[0], 0), (tables[1], 8)])
         .into_iter()
         .map(|a| {
             let n = address_index::count(&txn, list, &a).expect("count");
@@ -456,7 +461,7 @@ type AppearancesRead = (Address, appearances::ListCounts, Option<(u64, u64)>, Ve
 
 fn appearances_read(db: &Db) -> Vec<(AppearancesRead, String, Vec<Option<u64>>)> {
     let txn = db.begin_read().expect("read");
-    addresses_in(&txn, [TableId::OtsAppearances, TableId::OtsAppearancesYoung])
+    addresses_in(&txn, [(TableId::OtsAppearances, 0), (TableId::OtsAppearancesYoung, 0)])
         .into_iter()
         .map(|a| {
             let counts = appearances::counts(&txn, &a).expect("counts");
@@ -476,47 +481,57 @@ fn appearances_read(db: &Db) -> Vec<(AppearancesRead, String, Vec<Option<u64>>)>
         .collect()
 }
 
-/// A catch-up of many small stages appends its later stages' ids to the lists' young levels:
-/// read, checked and hashed they are what one stage writes; the incremental path's first batch
-/// folds them, leaving the tables batches alone write.
+/// A catch-up of many small stages appends its later stages' ids to the address indexes' staged
+/// segments and the appearance lists' young level: killed before its end folds them, they read,
+/// check and hash as what one stage writes; the incremental path's first batch folds them,
+/// leaving the tables batches alone write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn later_stages_append_to_young_levels_that_read_as_one() {
+async fn later_stages_append_segments_and_young_levels_that_read_as_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let recording = generate(dir.path(), 30_000).await;
     let head = Fixture::load(&recording).expect("load").block_count() - 1;
-    // No reorg window: every block up to `stop` goes through stages, and nothing folds them.
     let stages_only = |limits| SyncConfig { reorg_window: 0, ..config(WritePath::Bulk, limits) };
-    let small = StageLimits { max_blocks: 5, ..Default::default() };
     let leveled_dir = dir.path().join("leveled");
-    // A list's young level folds every few stages (on so small a chain every other one): the
-    // catch-up goes on a stage at a time until the address indexes and the appearances both
-    // end young.
-    let young_ends = |db: &Db| {
+    // The appearances' young level folds every few stages (on so small a chain every other one):
+    // the catch-up is killed after a late stage's commit that left both kinds of level, before
+    // the catch-up's end folds them. A stage or two may commit before the kill lands: then the
+    // catch-up goes on from there until a kill finds both.
+    let young_ends = |datadir: &Path| {
+        let db = Db::open(datadir, AccessMode::ReadOnly).expect("db");
         let txn = db.begin_read().expect("read");
         any_young(&txn).expect("young") && appearances::levels::any_young(&txn).expect("young")
     };
-    let mut stop = head - 60;
-    let (mut leveled, _, progress) = index_to(&recording, &leveled_dir, stages_only(small), Some(stop)).await;
-    assert!(progress.stages > 20, "{} stages", progress.stages);
-    while !young_ends(&leveled) {
-        assert!(stop < head - 20, "no stage left both levels young");
-        drop(leveled);
-        stop += 5;
-        leveled = index_to(&recording, &leveled_dir, stages_only(small), Some(stop)).await.0;
+    let late_and_young = |line: &str| {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else { return false };
+        let fields = &event["fields"];
+        fields["message"] == "bulk stage committed"
+            && fields["to"].as_u64().is_some_and(|to| to + 60 >= head)
+            && young_ends(&leveled_dir)
+    };
+    loop {
+        assert!(kill_with(&recording, &leveled_dir, &["--stage-max-blocks", "5"], late_and_young));
+        if young_ends(&leveled_dir) {
+            break;
+        }
+        assert!(checkpoint(&leveled_dir).is_some_and(|c| c + 20 < head), "no stage left both levels young");
     }
+    let stop = checkpoint(&leveled_dir).expect("a checkpoint");
+    let leveled = Db::open(&leveled_dir, AccessMode::ReadWrite).expect("db");
+    let segments = leveled.begin_read().expect("read").stats_of(TableId::OtsERC20TransferIndexStaged);
+    assert!(segments.expect("stats").entries > 0, "the stages left segments");
     let (one, _, progress) =
         index_to(&recording, &dir.path().join("one"), stages_only(StageLimits::default()), Some(stop)).await;
     assert_eq!(progress.stages, 1);
-    assert_eq!(hash(&leveled), hash(&one), "young levels hash as their folded tables");
-    for (list, counters) in [
-        (IdList::Erc20Transfers, [TableId::OtsERC20TransferCounter, TableId::OtsERC20TransferCounterYoung]),
-        (IdList::TransferRows, [TableId::OtsTransferRowsCounter, TableId::OtsTransferRowsCounterYoung]),
-        (IdList::InternalTxs, [TableId::OtsInternalTxCounter, TableId::OtsInternalTxCounterYoung]),
-        (IdList::TokenTransfers, [TableId::OtsTokenTransfersCounter, TableId::OtsTokenTransfersCounterYoung]),
+    assert_eq!(hash(&leveled), hash(&one), "segments and young levels hash as their folded tables");
+    for (list, tables) in [
+        (IdList::Erc20Transfers, [TableId::OtsERC20TransferCounter, TableId::OtsERC20TransferIndexStaged]),
+        (IdList::TransferRows, [TableId::OtsTransferRowsCounter, TableId::OtsTransferRowsIndexStaged]),
+        (IdList::InternalTxs, [TableId::OtsInternalTxCounter, TableId::OtsInternalTxIndexStaged]),
+        (IdList::TokenTransfers, [TableId::OtsTokenTransfersCounter, TableId::OtsTokenTransfersIndexStaged]),
     ] {
-        let read = lists_read(&leveled, list, counters);
+        let read = lists_read(&leveled, list, tables);
         assert!(!read.is_empty(), "{list:?}");
-        assert_eq!(read, lists_read(&one, list, counters), "{list:?} reads alike");
+        assert_eq!(read, lists_read(&one, list, tables), "{list:?} reads alike");
     }
     let read = appearances_read(&leveled);
     assert!(read.len() > 10, "{} addresses", read.len());
@@ -535,5 +550,5 @@ async fn later_stages_append_to_young_levels_that_read_as_one() {
         config(WritePath::Incremental, StageLimits::default()),
     )
     .await;
-    assert_eq!(hash(&leveled), hash(&batches), "stages with young levels, then batches");
+    assert_eq!(hash(&leveled), hash(&batches), "stages with segments and young levels, then batches");
 }

@@ -431,3 +431,32 @@ pub fn verify_address<I: AddressIndex, C: AddressCounter, K: TransactionKind>(
     }
     Ok(all)
 }
+
+/// A list's level or staged segment read whole: addresses ascending, each with all its ids.
+pub(super) type LevelRows<'a> = Box<dyn Iterator<Item = DbResult<(Address, Vec<u64>)>> + 'a>;
+
+/// The chunks `cursor` walks from `first` on while `within` holds for their keys, grouped by
+/// the address `address_of` reads from a key: addresses ascending, each with all its ids.
+pub(super) fn grouped_rows<'a, K: TransactionKind, T: Table<Value: ChunkIds>>(
+    mut cursor: TableCursor<'a, K, T>,
+    first: Option<(T::Key, T::Value)>,
+    within: impl Fn(&T::Key) -> bool + 'a,
+    address_of: impl Fn(&T::Key) -> Address + 'a,
+) -> LevelRows<'a> {
+    let mut pending = first.filter(|(k, _)| within(k));
+    Box::new(std::iter::from_fn(move || {
+        let (key, chunk) = pending.take()?;
+        let address = address_of(&key);
+        let mut ids = chunk.into_ids();
+        loop {
+            match cursor.next_entry() {
+                Err(e) => return Some(Err(e)),
+                Ok(Some((k, c))) if within(&k) && address_of(&k) == address => ids.extend(c.into_ids()),
+                Ok(next) => {
+                    pending = next.filter(|(k, _)| within(k));
+                    return Some(Ok((address, ids)));
+                }
+            }
+        }
+    }))
+}

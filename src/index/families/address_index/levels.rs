@@ -1,39 +1,34 @@
-//! The two stored levels of every address index (docs/format.md, "Young levels"): the main
-//! tables, and a young level of the same layout that the bulk stages of a catch-up append to.
+//! The stored levels of every address index (docs/format.md, "Young levels" and "Staged
+//! segments"): the main tables; a young level of the same layout, which the bulk stages of a
+//! catch-up appended to up to format 19 and which is folded in as before where a database still
+//! holds one; and the staged segments ([`super::staged`]) that later stages append now.
 //!
-//! A stage's ids fall on addresses all over a list, so merged into the main tables they dirty
-//! nearly every page of them: a catch-up of a hundred stages would copy the whole list a hundred
-//! times. Appended to a young level instead, a stage rewrites only that level, which is folded
-//! into the main tables (one streamed whole rewrite) once it would pass an eighth of them: the
-//! main tables are then copied about once each time they grow by that eighth. The first write
-//! of the incremental path folds what is left, so a followed index has one level.
-//!
-//! An address's ids in the young level all follow its ids in the main one, and the reorg
-//! window's follow both: a list reads as main ‖ young ‖ window.
+//! An address's ids in the young level all follow its ids in the main one, the segments' follow
+//! both, and the reorg window's follow all: a list reads as main ‖ young ‖ segments ‖ window.
+//! Any write that is not a stage's (the catch-up's end, the first batch after it, a dump) folds
+//! the young level and the segments into the main tables in one streamed rewrite, so a
+//! followed index has one level.
 
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
 use tracing::debug;
 
 use super::{
-    chunks::{id_count, id_page, id_rank, rewrite_with_appends, AddressCounter, AddressIndex, IdAppender},
-    view_id_list, IdList, IdListViewer,
+    chunks::{
+        grouped_rows, id_count, id_page, id_rank, rewrite_with_appends, AddressCounter, AddressIndex,
+        IdAppender, LevelRows,
+    },
+    staged, view_id_list, IdList, IdListViewer,
 };
 use crate::{
-    db::{codec::ChunkIds, tables::*, DbError, DbResult, TableStats, Txn, WriteTxn},
+    db::{tables::*, DbError, DbResult, TableStats, Txn, WriteTxn},
     index::rewrite::rewrite_pays,
 };
 
-/// A young level is folded into the main tables once a write would leave its index holding
-/// more than one byte in this many of the main index's. At a share `1/s` a catch-up of `n`
-/// stages copies the main tables about `n / s / 2 + s` times over in all (each stage the young
-/// level, the folds the main one); 8 is near the least for the hundred stages of a mainnet
-/// catch-up. Bytes, not entries: the busiest addresses, which every stage appends to, hold many
-/// chunks in the main index and one or two in the young level.
+/// A young level is folded into the main tables once it would hold more than one byte in this
+/// many of the main index's (the appearance lists' young level still grows by this rule): at a
+/// share `1/s` a catch-up of `n` stages copies the main tables about `n / s / 2 + s` times.
 const FOLD_SHARE: u64 = 8;
-
-/// What a new id is taken to add to an index (an id of 8 bytes; a row id takes less, packed).
-const BYTES_PER_ID: u64 = 8;
 
 /// Where a list's stored ids are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +65,7 @@ pub fn view_level<V: IdListViewer>(list: IdList, level: Level, viewer: &mut V) -
     }
 }
 
-/// The young level's tables, index then counter, list by list.
+/// The young level's tables, index then counter, list by list, then the staged segments'.
 pub const YOUNG_TABLES: &[TableId] = &[
     TableId::OtsERC20TransferIndexYoung,
     TableId::OtsERC20TransferCounterYoung,
@@ -92,6 +87,17 @@ pub const YOUNG_TABLES: &[TableId] = &[
     TableId::OtsInternalRowsCounterYoung,
     TableId::OtsPartyTokenIndexYoung,
     TableId::OtsPartyTokenCounterYoung,
+    // The staged segments ([`super::staged`]), emptied with the young level.
+    TableId::OtsERC20TransferIndexStaged,
+    TableId::OtsERC721TransferIndexStaged,
+    TableId::OtsERC1155TransferIndexStaged,
+    TableId::OtsWithdrawalsIndexStaged,
+    TableId::OtsBlocksRewardedIndexStaged,
+    TableId::OtsInternalTxIndexStaged,
+    TableId::OtsTransferRowsIndexStaged,
+    TableId::OtsTokenTransfersIndexStaged,
+    TableId::OtsInternalRowsIndexStaged,
+    TableId::OtsPartyTokenIndexStaged,
 ];
 
 pub(super) struct Counted<'a, K: TransactionKind>(pub(super) &'a Txn<K>, pub(super) &'a Address);
@@ -130,15 +136,24 @@ impl<K: TransactionKind> IdListViewer for Ranked<'_, K> {
     }
 }
 
-/// How many ids of `address` in `list` the levels hold: those older than the reorg window.
-pub fn stored_count<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address) -> DbResult<u64> {
+/// How many ids of `address` in `list` the levels hold, staged segments aside.
+pub(super) fn leveled_count<K: TransactionKind>(
+    txn: &Txn<K>,
+    list: IdList,
+    address: &Address,
+) -> DbResult<u64> {
     LEVELS
         .into_iter()
         .try_fold(0, |sum, level| Ok(sum + view_level(list, level, &mut Counted(txn, address))?))
 }
 
+/// How many ids of `address` in `list` are stored: those older than the reorg window.
+pub fn stored_count<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address) -> DbResult<u64> {
+    Ok(leveled_count(txn, list, address)? + staged::address_ids(txn, list, address)?.len() as u64)
+}
+
 /// Stored ids `idx..idx + count` of `address` in `list`, ascending: the main level's, then the
-/// young one's.
+/// young one's, then the staged segments'.
 pub fn stored_page<K: TransactionKind>(
     txn: &Txn<K>,
     list: IdList,
@@ -149,7 +164,7 @@ pub fn stored_page<K: TransactionKind>(
     let mut out = Vec::new();
     for level in LEVELS {
         if count == 0 {
-            break;
+            return Ok(out);
         }
         let held = view_level(list, level, &mut Counted(txn, address))?;
         let Some(left) = held.checked_sub(idx).filter(|&n| n > 0) else {
@@ -160,6 +175,11 @@ pub fn stored_page<K: TransactionKind>(
         count = count.saturating_sub(page.len() as u64);
         out.extend(page);
         idx = 0;
+    }
+    if count > 0 {
+        let staged = staged::address_ids(txn, list, address)?;
+        let skip = usize::try_from(idx).unwrap_or(usize::MAX);
+        out.extend(staged.into_iter().skip(skip).take(usize::try_from(count).unwrap_or(usize::MAX)));
     }
     Ok(out)
 }
@@ -181,7 +201,9 @@ pub fn stored_rank<K: TransactionKind>(
             return Ok((below, false));
         }
     }
-    Ok((below, true))
+    let staged = staged::address_ids(txn, list, address)?;
+    let rank = staged.partition_point(|&x| x < id);
+    Ok((below + rank as u64, rank == staged.len()))
 }
 
 /// Entries and bytes of the index table of `list` at `level`.
@@ -201,23 +223,12 @@ pub(super) fn entries<K: TransactionKind>(txn: &Txn<K>, list: IdList, level: Lev
     Ok(index_stats(txn, list, level)?.entries)
 }
 
-/// Whether a stage's write of `ids` ids to `list` goes to its young level: the main index holds
-/// something, and the young one would stay within [`FOLD_SHARE`] of it.
-pub(super) fn stays_young<K: TransactionKind>(txn: &Txn<K>, list: IdList, ids: u64) -> DbResult<bool> {
-    let main = index_stats(txn, list, Level::Main)?;
-    let young = index_stats(txn, list, Level::Young)?.bytes.saturating_add(ids.saturating_mul(BYTES_PER_ID));
-    Ok(young_fits(&main, young))
-}
-
 /// Whether a young level of `young` bytes stays within [`FOLD_SHARE`] of a main table that
 /// holds `main` (and holds something: a catch-up's first stage writes the main table). The
 /// appearance lists' young level folds by the same rule.
 pub(crate) fn young_fits(main: &TableStats, young: u64) -> bool {
     main.entries > 0 && young.saturating_mul(FOLD_SHARE) <= main.bytes
 }
-
-/// One level of a list read whole, addresses ascending, each with all its ids.
-pub(super) type LevelRows<'a> = Box<dyn Iterator<Item = DbResult<(Address, Vec<u64>)>> + 'a>;
 
 /// Reads `list` at `level` whole from `txn`.
 pub(super) fn level_rows<K: TransactionKind>(
@@ -230,21 +241,8 @@ pub(super) fn level_rows<K: TransactionKind>(
         type Output = DbResult<LevelRows<'a>>;
         fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
             let mut cursor = self.0.walking_cursor::<I>()?;
-            let mut pending = cursor.first()?;
-            Ok(Box::new(std::iter::from_fn(move || {
-                let (key, chunk) = pending.take()?;
-                let mut ids = chunk.into_ids();
-                loop {
-                    match cursor.next_entry() {
-                        Err(e) => return Some(Err(e)),
-                        Ok(Some((k, c))) if k.address == key.address => ids.extend(c.into_ids()),
-                        Ok(next) => {
-                            pending = next;
-                            return Some(Ok((key.address, ids)));
-                        }
-                    }
-                }
-            })))
+            let first = cursor.first()?;
+            Ok(grouped_rows(cursor, first, |_| true, |k| k.address))
         }
     }
     view_level(list, level, &mut Open(txn))
@@ -281,32 +279,37 @@ impl<R: Iterator<Item = (Address, Vec<u64>)>> IdListViewer for IntoLevel<'_, R> 
 }
 
 /// Writes `rows` (addresses ascending, at most `addresses` of them with `ids` ids in all, each
-/// address's following every id stored for it) to `list`: into its young level when `young`
-/// and [`stays_young`] says so, otherwise into its main tables, folding the young level in with
-/// them. `before` is a snapshot of the state `txn` started from; without one the young level
-/// must be empty.
+/// address's following every id stored for it) to `list`. A stage's write (`segment`, its key)
+/// appends them as a staged segment ([`staged`]) when the main tables hold something and fewer
+/// than [`staged::MAX_SEGMENTS`] segments are held; any other write goes to the main tables,
+/// folding the young level and the segments in with it. `before` is a snapshot of the state
+/// `txn` started from; without one there must be nothing to fold.
 pub(super) fn write_rows(
     txn: &WriteTxn,
     before: Option<&crate::db::ReadTxn>,
     list: IdList,
     rows: impl Iterator<Item = (Address, Vec<u64>)>,
     (addresses, ids): (u64, u64),
-    young: bool,
+    segment: Option<u64>,
 ) -> DbResult<()> {
-    if addresses == 0 && entries(txn, list, Level::Young)? == 0 {
+    let segments = staged::segment_keys(txn, list)?;
+    let young = entries(txn, list, Level::Young)? > 0;
+    if addresses == 0 && !young && segments.is_empty() {
         return Ok(());
     }
     let started = std::time::Instant::now();
     let said = |how: &str| {
-        debug!(target: "ots::index", list = ?list, how, addresses, seconds = started.elapsed().as_secs_f64(), "list written");
+        debug!(target: "ots::index", list = ?list, how, addresses, ids, seconds = started.elapsed().as_secs_f64(), "list written");
     };
-    if young && before.is_some() && stays_young(txn, list, ids)? {
-        let mut into = IntoLevel { txn, before, rows: Some(rows), addresses, whole: false };
-        view_level(list, Level::Young, &mut into)?;
-        said("young");
-        return Ok(());
+    if let (Some(segment), Some(_)) = (segment, before) {
+        let newer = segments.last().is_none_or(|&last| last < segment);
+        if newer && segments.len() < staged::MAX_SEGMENTS && entries(txn, list, Level::Main)? > 0 {
+            staged::append_segment(txn, list, segment, rows)?;
+            said("staged");
+            return Ok(());
+        }
     }
-    if entries(txn, list, Level::Young)? == 0 {
+    if !young && segments.is_empty() {
         let mut into = IntoLevel { txn, before, rows: Some(rows), addresses, whole: false };
         view_level(list, Level::Main, &mut into)?;
         said("main");
@@ -315,42 +318,65 @@ pub(super) fn write_rows(
     let Some(before) = before else {
         return Err(unfolded(list));
     };
-    let mut failed = None;
-    let young_rows = level_rows(before, list, Level::Young)?.map_while(|row| match row {
-        Ok(row) => Some(row),
-        Err(e) => {
-            failed = Some(e);
-            None
-        }
-    });
-    let merged = JoinedRows { older: young_rows.peekable(), newer: rows.peekable() };
+    let (mut young_failed, mut staged_failed) = (None, None);
+    let young_rows =
+        level_rows(before, list, Level::Young)?.map_while(|row| row.map_err(|e| young_failed = Some(e)).ok());
+    let staged_rows =
+        staged::staged_rows(before, list)?.map_while(|row| row.map_err(|e| staged_failed = Some(e)).ok());
+    let older = JoinedRows { older: young_rows.peekable(), newer: staged_rows.peekable() };
+    let merged = JoinedRows { older: older.peekable(), newer: rows.peekable() };
     let mut into = IntoLevel { txn, before: Some(before), rows: Some(merged), addresses, whole: true };
     view_level(list, Level::Main, &mut into)?;
-    // The young rows borrow `failed` until they are dropped.
+    // The older rows borrow the failures until they are dropped.
     drop(into);
-    if let Some(e) = failed {
+    if let Some(e) = young_failed.or(staged_failed) {
         return Err(e);
     }
     clear_young(txn, list)?;
+    staged::clear(txn, list)?;
     said("folded");
     Ok(())
 }
 
-/// Folds every young level into its main tables (a no-op for the empty ones); `before` is a
-/// snapshot of the state `txn` started from.
-pub fn fold_young(txn: &WriteTxn, before: &crate::db::ReadTxn) -> DbResult<()> {
+/// Folds every young level and staged segment into its main tables (a no-op for the lists
+/// without); `before` is a snapshot of the state `txn` started from, in which no list has been
+/// written yet. Returns how many staged chunks were folded.
+pub fn fold_young(txn: &WriteTxn, before: &crate::db::ReadTxn) -> DbResult<u64> {
+    let mut chunks = 0;
     for list in super::ID_LISTS {
-        if entries(txn, list, Level::Young)? > 0 {
-            write_rows(txn, Some(before), list, std::iter::empty(), (0, 0), false)?;
-        }
+        chunks += fold_list(txn, before, list)?.unwrap_or(0);
     }
-    Ok(())
+    Ok(chunks)
 }
 
-/// Whether any list has a young level.
+/// Folds the young level and the staged segments of `list` into its main tables; `before` is a
+/// snapshot of the state `txn` started from, in which the list has not been written yet.
+/// Returns how many staged chunks were folded, `None` when there was nothing to fold. The main
+/// tables, rewritten whole, are recorded as packed (`index::packing`), so that a repack in a
+/// later transaction leaves them be.
+pub fn fold_list(txn: &WriteTxn, before: &crate::db::ReadTxn, list: IdList) -> DbResult<Option<u64>> {
+    let chunks = staged::entries(txn, list)?;
+    if chunks == 0 && entries(txn, list, Level::Young)? == 0 {
+        return Ok(None);
+    }
+    write_rows(txn, Some(before), list, std::iter::empty(), (0, 0), None)?;
+    struct Main;
+    impl IdListViewer for Main {
+        type Output = [TableId; 2];
+        fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
+            [I::ID, C::ID]
+        }
+    }
+    for table in view_level(list, Level::Main, &mut Main) {
+        crate::db::state::set_packed(txn, &txn.stats_of(table)?)?;
+    }
+    Ok(Some(chunks))
+}
+
+/// Whether any list has a young level or a staged segment.
 pub fn any_young<K: TransactionKind>(txn: &Txn<K>) -> DbResult<bool> {
     for list in super::ID_LISTS {
-        if entries(txn, list, Level::Young)? > 0 {
+        if entries(txn, list, Level::Young)? > 0 || staged::entries(txn, list)? > 0 {
             return Ok(true);
         }
     }
@@ -374,7 +400,9 @@ fn unfolded(list: IdList) -> DbError {
     DbError::Corrupt {
         table,
         key: String::new(),
-        reason: "a young level is left to fold, but the write has no snapshot to fold it from".into(),
+        reason:
+            "a young level or staged segment is left to fold, but the write has no snapshot to fold it from"
+                .into(),
     }
 }
 
@@ -417,16 +445,36 @@ impl<O: Iterator<Item = (Address, Vec<u64>)>, N: Iterator<Item = (Address, Vec<u
 mod tests {
     use super::*;
     use crate::db::{AccessMode, Db};
+    use crate::index::integrity::CheckReport;
 
     const LIST: IdList = IdList::Erc20Transfers;
 
-    /// Writes `rows` as a stage would, in its own transaction.
-    fn stage(db: &Db, rows: &[(Address, Vec<u64>)], young: bool) {
+    fn ids_of(rows: &[(Address, Vec<u64>)]) -> (u64, u64) {
+        (rows.len() as u64, rows.iter().map(|(_, ids)| ids.len() as u64).sum())
+    }
+
+    /// Writes `rows` as a stage would (`segment`: its key; `None`, a batch), in its own
+    /// transaction.
+    fn stage(db: &Db, rows: &[(Address, Vec<u64>)], segment: Option<u64>) {
         let txn = db.begin_write().expect("write");
         let before = db.begin_read().expect("read");
-        let ids = rows.iter().map(|(_, ids)| ids.len() as u64).sum();
-        write_rows(&txn, Some(&before), LIST, rows.iter().cloned(), (rows.len() as u64, ids), young)
-            .expect("rows");
+        write_rows(&txn, Some(&before), LIST, rows.iter().cloned(), ids_of(rows), segment).expect("rows");
+        txn.commit().expect("commit");
+    }
+
+    /// Writes `rows` to the young level, as a stage of a format-19 catch-up did.
+    fn young(db: &Db, rows: &[(Address, Vec<u64>)]) {
+        let txn = db.begin_write().expect("write");
+        let before = db.begin_read().expect("read");
+        let addresses = rows.len() as u64;
+        let mut into = IntoLevel {
+            txn: &txn,
+            before: Some(&before),
+            rows: Some(rows.iter().cloned()),
+            addresses,
+            whole: false,
+        };
+        view_level(LIST, Level::Young, &mut into).expect("young");
         txn.commit().expect("commit");
     }
 
@@ -438,79 +486,123 @@ mod tests {
             .collect()
     }
 
-    /// Many addresses with a few ids each in the first stage, then stages of a few addresses,
-    /// one of which runs past a chunk: later stages stay young until the young level would pass
-    /// an eighth of the main one, when one folds it in, and every read sees the lists a single
-    /// level holds; folded, the main tables are byte for byte those of one level written stage
-    /// by stage.
+    fn report(db: &Db) -> CheckReport {
+        let mut report = CheckReport::default();
+        super::super::check_transfers(&db.begin_read().expect("read"), &mut report, u64::MAX).expect("check");
+        report
+    }
+
+    fn address(i: u64) -> Address {
+        Address::left_padding_from(&i.to_be_bytes())
+    }
+
+    /// Every read of the lists `leveled` holds (addresses `who`) gives what `single` gives.
+    fn same_reads(leveled: &Db, single: &Db, who: impl Iterator<Item = u64>) {
+        let (a, b) = (leveled.begin_read().expect("read"), single.begin_read().expect("read"));
+        for i in who {
+            let who = address(i);
+            let n = stored_count(&b, LIST, &who).expect("count");
+            assert_eq!(stored_count(&a, LIST, &who).expect("count"), n, "{who}");
+            let all = stored_page(&b, LIST, &who, 0, n).expect("page");
+            assert_eq!(stored_page(&a, LIST, &who, 0, n).expect("page"), all, "{who}");
+            for at in [0, 1, n / 2, n.saturating_sub(2), n] {
+                let page = stored_page(&b, LIST, &who, at, 250).expect("page");
+                assert_eq!(stored_page(&a, LIST, &who, at, 250).expect("page"), page, "{who} from {at}");
+            }
+            for id in all.iter().flat_map(|&id| [id, id + 1]).chain([0, u64::MAX]) {
+                let rank = stored_rank(&b, LIST, &who, id).expect("rank");
+                assert_eq!(stored_rank(&a, LIST, &who, id).expect("rank"), rank, "{who} at {id}");
+            }
+        }
+    }
+
+    /// Many addresses with a few ids each in the first stage (to the main tables), a young level
+    /// as a format-19 catch-up left it, then stages of a few addresses, one of which runs past
+    /// a chunk in every stage: the later stages append segments, and every read and the check
+    /// see the lists a single level holds; folded, the main tables are byte for byte those of one
+    /// level written stage by stage.
     #[test]
-    fn a_young_level_reads_and_folds_as_one_level() {
+    fn staged_segments_read_and_fold_as_one_level() {
         let dir = tempfile::tempdir().expect("tempdir");
         let leveled = Db::open(&dir.path().join("leveled"), AccessMode::ReadWrite).expect("open");
         let single = Db::open(&dir.path().join("single"), AccessMode::ReadWrite).expect("open");
-        let address = |i: u64| Address::left_padding_from(&i.to_be_bytes());
         let first: Vec<(Address, Vec<u64>)> = (0..4_000).map(|i| (address(i), vec![i, 5_000 + i])).collect();
-        let mut stages = vec![first];
-        for s in 1..12u64 {
+        stage(&leveled, &first, Some(1));
+        stage(&single, &first, None);
+        let legacy: Vec<(Address, Vec<u64>)> = (2..6).map(|i| (address(i), vec![9_000 + i])).collect();
+        young(&leveled, &legacy);
+        stage(&single, &legacy, None);
+        for s in 2..14u64 {
             let base = 10_000 * s;
             let mut rows = vec![(address(3), (base..base + 300).collect::<Vec<u64>>())];
             rows.extend((0..8).map(|k| (address(s * 31 + k), vec![base + 500 + k])));
             rows.push((address(1_000 + s), vec![base + 600, base + 601]));
-            stages.push(rows);
+            stage(&leveled, &rows, Some(s));
+            stage(&single, &rows, None);
+            same_reads(&leveled, &single, (0..420).chain(1_000..1_020));
+            assert_eq!(report(&leveled), report(&single), "after stage {s}");
         }
-        // A last small stage, young whether the one before folded or not.
-        stages.push(vec![(address(5), vec![999_999])]);
-        let (mut went_young, mut folded, mut young_before) = (false, false, 0);
-        for rows in &stages {
-            stage(&leveled, rows, true);
-            stage(&single, rows, false);
-            let young = entries(&leveled.begin_read().expect("read"), LIST, Level::Young).expect("entries");
-            went_young |= young > 0;
-            folded |= young < young_before;
-            young_before = young;
-            let (a, b) = (leveled.begin_read().expect("read"), single.begin_read().expect("read"));
-            for i in (0..420).chain(1_000..1_020) {
-                let who = address(i);
-                let n = stored_count(&b, LIST, &who).expect("count");
-                assert_eq!(stored_count(&a, LIST, &who).expect("count"), n, "{who}");
-                let all = stored_page(&b, LIST, &who, 0, n).expect("page");
-                assert_eq!(stored_page(&a, LIST, &who, 0, n).expect("page"), all, "{who}");
-                for at in [0, 1, n / 2, n.saturating_sub(2), n] {
-                    let page = stored_page(&b, LIST, &who, at, 250).expect("page");
-                    assert_eq!(stored_page(&a, LIST, &who, at, 250).expect("page"), page, "{who} from {at}");
-                }
-                for id in all.iter().flat_map(|&id| [id, id + 1]).chain([0, u64::MAX]) {
-                    let rank = stored_rank(&b, LIST, &who, id).expect("rank");
-                    assert_eq!(stored_rank(&a, LIST, &who, id).expect("rank"), rank, "{who} at {id}");
-                }
-            }
-        }
-        assert!(went_young && folded, "the later stages went to the young level, which was folded with one");
-        let young_left = entries(&leveled.begin_read().expect("read"), LIST, Level::Young).expect("entries");
-        assert!(young_left > 0, "the last stages are still young");
+        let txn = leveled.begin_read().expect("read");
+        assert_eq!(staged::segment_keys(&txn, LIST).expect("keys"), (2..14).collect::<Vec<u64>>());
+        assert!(entries(&txn, LIST, Level::Young).expect("entries") > 0, "the young level is kept");
+        drop(txn);
         assert_ne!(raw(&leveled), raw(&single));
 
-        // Folded (what a dump and the incremental path's first write do): one level, the same bytes.
+        // Folded (what the catch-up's end, a dump and the incremental path's first write do):
+        // one level, the same bytes.
         let txn = leveled.begin_write().expect("write");
-        fold_young(&txn, &leveled.begin_read().expect("read")).expect("fold");
+        let folded = fold_young(&txn, &leveled.begin_read().expect("read")).expect("fold");
         txn.commit().expect("commit");
+        assert!(folded >= 12 * 3, "{folded} chunks folded");
         assert!(!any_young(&leveled.begin_read().expect("read")).expect("young"));
         assert_eq!(raw(&leveled), raw(&single));
     }
 
-    /// Without a snapshot a write cannot fold a young level: it is refused, not misordered.
+    /// A stage that would leave more than [`staged::MAX_SEGMENTS`] segments folds them with its
+    /// own rows; a stage never appends a segment at or below one it holds.
     #[test]
-    fn a_write_without_a_snapshot_refuses_to_leave_a_young_level_behind() {
+    fn a_stage_past_the_segment_bound_folds_every_segment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let leveled = Db::open(&dir.path().join("leveled"), AccessMode::ReadWrite).expect("open");
+        let single = Db::open(&dir.path().join("single"), AccessMode::ReadWrite).expect("open");
+        let first: Vec<(Address, Vec<u64>)> = (0..50).map(|i| (address(i), vec![i])).collect();
+        stage(&leveled, &first, Some(0));
+        stage(&single, &first, None);
+        let mut most = 0;
+        for s in 1..=(staged::MAX_SEGMENTS as u64 + 1) {
+            let rows = vec![(address(s % 7), vec![100 * s]), (address(60 + s), vec![100 * s + 1])];
+            stage(&leveled, &rows, Some(s));
+            stage(&single, &rows, None);
+            most = most
+                .max(staged::segment_keys(&leveled.begin_read().expect("read"), LIST).expect("keys").len());
+        }
+        assert_eq!(most, staged::MAX_SEGMENTS);
+        assert!(!any_young(&leveled.begin_read().expect("read")).expect("young"), "the last stage folded");
+        assert_eq!(raw(&leveled), raw(&single));
+        same_reads(&leveled, &single, 0..200);
+
+        // An older segment key than the newest held (not what a catch-up gives) folds instead.
+        let rows = vec![(address(1), vec![1_000_000])];
+        stage(&leveled, &rows, Some(500));
+        stage(&leveled, &[(address(2), vec![1_000_001])], Some(400));
+        stage(&single, &rows, None);
+        stage(&single, &[(address(2), vec![1_000_001])], None);
+        assert!(!any_young(&leveled.begin_read().expect("read")).expect("young"));
+        assert_eq!(raw(&leveled), raw(&single));
+    }
+
+    /// Without a snapshot a write cannot fold a staged segment: it is refused, not misordered.
+    #[test]
+    fn a_write_without_a_snapshot_refuses_to_leave_a_segment_behind() {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("open");
         let who = Address::repeat_byte(7);
-        let many: Vec<(Address, Vec<u64>)> =
-            (0..5_000u64).map(|i| (Address::left_padding_from(&i.to_be_bytes()), vec![i])).collect();
-        stage(&db, &many, true);
-        stage(&db, &[(who, vec![500])], true);
+        let many: Vec<(Address, Vec<u64>)> = (0..5_000u64).map(|i| (address(i), vec![i])).collect();
+        stage(&db, &many, Some(1));
+        stage(&db, &[(who, vec![500])], Some(2));
         assert!(any_young(&db.begin_read().expect("read")).expect("young"));
         let txn = db.begin_write().expect("write");
-        let refused = write_rows(&txn, None, LIST, [(who, vec![600])].into_iter(), (1, 1), false);
+        let refused = write_rows(&txn, None, LIST, [(who, vec![600])].into_iter(), (1, 1), None);
         assert!(matches!(refused, Err(DbError::Corrupt { .. })), "{refused:?}");
     }
 }

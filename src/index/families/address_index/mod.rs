@@ -12,6 +12,7 @@ pub mod chunks;
 pub mod internal_rows;
 pub mod levels;
 pub mod party_token;
+pub mod staged;
 pub mod transfer_rows;
 
 use std::sync::Arc;
@@ -167,8 +168,10 @@ pub struct IdLists {
     internal_in_tx: SeenInTx,
     /// Whether the party–token index is kept ([`party_token`]).
     party_tokens: bool,
-    /// Whether the ids may go to the young levels ([`levels`]): a bulk stage's lists.
-    young: bool,
+    /// Whether the ids may go to a staged segment ([`staged`]): a bulk stage's lists.
+    staged: bool,
+    /// The newest block collected: a stage's segment key.
+    newest: Option<u64>,
 }
 
 impl IdLists {
@@ -179,7 +182,8 @@ impl IdLists {
             in_tx: Default::default(),
             internal_in_tx: SeenInTx::default(),
             party_tokens: false,
-            young: true,
+            staged: true,
+            newest: None,
         }
     }
 
@@ -224,6 +228,7 @@ impl IdLists {
     /// Collects `block`'s fee recipient, withdrawals and internal transactions, and writes
     /// which block holds its last withdrawal.
     pub fn collect_block(&mut self, txn: &WriteTxn, block: &BlockData) -> Result<(), WriteError> {
+        self.newest = self.newest.max(Some(block.number));
         self.push(IdList::BlocksRewarded, block.coinbase, block.number)?;
         let frames = block.frames.as_deref().unwrap_or_default();
         for (party, id) in internal_rows::row_ids(block.number, frames) {
@@ -266,10 +271,10 @@ impl IdLists {
         let mut new_rows = recent::NewRows::default();
         let cuts = Cuts::of_window(txn, start)?;
         let leaving = ID_LISTS.map(|list| leaving.take_list(list.journal_kind()));
-        let young = self.young;
+        let segment = self.newest.filter(|_| self.staged && start == WindowStart::Closed && before.is_some());
         for ((list, collector), leaving) in ID_LISTS.into_iter().zip(self.lists).zip(leaving) {
             let mut write =
-                Write { collector, leaving, cut: cuts.of(list), txn, before, young, recent: Vec::new() };
+                Write { collector, leaving, cut: cuts.of(list), txn, before, segment, recent: Vec::new() };
             let written = write.run(list)?;
             if TRANSFER_LISTS.contains(&list) {
                 transfer_ids += written;
@@ -410,8 +415,8 @@ struct Write<'a> {
     cut: u64,
     txn: &'a WriteTxn,
     before: Option<&'a ReadTxn>,
-    /// Whether the ids may go to the list's young level ([`levels`]): a bulk stage's.
-    young: bool,
+    /// The staged segment the ids may go to ([`staged`]): a bulk stage's newest block.
+    segment: Option<u64>,
     /// The collected ids at or above the cut, for the window.
     recent: AddressIds,
 }
@@ -426,10 +431,10 @@ impl Write<'_> {
         let leaving = std::mem::take(&mut self.leaving);
         if sorted.is_none() && leaving.is_empty() {
             // Nothing to append: not even an empty table is worth clearing. The incremental
-            // path leaves no young level behind it, written to or not: the reorg window's ids
-            // it opens must follow every stored id.
-            if !self.young && self.before.is_some() {
-                levels::write_rows(self.txn, self.before, list, std::iter::empty(), (0, 0), false)?;
+            // path leaves no young level or segment behind it, written to or not: the reorg
+            // window's ids it opens must follow every stored id.
+            if self.segment.is_none() && self.before.is_some() {
+                levels::write_rows(self.txn, self.before, list, std::iter::empty(), (0, 0), None)?;
             }
             return Ok(0);
         }
@@ -443,7 +448,7 @@ impl Write<'_> {
             cut: self.cut,
             recent: &mut self.recent,
         };
-        levels::write_rows(self.txn, self.before, list, rows, (addresses, ids), self.young)?;
+        levels::write_rows(self.txn, self.before, list, rows, (addresses, ids), self.segment)?;
         match groups {
             Some(groups) => Ok(groups.finish()?),
             None => Ok(0),
@@ -592,7 +597,50 @@ pub fn check_transfers<K: TransactionKind>(
             view_level(list, level, &mut Check { txn, list, level, report, below: u64::MAX })?;
         }
     }
+    // The segments as the levels above: only the transfer indexes' lists count in `report`.
+    for list in TX_LISTS {
+        check_staged(txn, list, report, below)?;
+    }
+    for list in ROW_LISTS {
+        check_staged(txn, list, &mut CheckReport::default(), rows_below)?;
+    }
+    for list in [IdList::BlocksRewarded, IdList::Withdrawals] {
+        check_staged(txn, list, &mut CheckReport::default(), u64::MAX)?;
+    }
     party_token::check(txn)
+}
+
+/// Checks the staged segments of `list` ([`staged`]): their chunks, and each address's ids
+/// across them ascending and past its ids in the levels. An address the levels lack counts as a
+/// list of `report`.
+fn check_staged<K: TransactionKind>(
+    txn: &Txn<K>,
+    list: IdList,
+    report: &mut CheckReport,
+    below: u64,
+) -> DbResult<()> {
+    staged::check_chunks(txn, list, below)?;
+    for row in staged::staged_rows(txn, list)? {
+        let (address, ids) = row?;
+        let older = levels::leveled_count(txn, list, &address)?;
+        let mut previous = match older.checked_sub(1) {
+            Some(last) => stored_page(txn, list, &address, last, 1)?.last().copied(),
+            None => None,
+        };
+        for &id in &ids {
+            if let Some(before) = previous.filter(|&p| p >= id) {
+                return Err(crate::db::DbError::Corrupt {
+                    table: staged::table_name(list),
+                    key: alloy_primitives::hex::encode(address),
+                    reason: format!("staged id {id:#x} is not past the address's earlier id {before:#x}"),
+                });
+            }
+            previous = Some(id);
+        }
+        report.addresses += u64::from(older == 0);
+        report.ids += ids.len() as u64;
+    }
+    Ok(())
 }
 
 /// Checks the reorg window's part of every list (`window`: its ids by list and address): each
