@@ -75,7 +75,7 @@ fn folded(db: &Db) -> Result<WriteTxn, DbError> {
     let txn = db.begin_write()?;
     // The writer lock is held and nothing written: the snapshot is the state `txn` starts from.
     let before = db.begin_read()?;
-    address_index::levels::fold_young(&txn, &before)?;
+    address_index::levels::fold_all(&txn, &before)?;
     appearances::levels::fold_young(&txn, &before)?;
     staged_totals::fold_staged(&txn, Some(&before))?;
     balances::rank_deferred(&txn)?;

@@ -21,7 +21,7 @@ use ots_indexer::{
     index::{
         check::{check, dump_hash},
         families::{
-            address_index::{self, levels::any_young, IdList},
+            address_index::{self, levels::any_unfolded, IdList},
             appearances,
         },
         journal::unwind_to,
@@ -499,7 +499,7 @@ async fn later_stages_append_segments_and_young_levels_that_read_as_one() {
     let young_ends = |datadir: &Path| {
         let db = Db::open(datadir, AccessMode::ReadOnly).expect("db");
         let txn = db.begin_read().expect("read");
-        any_young(&txn).expect("young") && appearances::levels::any_young(&txn).expect("young")
+        any_unfolded(&txn).expect("young") && appearances::levels::any_young(&txn).expect("young")
     };
     let late_and_young = |line: &str| {
         let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else { return false };
@@ -542,7 +542,7 @@ async fn later_stages_append_segments_and_young_levels_that_read_as_one() {
     let (leveled, _, _) =
         index_to(&recording, &leveled_dir, config(WritePath::Incremental, StageLimits::default()), None)
             .await;
-    assert!(!any_young(&leveled.begin_read().expect("read")).expect("young"));
+    assert!(!any_unfolded(&leveled.begin_read().expect("read")).expect("young"));
     assert!(!appearances::levels::any_young(&leveled.begin_read().expect("read")).expect("young"));
     let (batches, _, _) = index(
         &recording,

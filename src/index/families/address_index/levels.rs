@@ -25,11 +25,6 @@ use crate::{
     index::rewrite::rewrite_pays,
 };
 
-/// A young level is folded into the main tables once it would hold more than one byte in this
-/// many of the main index's (the appearance lists' young level still grows by this rule): at a
-/// share `1/s` a catch-up of `n` stages copies the main tables about `n / s / 2 + s` times.
-const FOLD_SHARE: u64 = 8;
-
 /// Where a list's stored ids are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
@@ -223,13 +218,6 @@ pub(super) fn entries<K: TransactionKind>(txn: &Txn<K>, list: IdList, level: Lev
     Ok(index_stats(txn, list, level)?.entries)
 }
 
-/// Whether a young level of `young` bytes stays within [`FOLD_SHARE`] of a main table that
-/// holds `main` (and holds something: a catch-up's first stage writes the main table). The
-/// appearance lists' young level folds by the same rule.
-pub(crate) fn young_fits(main: &TableStats, young: u64) -> bool {
-    main.entries > 0 && young.saturating_mul(FOLD_SHARE) <= main.bytes
-}
-
 /// Reads `list` at `level` whole from `txn`.
 pub(super) fn level_rows<K: TransactionKind>(
     txn: &Txn<K>,
@@ -341,7 +329,7 @@ pub(super) fn write_rows(
 /// Folds every young level and staged segment into its main tables (a no-op for the lists
 /// without); `before` is a snapshot of the state `txn` started from, in which no list has been
 /// written yet. Returns how many staged chunks were folded.
-pub fn fold_young(txn: &WriteTxn, before: &crate::db::ReadTxn) -> DbResult<u64> {
+pub fn fold_all(txn: &WriteTxn, before: &crate::db::ReadTxn) -> DbResult<u64> {
     let mut chunks = 0;
     for list in super::ID_LISTS {
         chunks += fold_list(txn, before, list)?.unwrap_or(0);
@@ -374,7 +362,7 @@ pub fn fold_list(txn: &WriteTxn, before: &crate::db::ReadTxn, list: IdList) -> D
 }
 
 /// Whether any list has a young level or a staged segment.
-pub fn any_young<K: TransactionKind>(txn: &Txn<K>) -> DbResult<bool> {
+pub fn any_unfolded<K: TransactionKind>(txn: &Txn<K>) -> DbResult<bool> {
     for list in super::ID_LISTS {
         if entries(txn, list, Level::Young)? > 0 || staged::entries(txn, list)? > 0 {
             return Ok(true);
@@ -551,10 +539,10 @@ mod tests {
         // Folded (what the catch-up's end, a dump and the incremental path's first write do):
         // one level, the same bytes.
         let txn = leveled.begin_write().expect("write");
-        let folded = fold_young(&txn, &leveled.begin_read().expect("read")).expect("fold");
+        let folded = fold_all(&txn, &leveled.begin_read().expect("read")).expect("fold");
         txn.commit().expect("commit");
         assert!(folded >= 12 * 3, "{folded} chunks folded");
-        assert!(!any_young(&leveled.begin_read().expect("read")).expect("young"));
+        assert!(!any_unfolded(&leveled.begin_read().expect("read")).expect("young"));
         assert_eq!(raw(&leveled), raw(&single));
     }
 
@@ -577,7 +565,7 @@ mod tests {
                 .max(staged::segment_keys(&leveled.begin_read().expect("read"), LIST).expect("keys").len());
         }
         assert_eq!(most, staged::MAX_SEGMENTS);
-        assert!(!any_young(&leveled.begin_read().expect("read")).expect("young"), "the last stage folded");
+        assert!(!any_unfolded(&leveled.begin_read().expect("read")).expect("young"), "the last stage folded");
         assert_eq!(raw(&leveled), raw(&single));
         same_reads(&leveled, &single, 0..200);
 
@@ -587,7 +575,7 @@ mod tests {
         stage(&leveled, &[(address(2), vec![1_000_001])], Some(400));
         stage(&single, &rows, None);
         stage(&single, &[(address(2), vec![1_000_001])], None);
-        assert!(!any_young(&leveled.begin_read().expect("read")).expect("young"));
+        assert!(!any_unfolded(&leveled.begin_read().expect("read")).expect("young"));
         assert_eq!(raw(&leveled), raw(&single));
     }
 
@@ -600,7 +588,7 @@ mod tests {
         let many: Vec<(Address, Vec<u64>)> = (0..5_000u64).map(|i| (address(i), vec![i])).collect();
         stage(&db, &many, Some(1));
         stage(&db, &[(who, vec![500])], Some(2));
-        assert!(any_young(&db.begin_read().expect("read")).expect("young"));
+        assert!(any_unfolded(&db.begin_read().expect("read")).expect("young"));
         let txn = db.begin_write().expect("write");
         let refused = write_rows(&txn, None, LIST, [(who, vec![600])].into_iter(), (1, 1), None);
         assert!(matches!(refused, Err(DbError::Corrupt { .. })), "{refused:?}");

@@ -19,14 +19,20 @@ use crate::{
     db::{
         codec::{ListKey, PackedIds, Role},
         tables::{OtsAppearances, OtsAppearancesYoung, Table},
-        DbError, DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
+        DbError, DbResult, ReadTxn, TableCursor, TableStats, Txn, WriteTxn,
     },
-    index::{families::address_index::levels::young_fits, rewrite::Rewrite},
+    index::rewrite::Rewrite,
 };
 
 /// What an appended appearance is taken to add to the young level's bytes: a packed id takes
 /// one to three bytes, and a list new to the level a key and a chunk header besides.
 const BYTES_PER_APPEARANCE: u64 = 8;
+
+/// The young level is folded into the main table once it would hold more than one byte in this
+/// many of the main table's: at a share `1/s` a catch-up of `n` stages copies the main table
+/// about `s + 1` times its final size in all, while a stage's write into the young level costs
+/// at most what [`Rewrite::begin_if_pays`] lets it, whatever the level holds.
+const FOLD_SHARE: u64 = 8;
 
 fn plus(a: ListCounts, b: ListCounts) -> ListCounts {
     ListCounts { all: a.all + b.all, sent: a.sent + b.sent }
@@ -171,12 +177,16 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, below: u64) -> DbResult<(u64, u64
 }
 
 /// Whether a stage's `appearances` new ids go to the young level: the main table holds
-/// something, and the young level would stay within the share `address_index::levels` folds
-/// at.
+/// something (a catch-up's first stage writes it), and the young level would stay within
+/// [`FOLD_SHARE`] of it.
 pub(super) fn stays_young(txn: &WriteTxn, appearances: u64) -> DbResult<bool> {
     let main = txn.stats::<OtsAppearances>()?;
     let young = txn.stats::<OtsAppearancesYoung>()?.bytes;
     Ok(young_fits(&main, young.saturating_add(appearances.saturating_mul(BYTES_PER_APPEARANCE))))
+}
+
+fn young_fits(main: &TableStats, young: u64) -> bool {
+    main.entries > 0 && young.saturating_mul(FOLD_SHARE) <= main.bytes
 }
 
 /// Whether the young level holds anything.
