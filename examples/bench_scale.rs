@@ -104,10 +104,12 @@ fn quoted<'a>(line: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// `merge_parts`' names for what is not a family: the young levels folded (a part of the
-/// address indexes' and appearances' seconds), the repacks, and the rest of the merge.
+/// address indexes' and appearances' seconds), the repacks, MDBX's commit, and the rest of the
+/// merge.
 const FOLDS: &str = "young levels folded";
 const REPACKS: &str = "repacks";
-const REST: &str = "rest (commit and bookkeeping)";
+const COMMIT: &str = "commit";
+const REST: &str = "rest (bookkeeping)";
 
 /// Per part of a stage's merge: its seconds over all stages and its mean over the first five
 /// stages and the last five.
@@ -346,6 +348,8 @@ fn sync(
             *parts.entry(FOLDS.to_owned()).or_default() += num(&line, "seconds")?;
         } else if line.contains("table repacked") {
             *parts.entry(REPACKS.to_owned()).or_default() += num(&line, "seconds")?;
+        } else if line.contains("commit_seconds=") {
+            parts.insert(COMMIT.to_owned(), num(&line, "commit_seconds")?);
         } else if line.contains("bulk stage committed") {
             let merge = num(&line, "merge_seconds")?;
             merges.push(merge);

@@ -17,4 +17,4 @@ pub use dup_run::DupRun;
 pub use env::{AccessMode, Db, DATA_FILE, GROWTH_STEP, MAX_DB_SIZE, PAGE_SIZE};
 pub use error::{DbError, DbResult, MdbxCause};
 pub use page_heap::{keep_freed_heap, prefault_page_heap, prefault_size};
-pub use txn::{ReadTxn, TableCursor, TableStats, Txn, WriteTxn};
+pub use txn::{CommitTimes, ReadTxn, TableCursor, TableStats, Txn, WriteTxn};

@@ -254,6 +254,35 @@ impl Txn<Rw> {
             source: source.into(),
         })
     }
+
+    /// Commits as [`Self::commit`] does, and says where the commit's time went.
+    pub fn commit_timed(self) -> DbResult<CommitTimes> {
+        let latency = self.tx.commit_with_latency().map_err(|source| DbError::Txn {
+            op: "commit",
+            hint: hint_for(&source),
+            source: source.into(),
+        })?;
+        Ok(CommitTimes {
+            gc: latency.gc_wallclock().as_secs_f64(),
+            write: latency.write().as_secs_f64(),
+            sync: latency.sync().as_secs_f64(),
+            whole: latency.whole().as_secs_f64(),
+        })
+    }
+}
+
+/// Where a commit's seconds went, as MDBX measures them: a bulk stage's commit grows with the
+/// pages the stage dirtied and with the free pages the database keeps track of.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CommitTimes {
+    /// Updating the free-page records (MDBX's GC).
+    pub gc: f64,
+    /// Writing the dirty pages out.
+    pub write: f64,
+    /// Waiting for them to reach the disk.
+    pub sync: f64,
+    /// The whole commit.
+    pub whole: f64,
 }
 
 /// Drops the table `db` from the database.

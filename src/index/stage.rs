@@ -226,7 +226,7 @@ impl Stage {
             state::set_sync_rate(&txn, rate)?;
         }
         info!(target: "ots::index", from, to = tip.number, "bulk stage committing");
-        txn.commit()?;
+        let commit = txn.commit_timed()?;
         db.release_mapped_pages();
         trim_heap();
         let summary = StageSummary {
@@ -237,7 +237,18 @@ impl Stage {
             compressed_runs: runs.compresses(),
             merge_seconds: started.elapsed().as_secs_f64(),
         };
-        debug!(target: "ots::index", from, to = tip.number, run_bytes_peak = summary.run_bytes_peak, merge_seconds = summary.merge_seconds, "stage committed");
+        debug!(
+            target: "ots::index",
+            from,
+            to = tip.number,
+            run_bytes_peak = summary.run_bytes_peak,
+            merge_seconds = summary.merge_seconds,
+            commit_seconds = commit.whole,
+            commit_gc_seconds = commit.gc,
+            commit_write_seconds = commit.write,
+            commit_sync_seconds = commit.sync,
+            "stage committed"
+        );
         Ok(Some(summary))
     }
 }
