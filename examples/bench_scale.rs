@@ -223,6 +223,44 @@ fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
     rx
 }
 
+/// What one bulk stage held.
+#[derive(Debug, Clone, Copy, Default)]
+struct StageRows {
+    transfer_logs: f64,
+    addresses: f64,
+}
+
+/// The stages' own rows at the start and the end of a run (means of the first five stages and
+/// the last five), and how a stage's merge per address changes between them: a merge that costs
+/// what its stage holds keeps that ratio near 1 however its stages' rows grow.
+fn stage_rows(rows: &[StageRows], merges: &[f64]) -> Value {
+    let five = 5.min(rows.len()).min(merges.len());
+    if five == 0 {
+        return Value::Null;
+    }
+    let mean = |of: &[f64]| of.iter().sum::<f64>() / of.len() as f64;
+    let (logs, addresses): (Vec<f64>, Vec<f64>) = rows.iter().map(|r| (r.transfer_logs, r.addresses)).unzip();
+    let (first, last) = (..five, rows.len() - five..);
+    let (merge_first, merge_last) = (mean(&merges[first]), mean(&merges[merges.len() - five..]));
+    let per = |merge: f64, of: f64| if of > 0.0 { merge / of } else { f64::NAN };
+    let ratio = |of: &[f64]| {
+        let r = per(merge_last, mean(&of[last.clone()])) / per(merge_first, mean(&of[first]));
+        if r.is_finite() {
+            json!(round(r, 2))
+        } else {
+            Value::Null
+        }
+    };
+    json!({
+        "transfer_logs_first_five_mean": round(mean(&logs[first]), 0),
+        "transfer_logs_last_five_mean": round(mean(&logs[last.clone()]), 0),
+        "addresses_first_five_mean": round(mean(&addresses[first]), 0),
+        "addresses_last_five_mean": round(mean(&addresses[last.clone()]), 0),
+        "merge_per_log_last_over_first": ratio(&logs),
+        "merge_per_address_last_over_first": ratio(&addresses),
+    })
+}
+
 struct SyncRun {
     summary: String,
     /// Seconds the bulk stages spent merging and committing, added up.
@@ -233,6 +271,9 @@ struct SyncRun {
     /// young levels folded (within their families' seconds), of the repacks, and `rest` (the
     /// commit, the window's bookkeeping, the snapshot).
     merge_parts: Vec<BTreeMap<String, f64>>,
+    /// Each bulk stage's own rows, in order: its transfer logs and the distinct addresses of its
+    /// appearance lists (0 when the run keeps no appearances).
+    stage_rows: Vec<StageRows>,
     /// Seconds the catch-up's end spent packing what its stages left swollen (a step of its
     /// own, after the last stage committed: not in `merges`).
     pack_seconds: f64,
@@ -320,6 +361,8 @@ fn sync(
     let mut merge_seconds = 0.0;
     let mut merges = Vec::new();
     let mut merge_parts = Vec::new();
+    let mut stage_rows = Vec::new();
+    let mut addresses = 0.0;
     let mut parts = BTreeMap::<String, f64>::new();
     let mut pack_seconds = 0.0;
     let mut last_lines = Vec::new();
@@ -346,6 +389,8 @@ fn sync(
             *parts.entry(family).or_default() += num(&line, "seconds")?;
         } else if line.contains("list written") && quoted(&line, "how") == Some("folded") {
             *parts.entry(FOLDS.to_owned()).or_default() += num(&line, "seconds")?;
+        } else if line.contains("list written") && quoted(&line, "list") == Some("appearances") {
+            addresses += num(&line, "addresses")?;
         } else if line.contains("table repacked") {
             *parts.entry(REPACKS.to_owned()).or_default() += num(&line, "seconds")?;
         } else if line.contains("commit_seconds=") {
@@ -357,6 +402,8 @@ fn sync(
             let written: f64 = parts.iter().filter(|(k, _)| k.as_str() != FOLDS).map(|(_, s)| s).sum();
             parts.insert(REST.to_owned(), (merge - written).max(0.0));
             merge_parts.push(std::mem::take(&mut parts));
+            let transfer_logs = num(&line, "transfer_logs")?;
+            stage_rows.push(StageRows { transfer_logs, addresses: std::mem::take(&mut addresses) });
         } else if line.contains("catch-up packed") {
             pack_seconds += num(&line, "seconds")?;
         } else if line.contains("run summary") {
@@ -378,6 +425,7 @@ fn sync(
         merge_seconds,
         merges,
         merge_parts,
+        stage_rows,
         pack_seconds,
         seconds: started.elapsed().as_secs_f64(),
         samples,
@@ -820,6 +868,8 @@ fn stage_regime(
         written as f64 / logs,
     );
     let parts = merge_parts(&whole.merge_parts);
+    let rows = stage_rows(&whole.stage_rows, &whole.merges);
+    eprintln!("  the stages' own rows and the merge per row, last five over first five: {rows}");
     eprintln!(
         "  the merges by part (seconds in all, mean of the first five stages, of the last five): {parts}"
     );
@@ -835,6 +885,7 @@ fn stage_regime(
         "merge_seconds_median": round(median, 3),
         "merge_seconds_last": round(last, 3),
         "merge_last_over_first": round(last / first, 2),
+        "stage_rows": rows,
         "merge_seconds_total": round(whole.merge_seconds, 2),
         "merge_parts": parts,
         "pack_seconds": round(whole.pack_seconds, 2),
