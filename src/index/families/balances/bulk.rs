@@ -8,7 +8,9 @@
 //! untouched by the stage's transaction until it writes that book, so a second thread reads
 //! and replays each book from a snapshot of the committed state while this one writes the book
 //! before. Only a token with more moves than a book holds is cut, and its later books are
-//! replayed here, from what the earlier ones wrote.
+//! replayed here, from what the earlier ones wrote. The replay starts beside the other
+//! families' writes ([`Gatherer::resolve`]): the runs' merge and the first books' reads are done
+//! by the time this family writes.
 
 use std::{
     sync::Arc,
@@ -16,7 +18,8 @@ use std::{
 };
 
 use alloy_primitives::{Address, U256};
-use tracing::debug;
+use signet_libmdbx::tx::TransactionKind;
+use tracing::{debug, warn};
 
 use std::sync::mpsc::SyncSender;
 
@@ -28,7 +31,7 @@ use crate::index::{
     window::WindowStart,
 };
 use crate::{
-    db::{Db, DbResult, WriteTxn},
+    db::{Db, DbResult, Txn, WriteTxn},
     decode::{TokenKind, TokenLog},
     etl::{Buffer, Record, RecordError, RunDir, Sorted, Sorter},
     txid::TxId,
@@ -45,6 +48,10 @@ const MOST_MOVES_PER_BOOK: usize = 1 << 17;
 // The merge reads the next book's moves while this one is replayed only if a whole book fits in
 // what it reads ahead.
 const _: () = assert!(MOST_MOVES_PER_BOOK < crate::etl::ROWS_AHEAD);
+/// Books replayed beside the other families' writes, held until this family writes: the
+/// replay's start (the runs' merge, the first snapshot reads) is then not waited for. Each
+/// costs its moves' memory until written, over the three books the write keeps alive.
+const BOOKS_AHEAD: usize = 2;
 
 /// One move with its place in the stage: sorted by token, then by `seq`, the order the chain made
 /// it in.
@@ -116,6 +123,8 @@ pub struct BulkBalances {
     moves: Sorter<MoveRow>,
     next_seq: u64,
     limits: BookLimits,
+    /// Once resolved beside the other families: the books replayed so far, and the replay.
+    ahead: Option<(Vec<Book>, Replay)>,
 }
 
 /// How many moves a book takes.
@@ -138,6 +147,16 @@ impl Gatherer for BulkBalances {
         vec![&mut self.moves]
     }
 
+    fn resolves_beside(&self) -> bool {
+        true
+    }
+
+    /// The snapshot is the state the stage's transaction started from: it holds the writer
+    /// lock, and no other family writes a balance table.
+    fn resolve(&mut self, db: &Db, _: WindowStart) -> Result<(), WriteError> {
+        Ok(self.replay_ahead(db)?)
+    }
+
     fn write(self: Box<Self>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
         Ok(Self::write(*self, writing.db, writing.txn)?)
     }
@@ -150,7 +169,32 @@ impl BulkBalances {
             moves: Sorter::spilling(runs.clone(), budget),
             next_seq: 0,
             limits: BookLimits { per_book: MOVES_PER_BOOK, most: MOST_MOVES_PER_BOOK },
+            ahead: None,
         }
+    }
+
+    /// Sorts the moves and replays the first [`BOOKS_AHEAD`] books from a snapshot of `db`
+    /// (the state the stage's transaction started from, which must not have written a balance
+    /// table yet). Without a snapshot (every reader slot taken) nothing is replayed ahead.
+    fn replay_ahead(&mut self, db: &Db) -> DbResult<()> {
+        let moves = std::mem::take(&mut self.moves).into_sorted()?;
+        let mut replay = Replay::new(moves, self.limits);
+        let mut books = Vec::with_capacity(BOOKS_AHEAD);
+        match db.begin_read() {
+            Ok(snapshot) => {
+                while books.len() < BOOKS_AHEAD {
+                    match replay.next_book(&snapshot)? {
+                        Some(book) => books.push(book),
+                        None => break,
+                    }
+                }
+            }
+            Err(error) => {
+                warn!(target: "ots::index", %error, "no read snapshot for balances; replaying them when they are written");
+            }
+        }
+        self.ahead = Some((books, replay));
+        Ok(())
     }
 
     /// Collects the moves of block `block`'s token logs, in log order (blocks in chain order).
@@ -168,14 +212,19 @@ impl BulkBalances {
     /// (a stage's blocks are older than the reorg window); `db` gives the snapshot books are
     /// replayed from (`txn` must not have written a balance table yet).
     pub fn write(self, db: &Db, txn: &WriteTxn) -> DbResult<()> {
-        let moves = self.moves.into_sorted()?;
+        let (ahead, replay) = match self.ahead {
+            Some(ahead) => ahead,
+            None => (Vec::new(), Replay::new(self.moves.into_sorted()?, self.limits)),
+        };
         std::thread::scope(|scope| {
             let (books, resolved) = std::sync::mpsc::sync_channel::<DbResult<Book>>(1);
             scope.spawn(move || {
-                if let Err(e) = replay_books(db, moves, self.limits, &books) {
+                if let Err(e) = replay_books(db, replay, &books) {
                     let _ = books.send(Err(e));
                 }
             });
+            // The books replayed ahead come first: the replay goes on from where they end.
+            let resolved = ahead.into_iter().map(Ok).chain(resolved);
             // Where the family's time goes: waiting for the replay thread (reading the
             // snapshot, replaying) or writing the books (docs/benchmarks.md, "The stage regime
             // again, and where many small stages spend it").
@@ -215,6 +264,7 @@ impl BulkBalances {
 }
 
 /// A book ready to be written.
+#[derive(Debug)]
 enum Book {
     /// Whole tokens, replayed from the snapshot.
     Resolved(Box<Resolved>),
@@ -223,41 +273,70 @@ enum Book {
     Cut(BalanceBook),
 }
 
-/// Gathers the sorted moves into books and replays each whole-token book from a snapshot.
-fn replay_books(
-    db: &Db,
+/// The sorted moves being gathered into books, each whole-token book replayed from a snapshot.
+#[derive(Debug)]
+struct Replay {
     moves: Sorted<MoveRow>,
     limits: BookLimits,
-    out: &SyncSender<DbResult<Book>>,
-) -> DbResult<()> {
-    let snapshot = db.begin_read()?;
-    let mut book = BalanceBook::default();
-    // The token of the book's last move, and whether the book continues a cut token.
-    let mut last: Option<Address> = None;
-    let mut continues = false;
-    let send = |book: BalanceBook, continues: bool| -> DbResult<bool> {
-        let ready = if continues {
+    /// The book being filled.
+    book: BalanceBook,
+    /// The token of the book's last move.
+    last: Option<Address>,
+    /// Whether the book being filled continues a token cut at the end of the one before.
+    continues: bool,
+    /// Whether every move has gone into a book.
+    done: bool,
+}
+
+impl Replay {
+    fn new(moves: Sorted<MoveRow>, limits: BookLimits) -> Self {
+        Self { moves, limits, book: BalanceBook::default(), last: None, continues: false, done: false }
+    }
+
+    /// The next book: replayed from `snapshot` (the state the stage started from), or, where it
+    /// continues a cut token, left for the write to replay from what the book before wrote.
+    fn next_book<K: TransactionKind>(&mut self, snapshot: &Txn<K>) -> DbResult<Option<Book>> {
+        if self.done {
+            return Ok(None);
+        }
+        let full = loop {
+            let Some(row) = self.moves.next() else {
+                self.done = true;
+                break std::mem::take(&mut self.book);
+            };
+            let MoveRow { block, m, .. } = row?;
+            let boundary = self.last.is_some_and(|t| t != m.token);
+            self.last = Some(m.token);
+            if (boundary && self.book.len() >= self.limits.per_book) || self.book.len() >= self.limits.most {
+                let full = std::mem::take(&mut self.book);
+                self.book.push(block, m);
+                let continues = std::mem::replace(&mut self.continues, !boundary);
+                return Self::ready(full, continues, snapshot).map(Some);
+            }
+            self.book.push(block, m);
+        };
+        if full.is_empty() {
+            return Ok(None);
+        }
+        Self::ready(full, self.continues, snapshot).map(Some)
+    }
+
+    fn ready<K: TransactionKind>(book: BalanceBook, continues: bool, snapshot: &Txn<K>) -> DbResult<Book> {
+        Ok(if continues {
             Book::Cut(book)
         } else {
-            Book::Resolved(Box::new(book.resolve(&snapshot, WindowStart::Closed.first_kept())?))
-        };
-        Ok(out.send(Ok(ready)).is_ok())
-    };
-    for row in moves {
-        let MoveRow { block, m, .. } = row?;
-        let boundary = last.is_some_and(|t| t != m.token);
-        if (boundary && book.len() >= limits.per_book) || book.len() >= limits.most {
-            let cut = !boundary;
-            if !send(std::mem::take(&mut book), continues)? {
-                return Ok(());
-            }
-            continues = cut;
-        }
-        last = Some(m.token);
-        book.push(block, m);
+            Book::Resolved(Box::new(book.resolve(snapshot, WindowStart::Closed.first_kept())?))
+        })
     }
-    if !book.is_empty() {
-        send(book, continues)?;
+}
+
+/// Replays the books `replay` has left from a snapshot of `db`, sending each to `out` in order.
+fn replay_books(db: &Db, mut replay: Replay, out: &SyncSender<DbResult<Book>>) -> DbResult<()> {
+    let snapshot = db.begin_read()?;
+    while let Some(book) = replay.next_book(&snapshot)? {
+        if out.send(Ok(book)).is_err() {
+            break;
+        }
     }
     Ok(())
 }
@@ -275,6 +354,7 @@ mod tests {
     fn replayed(
         moves: &[(u64, BalanceMove)],
         limits: Option<(usize, usize)>,
+        ahead: bool,
     ) -> Vec<crate::index::check::DumpEntry> {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
@@ -287,6 +367,12 @@ mod tests {
                 for &(block, m) in moves {
                     bulk.moves.push(MoveRow { seq: bulk.next_seq, block, m }).expect("push");
                     bulk.next_seq += 1;
+                }
+                if ahead {
+                    // As a stage does: the first books replayed while other families write.
+                    bulk.replay_ahead(&db).expect("replay ahead");
+                    let held = bulk.ahead.as_ref().map_or(0, |(books, _)| books.len());
+                    assert!(held <= BOOKS_AHEAD && (held > 0 || moves.is_empty()));
                 }
                 bulk.write(&db, &txn).expect("bulk write");
             }
@@ -332,10 +418,12 @@ mod tests {
                 (i / 10, m)
             })
             .collect();
-        let want = replayed(&moves, None);
+        let want = replayed(&moves, None, false);
         assert!(!want.is_empty());
         for limits in [(100_000, 100_000), (50, 1_000), (10, 37), (1, 1)] {
-            assert_eq!(replayed(&moves, Some(limits)), want, "books of {limits:?}");
+            for ahead in [false, true] {
+                assert_eq!(replayed(&moves, Some(limits), ahead), want, "books of {limits:?}, ahead {ahead}");
+            }
         }
     }
 
