@@ -100,7 +100,7 @@ pub fn pack_caught_up(db: &Db, smallest: u64) -> Result<Packed, WriteError> {
         let txn = db.begin_write()?;
         // The writer lock is held: the snapshot is as `txn` found it.
         let before = db.begin_read()?;
-        let folded = address_index::levels::fold_list(&txn, &before, list)?;
+        let folded = address_index::levels::fold_list_beside(db, &txn, &before, list)?;
         drop(before);
         if let Some(chunks) = folded {
             txn.commit()?;

@@ -9,9 +9,14 @@
 //! the young level and the segments into the main tables in one streamed rewrite, so a
 //! followed index has one level.
 
+use std::{
+    cell::Cell,
+    sync::mpsc::{sync_channel, SyncSender},
+};
+
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::{
     chunks::{
@@ -21,7 +26,7 @@ use super::{
     staged, view_id_list, IdList, IdListViewer,
 };
 use crate::{
-    db::{tables::*, DbError, DbResult, TableStats, Txn, WriteTxn},
+    db::{tables::*, Db, DbError, DbResult, TableStats, Txn, WriteTxn},
     index::rewrite::rewrite_pays,
 };
 
@@ -326,6 +331,137 @@ pub(super) fn write_rows(
     Ok(())
 }
 
+/// Rows the beside thread of [`fold_list_beside`] sends at a time, and batches it may be ahead.
+const BESIDE_BATCH_ROWS: usize = 4096;
+const BESIDE_BATCHES_AHEAD: usize = 4;
+
+/// What the beside thread of [`fold_list_beside`] sends.
+enum OlderRows {
+    /// The next rows of the young level and the segments, merged by address.
+    Rows(Vec<(Address, Vec<u64>)>),
+    /// No snapshot could be begun on the thread (every reader slot taken): nothing follows.
+    Unavailable,
+}
+
+/// Reads `list`'s young level and segments from a snapshot of `db`, merged by address, and
+/// sends them to `to` a batch at a time (until the receiver is gone).
+fn send_older_rows(db: &Db, list: IdList, to: &SyncSender<DbResult<OlderRows>>) -> DbResult<()> {
+    let snapshot = match db.begin_read() {
+        Ok(snapshot) => snapshot,
+        Err(error) => {
+            warn!(target: "ots::index", %error, list = ?list, "no read snapshot beside the fold; folding on the writer");
+            let _ = to.send(Ok(OlderRows::Unavailable));
+            return Ok(());
+        }
+    };
+    let (mut young_failed, mut staged_failed) = (None, None);
+    let young_rows = level_rows(&snapshot, list, Level::Young)?
+        .map_while(|row| row.map_err(|e| young_failed = Some(e)).ok());
+    let staged_rows =
+        staged::staged_rows(&snapshot, list)?.map_while(|row| row.map_err(|e| staged_failed = Some(e)).ok());
+    let mut older = JoinedRows { older: young_rows.peekable(), newer: staged_rows.peekable() };
+    loop {
+        let batch: Vec<_> = older.by_ref().take(BESIDE_BATCH_ROWS).collect();
+        let last = batch.len() < BESIDE_BATCH_ROWS;
+        if !batch.is_empty() && to.send(Ok(OlderRows::Rows(batch))).is_err() {
+            return Ok(());
+        }
+        if last {
+            break;
+        }
+    }
+    drop(older);
+    match young_failed.or(staged_failed) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// As [`fold_list`], with the young level and the segments read and merged on a second thread
+/// (from a snapshot of `db` it begins, the state `txn` started from: the writer lock is held and
+/// the list not written yet) while this one rewrites the main tables: at a catch-up's end, the
+/// reads of a hundred segments are half the fold. Without a reader slot for that snapshot, as
+/// [`fold_list`].
+pub fn fold_list_beside(
+    db: &Db,
+    txn: &WriteTxn,
+    before: &crate::db::ReadTxn,
+    list: IdList,
+) -> DbResult<Option<u64>> {
+    let chunks = staged::entries(txn, list)?;
+    if chunks == 0 && entries(txn, list, Level::Young)? == 0 {
+        return Ok(None);
+    }
+    let started = std::time::Instant::now();
+    let folded = std::thread::scope(|scope| -> DbResult<bool> {
+        let (sender, batches) = sync_channel::<DbResult<OlderRows>>(BESIDE_BATCHES_AHEAD);
+        scope.spawn(move || {
+            if let Err(e) = send_older_rows(db, list, &sender) {
+                let _ = sender.send(Err(e));
+            }
+        });
+        let result = (|| {
+            let failed = Cell::new(None);
+            let unavailable = Cell::new(false);
+            let mut older = batches
+                .iter()
+                .map_while(|batch| match batch {
+                    Ok(OlderRows::Rows(rows)) => Some(rows),
+                    Ok(OlderRows::Unavailable) => {
+                        unavailable.set(true);
+                        None
+                    }
+                    Err(e) => {
+                        failed.set(Some(e));
+                        None
+                    }
+                })
+                .flatten()
+                .peekable();
+            // The first batch tells whether the thread has a snapshot, before anything is written.
+            if older.peek().is_none() {
+                if let Some(e) = failed.take() {
+                    return Err(e);
+                }
+                if unavailable.get() {
+                    return Ok(false);
+                }
+            }
+            let mut into =
+                IntoLevel { txn, before: Some(before), rows: Some(older), addresses: 0, whole: true };
+            view_level(list, Level::Main, &mut into)?;
+            drop(into);
+            failed.take().map_or(Ok(true), Err)
+        })();
+        // The thread stops sending once nothing receives.
+        drop(batches);
+        result
+    })?;
+    if !folded {
+        return fold_list(txn, before, list);
+    }
+    clear_young(txn, list)?;
+    staged::clear(txn, list)?;
+    debug!(target: "ots::index", list = ?list, how = "folded", beside = true, addresses = 0u64, ids = 0u64, seconds = started.elapsed().as_secs_f64(), "list written");
+    mark_main_packed(txn, list)?;
+    Ok(Some(chunks))
+}
+
+/// Records `list`'s main tables, just rewritten whole, as packed (`index::packing`).
+fn mark_main_packed(txn: &WriteTxn, list: IdList) -> DbResult<()> {
+    struct Main;
+    impl IdListViewer for Main {
+        type Output = [TableId; 2];
+        fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
+            [I::ID, C::ID]
+        }
+    }
+    for table in view_level(list, Level::Main, &mut Main) {
+        crate::db::state::set_packed(txn, &txn.stats_of(table)?)?;
+    }
+    Ok(())
+}
+
 /// Folds every young level and staged segment into its main tables (a no-op for the lists
 /// without); `before` is a snapshot of the state `txn` started from, in which no list has been
 /// written yet. Returns how many staged chunks were folded.
@@ -348,16 +484,7 @@ pub fn fold_list(txn: &WriteTxn, before: &crate::db::ReadTxn, list: IdList) -> D
         return Ok(None);
     }
     write_rows(txn, Some(before), list, std::iter::empty(), (0, 0), None)?;
-    struct Main;
-    impl IdListViewer for Main {
-        type Output = [TableId; 2];
-        fn view<I: AddressIndex, C: AddressCounter>(&mut self) -> Self::Output {
-            [I::ID, C::ID]
-        }
-    }
-    for table in view_level(list, Level::Main, &mut Main) {
-        crate::db::state::set_packed(txn, &txn.stats_of(table)?)?;
-    }
+    mark_main_packed(txn, list)?;
     Ok(Some(chunks))
 }
 
@@ -544,6 +671,53 @@ mod tests {
         assert!(folded >= 12 * 3, "{folded} chunks folded");
         assert!(!any_unfolded(&leveled.begin_read().expect("read")).expect("young"));
         assert_eq!(raw(&leveled), raw(&single));
+    }
+
+    /// The catch-up's end folds with the segments read on a second thread: segments and a young
+    /// level of more rows than the thread sends at a time fold to the bytes the fold on the writer
+    /// thread gives, and the bytes of one level written stage by stage.
+    #[test]
+    fn a_fold_beside_gives_the_fold_on_the_writer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let open = |name: &str| Db::open(&dir.path().join(name), AccessMode::ReadWrite).expect("open");
+        let (beside, writer, single) = (open("beside"), open("writer"), open("single"));
+        let first: Vec<(Address, Vec<u64>)> = (0..6_000).map(|i| (address(i), vec![i])).collect();
+        let legacy: Vec<(Address, Vec<u64>)> =
+            (0..5_000).map(|i| (address(3 * i), vec![10_000 + i])).collect();
+        let stages: Vec<Vec<(Address, Vec<u64>)>> = (1..4u64)
+            .map(|s| {
+                (0..5_000).map(|i| (address(i * s + 7), vec![100_000 * s + i, 100_000 * s + i + 1])).collect()
+            })
+            .collect();
+        for db in [&beside, &writer] {
+            stage(db, &first, Some(0));
+            young(db, &legacy);
+            for (s, rows) in (1..).zip(&stages) {
+                stage(db, rows, Some(s));
+            }
+        }
+        for rows in std::iter::once(&first).chain([&legacy]).chain(&stages) {
+            stage(&single, rows, None);
+        }
+        assert_eq!(staged::segment_keys(&beside.begin_read().expect("read"), LIST).expect("keys"), [1, 2, 3]);
+
+        let txn = writer.begin_write().expect("write");
+        let on_writer = fold_list(&txn, &writer.begin_read().expect("read"), LIST).expect("fold");
+        txn.commit().expect("commit");
+        let txn = beside.begin_write().expect("write");
+        let snapshot = beside.begin_read().expect("read");
+        let folded = fold_list_beside(&beside, &txn, &snapshot, LIST).expect("fold");
+        drop(snapshot);
+        txn.commit().expect("commit");
+
+        assert_eq!(folded, on_writer);
+        assert!(folded.is_some_and(|chunks| chunks >= 15_000), "{folded:?}");
+        assert!(!any_unfolded(&beside.begin_read().expect("read")).expect("unfolded"));
+        assert_eq!(raw(&beside), raw(&writer));
+        assert_eq!(raw(&beside), raw(&single));
+        let txn = beside.begin_write().expect("write");
+        let again = fold_list_beside(&beside, &txn, &beside.begin_read().expect("read"), LIST).expect("fold");
+        assert_eq!(again, None, "nothing left to fold");
     }
 
     /// A stage that would leave more than [`staged::MAX_SEGMENTS`] segments folds them with its

@@ -50,8 +50,10 @@ const MOST_MOVES_PER_BOOK: usize = 1 << 17;
 const _: () = assert!(MOST_MOVES_PER_BOOK < crate::etl::ROWS_AHEAD);
 /// Books replayed beside the other families' writes, held until this family writes: the
 /// replay's start (the runs' merge, the first snapshot reads) is then not waited for. Each
-/// costs its moves' memory until written, over the three books the write keeps alive.
-const BOOKS_AHEAD: usize = 2;
+/// costs its moves' memory until written, over the three books the write keeps alive. Four
+/// rather than two halved an early stage's wait, at no measured heap (docs/benchmarks-history.md,
+/// "four balance books replayed ahead").
+const BOOKS_AHEAD: usize = 4;
 
 /// One move with its place in the stage: sorted by token, then by `seq`, the order the chain made
 /// it in.
