@@ -65,6 +65,12 @@ impl PendingRun {
     }
 }
 
+/// Threads sorting and writing full buffers as runs. The hand-over is a rendezvous, so a stage's
+/// writer waits whenever every one is busy: with one, the gathering waited on its sorts although
+/// the cores were not both busy; a second took the 21 M chain's gathering from 84.6–87.4 s to
+/// 78.5–78.7 s, for one more buffer in flight (docs/benchmarks-history.md, "two spill threads").
+const SPILL_THREADS: usize = 2;
+
 impl RunDir {
     /// Empties (or makes) `path` for a new stage's runs: whatever a stage that never committed
     /// left there is worthless.
@@ -80,12 +86,24 @@ impl RunDir {
         Self::clean(path)?;
         std::fs::create_dir_all(path).map_err(io_err(path))?;
         let (jobs, queue) = std::sync::mpsc::sync_channel::<SpillJob>(0);
+        let queue = Arc::new(std::sync::Mutex::new(queue));
+        let mut spawned = 0;
+        for _ in 0..SPILL_THREADS {
+            let queue = queue.clone();
+            let thread = std::thread::Builder::new().name("ots-spill".into()).spawn(move || loop {
+                let job = match queue.lock() {
+                    Ok(queue) => queue.recv(),
+                    Err(_) => return,
+                };
+                match job {
+                    Ok(job) => job(),
+                    Err(_) => return,
+                }
+            });
+            spawned += usize::from(thread.is_ok());
+        }
         // Without the thread, spills run inline (see `spill`).
-        let spill_thread = std::thread::Builder::new()
-            .name("ots-spill".into())
-            .spawn(move || queue.into_iter().for_each(|job| job()))
-            .ok()
-            .map(|_| jobs);
+        let spill_thread = (spawned > 0).then_some(jobs);
         Ok(Arc::new(Self {
             path: path.to_path_buf(),
             compress,
