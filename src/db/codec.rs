@@ -17,8 +17,8 @@ mod recent;
 mod row_ids;
 mod totals;
 pub use appearances::{
-    gap_len, pack_chunks, varint_len, ChunkCounts, Creation, ListKey, NonceAnchor, PackedIds, Role, Unpacked,
-    MAX_PACKED_BYTES,
+    gap_len, pack_chunks, varint_len, ChunkCounts, Creation, ListKey, NonceAnchor, NonceRun, PackedIds, Role,
+    Unpacked, MAX_PACKED_BYTES,
 };
 pub use balances::{
     Balance, BalancePrior, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank, TokenIdKey, VarKey, WindowValue,

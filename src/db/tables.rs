@@ -6,7 +6,7 @@
 use super::codec::{
     AddressTotals, Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup,
     Creation, Holding, IdChunk, KeyCodec, Label, ListId, ListKey, MultiKey, MultiPrior, NonceAnchor,
-    OwnerPrior, PackedIds, PairKey, Rank, RecentId, RecentKey, RecentSent, RowIdChunk, SentTx,
+    NonceRun, OwnerPrior, PackedIds, PairKey, Rank, RecentId, RecentKey, RecentSent, RowIdChunk, SentTx,
     StagedChunkKey, StateKey, Timestamp, TokenIdKey, TotalsDelta, UndoRecord, ValueCodec, WindowValue,
 };
 use alloy_primitives::{Address, U256};
@@ -453,6 +453,20 @@ tables! {
     OtsInternalRowsIndexStaged: Plain, StagedChunkKey => RowIdChunk;
     /// The staged segments of `OtsPartyTokenIndex`; as `OtsERC20TransferIndexStaged`.
     OtsPartyTokenIndexStaged: Plain, StagedChunkKey => RowIdChunk;
+    /// What the bulk stages of a catch-up appended to the appearance lists (ours, format 21), one
+    /// segment a stage, written at the table's end and folded into `OtsAppearances` as
+    /// `OtsERC20TransferIndexStaged` is (docs/format.md, "Staged segments of the appearance
+    /// lists"). Key: the stage's newest block (8) ‖ address (20) ‖ the chunk's largest TxId (8).
+    /// Value: the chunk, as `OtsAppearances` packs it, but with the counts of earlier ids (and of
+    /// those sent) counting from the address's first id in the segment. Empty once the catch-up
+    /// has ended.
+    OtsAppearancesStaged: Plain, StagedChunkKey => PackedIds;
+    /// The carried nonces of the senders of `OtsAppearancesStaged`'s segments (ours, format 21).
+    /// Key: the segment (8). Dup: sender (20) ‖ position among its sent transactions of the
+    /// segment (8) ‖ the nonce that one carries (8), sorted by sender, then position: one at
+    /// position 0 for each sender, and one wherever a nonce is not the previous one's plus one.
+    /// The fold writes the `OtsNonceAnchors` they imply. Empty once the catch-up has ended.
+    OtsNonceRunsStaged: DupFixed, BlockNumber => NonceRun;
 }
 
 /// A dupsorted table whose dups sort by a leading part of their bytes, the sub-key: a seek
@@ -490,6 +504,8 @@ sub_keys! {
         |v| v.token, |s| Holding { token: *s, first: TxId(0) }.encode_value();
     // A block's totals deltas sort by address.
     OtsRecentTotals, OtsStagedTotals by Address: |v| v.address, |s| s.as_slice().to_vec();
+    // A segment's nonce runs sort by sender, then position.
+    OtsNonceRunsStaged by Address: |v| v.sender, |s| NonceRun { sender: *s, position: 0, nonce: 0 }.encode_value();
     // A key's window values sort by block.
     OtsRecentBalances by u64: |v| v.block, |s| WindowValue { block: *s, value: U256::ZERO }.encode_value();
     OtsRecentHolderCounts by u64: |v| v.block, |s| WindowValue { block: *s, value: 0i64 }.encode_value();
@@ -529,10 +545,11 @@ mod tests {
         // totals tables, code removals, block times and internal rows by block, the window's list ids and sent transactions
         // (each by block and by address), undo journal and internal state; and the young levels of
         // the 10 address indexes with their counters and of the appearance lists; the address
-        // totals' staged segments; the address indexes' staged segments.
+        // totals' staged segments; the address indexes' staged segments; the appearance lists'
+        // staged segments with their senders' nonce runs.
         assert_eq!(
             TableId::ALL.len(),
-            7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 4 * 2 + 13 + 3 + 2 + 1 + 2 + 9 + 10 * 2 + 1 + 1 + 10
+            7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 4 * 2 + 13 + 3 + 2 + 1 + 2 + 9 + 10 * 2 + 1 + 1 + 10 + 2
         );
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);

@@ -76,7 +76,7 @@ fn folded(db: &Db) -> Result<WriteTxn, DbError> {
     // The writer lock is held and nothing written: the snapshot is the state `txn` starts from.
     let before = db.begin_read()?;
     address_index::levels::fold_all(&txn, &before)?;
-    appearances::levels::fold_young(&txn, &before)?;
+    appearances::levels::fold_older(&txn, &before)?;
     staged_totals::fold_staged(&txn, Some(&before))?;
     balances::rank_deferred(&txn)?;
     journal::fold_window(&txn)?;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tracing::{debug, info};
 
 use super::{
-    address_index, balances,
+    address_index, appearances, balances,
     batch::write_blocks,
     gather::{Buffering, Gathering},
     journal,
@@ -105,6 +105,17 @@ pub fn pack_caught_up(db: &Db, smallest: u64) -> Result<Packed, WriteError> {
         if let Some(chunks) = folded {
             txn.commit()?;
             staged_chunks += chunks;
+        }
+    }
+    // The appearance lists fold their young level and segments the same way.
+    {
+        let txn = db.begin_write()?;
+        // The writer lock is held: the snapshot is as `txn` found it.
+        let before = db.begin_read()?;
+        if appearances::levels::any_older(&txn)? {
+            appearances::levels::fold_older_beside(db, &txn, &before)?;
+            drop(before);
+            txn.commit()?;
         }
     }
     let txn = db.begin_write()?;

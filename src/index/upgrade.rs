@@ -47,6 +47,10 @@
 //!   …, empty): where a catch-up's later stages append their ids until its end folds them in,
 //!   instead of the young levels. A young level a format-19 catch-up left is read and folded
 //!   as before; an older build must not read a database whose segments it would not see.
+//! * Format 20 → 21 adds the appearance lists' staged segments (`OtsAppearancesStaged`, empty)
+//!   and their senders' nonce runs (`OtsNonceRunsStaged`, empty), where a catch-up's later
+//!   stages append instead of the young level `OtsAppearancesYoung`, which a format-20 catch-up
+//!   may have left and which is read and folded as before.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old

@@ -460,6 +460,44 @@ impl ValueCodec for NonceAnchor {
     }
 }
 
+/// One run of a sender's carried nonces in a staged segment of the appearance lists (ours,
+/// `OtsNonceRunsStaged`): from the sender's `position`-th sent transaction of the segment (0
+/// first) on, each carries one more than `nonce`, up to the sender's next run. Sender (20) ‖
+/// position (8, BE) ‖ nonce (8, BE); dups sort by sender, then position. A segment has a run at
+/// position 0 for every sender it holds, and one wherever a carried nonce is not the previous
+/// one's plus one. Its positions count within the segment, so a stage writes it without
+/// knowing how many transactions the sender sent before; the fold turns the runs into
+/// [`NonceAnchor`]s at absolute positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NonceRun {
+    /// The sender.
+    pub sender: Address,
+    /// Position among the sender's sent transactions of the segment.
+    pub position: u64,
+    /// The nonce that transaction carries.
+    pub nonce: u64,
+}
+
+impl ValueCodec for NonceRun {
+    fn encode_value(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(36);
+        out.extend_from_slice(self.sender.as_slice());
+        out.extend_from_slice(&self.position.to_be_bytes());
+        out.extend_from_slice(&self.nonce.to_be_bytes());
+        out
+    }
+    fn decode_value(bytes: &[u8]) -> Result<Self, CodecError> {
+        if bytes.len() != 36 {
+            return Err(CodecError::new("nonce run", "expected 36 bytes", bytes.len()));
+        }
+        Ok(Self {
+            sender: Address::from_slice(&bytes[..20]),
+            position: be_u64(&bytes[20..28], "nonce run")?,
+            nonce: be_u64(&bytes[28..], "nonce run")?,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -626,6 +664,12 @@ mod tests {
         let a = NonceAnchor { position: 1, nonce: 7 };
         assert_eq!(a.encode_value(), [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 7]);
         assert_eq!(NonceAnchor::decode_value(&a.encode_value()).expect("decodes"), a);
+        let r = NonceRun { sender: Address::repeat_byte(0xbb), position: 2, nonce: 0x0105 };
+        let bytes = r.encode_value();
+        assert_eq!(&bytes[..20], &[0xbb; 20]);
+        assert_eq!(&bytes[20..], &[0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 1, 5]);
+        assert_eq!(NonceRun::decode_value(&bytes).expect("decodes"), r);
+        assert!(NonceRun::decode_value(&bytes[..35]).is_err());
         let k = ListKey { address: Address::repeat_byte(1), last: 9 };
         assert_eq!(ListKey::decode_key(&k.encode_key()).expect("decodes"), k);
         assert_eq!(&k.encode_key()[20..], &9u64.to_be_bytes());

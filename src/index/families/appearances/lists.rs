@@ -10,7 +10,7 @@ use signet_libmdbx::tx::TransactionKind;
 
 use crate::{
     db::{
-        codec::{pack_chunks, ChunkCounts, ListKey, PackedIds, Role, Unpacked},
+        codec::{pack_chunks, ChunkCounts, KeyCodec, ListKey, PackedIds, Role, StagedChunkKey, Unpacked},
         tables::Table,
         DbError, DbResult, TableCursor, Txn, WriteTxn,
     },
@@ -18,33 +18,82 @@ use crate::{
     txid::TxId,
 };
 
-/// A packed list table: `address ‖ largest TxId of the chunk` → packed chunk.
-pub trait PackedList: Table<Key = ListKey, Value = PackedIds> {}
-impl<T: Table<Key = ListKey, Value = PackedIds>> PackedList for T {}
+/// Where one list lies in its table: the address, and in a table of staged segments the
+/// segment (0 in the tables keyed by address alone). Ordered as the tables' keys are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Place {
+    /// The segment (a stage's newest block); 0 outside the staged segments.
+    pub segment: u64,
+    /// The list's address.
+    pub address: Address,
+}
 
-fn corrupt<T: Table>(key: &ListKey, reason: String) -> DbError {
-    let mut bytes = key.address.to_vec();
-    bytes.extend_from_slice(&key.last.to_be_bytes());
-    DbError::Corrupt { table: T::ID.name(), key: alloy_primitives::hex::encode(bytes), reason }
+impl From<&Address> for Place {
+    fn from(address: &Address) -> Self {
+        Self { segment: 0, address: *address }
+    }
+}
+
+/// The key of a packed list's chunk: its list's place and the chunk's largest TxId.
+pub trait PlacedKey: KeyCodec + Copy {
+    /// The key of the chunk of the list at `place` whose largest id is `last`.
+    fn at(place: Place, last: u64) -> Self;
+    /// The list it belongs to.
+    fn place(&self) -> Place;
+    /// The chunk's largest id.
+    fn last(&self) -> u64;
+}
+
+impl PlacedKey for ListKey {
+    fn at(place: Place, last: u64) -> Self {
+        Self { address: place.address, last }
+    }
+    fn place(&self) -> Place {
+        Place::from(&self.address)
+    }
+    fn last(&self) -> u64 {
+        self.last
+    }
+}
+
+impl PlacedKey for StagedChunkKey {
+    fn at(place: Place, last: u64) -> Self {
+        Self { segment: place.segment, address: place.address, chunk: last }
+    }
+    fn place(&self) -> Place {
+        Place { segment: self.segment, address: self.address }
+    }
+    fn last(&self) -> u64 {
+        self.chunk
+    }
+}
+
+/// A packed list table: `[segment ‖] address ‖ largest TxId of the chunk` → packed chunk.
+pub trait PackedList: Table<Key: PlacedKey, Value = PackedIds> {}
+impl<T: Table<Key: PlacedKey, Value = PackedIds>> PackedList for T {}
+
+fn corrupt<T: PackedList>(key: &T::Key, reason: String) -> DbError {
+    let bytes = key.encode_key();
+    DbError::Corrupt { table: T::ID.name(), key: alloy_primitives::hex::encode(bytes.as_ref()), reason }
 }
 
 /// Unpacks the chunk at `key`, naming it if its bytes are damaged.
-pub(super) fn unpack<T: PackedList>(key: &ListKey, packed: &PackedIds) -> DbResult<Unpacked> {
-    packed.unpack(key.last).map_err(|e| corrupt::<T>(key, e.to_string()))
+pub(super) fn unpack<T: PackedList>(key: &T::Key, packed: &PackedIds) -> DbResult<Unpacked> {
+    packed.unpack(key.last()).map_err(|e| corrupt::<T>(key, e.to_string()))
 }
 
 /// `address`'s last chunk, if it has any.
 fn last_chunk<T: PackedList, K: TransactionKind>(
     cursor: &mut TableCursor<'_, K, T>,
-    address: &Address,
-) -> DbResult<Option<(ListKey, PackedIds)>> {
-    let after = cursor.seek(&ListKey { address: *address, last: u64::MAX })?;
+    place: Place,
+) -> DbResult<Option<(T::Key, PackedIds)>> {
+    let after = cursor.seek(&T::Key::at(place, u64::MAX))?;
     let entry = match after {
-        Some((key, value)) if key.address == *address => Some((key, value)),
+        Some((key, value)) if key.place() == place => Some((key, value)),
         Some(_) => cursor.prev_entry()?,
         None => cursor.last()?,
     };
-    Ok(entry.filter(|(key, _)| key.address == *address))
+    Ok(entry.filter(|(key, _)| key.place() == place))
 }
 
 /// How many ids a list holds, and how many of them the address sent.
@@ -68,14 +117,14 @@ pub fn append<T: PackedList>(
         return count::<T, _>(txn, address);
     }
     let mut cursor = txn.cursor::<T>()?;
-    let last = last_chunk(&mut cursor, address)?;
+    let last = last_chunk(&mut cursor, Place::from(address))?;
     let replaced = last.as_ref().map(|(key, _)| *key);
     let (before, chunks) = extend_last::<T>(last, ids, roles)?;
     if let Some(key) = replaced {
         cursor.delete(&key)?;
     }
     for (last, packed) in chunks {
-        cursor.put(&ListKey { address: *address, last }, &packed)?;
+        cursor.put(&T::Key::at(Place::from(address), last), &packed)?;
     }
     Ok(before)
 }
@@ -89,16 +138,16 @@ pub(in crate::index) fn append_rewriting<T: PackedList, K: TransactionKind>(
     ids: &[u64],
     roles: &[Role],
 ) -> DbResult<ListCounts> {
-    rewrite.copy_while(|key, _| key.address < *address)?;
+    rewrite.copy_while(|key, _| key.place() < Place::from(address))?;
     let mut last = None;
-    while let Some(chunk) = rewrite.take_if(|key, _| key.address == *address)? {
+    while let Some(chunk) = rewrite.take_if(|key, _| key.place() == Place::from(address))? {
         if let Some((key, packed)) = last.replace(chunk) {
             rewrite.append(&key, &packed)?;
         }
     }
     let (before, chunks) = extend_last::<T>(last, ids, roles)?;
     for (last, packed) in chunks {
-        rewrite.append(&ListKey { address: *address, last }, &packed)?;
+        rewrite.append(&T::Key::at(Place::from(address), last), &packed)?;
     }
     Ok(before)
 }
@@ -106,14 +155,14 @@ pub(in crate::index) fn append_rewriting<T: PackedList, K: TransactionKind>(
 /// A list's last chunk (if it has one) with `ids` and their roles added, packed again; and what
 /// the list held before.
 fn extend_last<T: PackedList>(
-    last: Option<(ListKey, PackedIds)>,
+    last: Option<(T::Key, PackedIds)>,
     ids: &[u64],
     roles: &[Role],
 ) -> DbResult<(ListCounts, Vec<(u64, PackedIds)>)> {
     let first_new = ids.first().copied().unwrap_or(u64::MAX);
     let (base, sent_base, mut all, mut marks) = match last {
         Some((key, packed)) => {
-            if key.last >= first_new {
+            if key.last() >= first_new {
                 return Err(corrupt::<T>(
                     &key,
                     format!("appending TxId {} at or below the list's last one", TxId(first_new)),
@@ -133,14 +182,15 @@ fn extend_last<T: PackedList>(
     Ok((before, pack_chunks(base, sent_base, &all, &marks)))
 }
 
-fn counts_of<T: PackedList>(key: &ListKey, packed: &PackedIds) -> DbResult<ChunkCounts> {
+fn counts_of<T: PackedList>(key: &T::Key, packed: &PackedIds) -> DbResult<ChunkCounts> {
     packed.counts().map_err(|e| corrupt::<T>(key, e.to_string()))
 }
 
-/// Number of ids in `address`'s list, and of those it sent.
-pub fn count<T: PackedList, K: TransactionKind>(txn: &Txn<K>, address: &Address) -> DbResult<ListCounts> {
+/// Number of ids in the list at `at`, and of those it sent.
+pub fn count<T: PackedList, K: TransactionKind>(txn: &Txn<K>, at: impl Into<Place>) -> DbResult<ListCounts> {
+    let place = at.into();
     let mut cursor = txn.cursor::<T>()?;
-    match last_chunk(&mut cursor, address)? {
+    match last_chunk(&mut cursor, place)? {
         Some((key, packed)) => {
             let c = counts_of::<T>(&key, &packed)?;
             Ok(ListCounts { all: c.base + c.n, sent: c.sent_base + c.sent })
@@ -149,34 +199,36 @@ pub fn count<T: PackedList, K: TransactionKind>(txn: &Txn<K>, address: &Address)
     }
 }
 
-/// How many ids of `address`'s list are below `id`: one chunk read (a chunk's key is its last
+/// How many ids of the list at `at` are below `id`: one chunk read (a chunk's key is its last
 /// id, and its counts say how many ids come before it).
-pub fn rank<T: PackedList, K: TransactionKind>(txn: &Txn<K>, address: &Address, id: u64) -> DbResult<u64> {
+pub fn rank<T: PackedList, K: TransactionKind>(txn: &Txn<K>, at: impl Into<Place>, id: u64) -> DbResult<u64> {
+    let place = at.into();
     let mut cursor = txn.cursor::<T>()?;
-    match cursor.seek(&ListKey { address: *address, last: id })? {
-        Some((key, packed)) if key.address == *address => {
+    match cursor.seek(&T::Key::at(place, id))? {
+        Some((key, packed)) if key.place() == place => {
             let base = counts_of::<T>(&key, &packed)?.base;
             let below = unpack::<T>(&key, &packed)?.ids.partition_point(|&x| x < id);
             Ok(base + below as u64)
         }
-        _ => Ok(count::<T, K>(txn, address)?.all),
+        _ => Ok(count::<T, K>(txn, place)?.all),
     }
 }
 
-/// How many ids of `address`'s list below `id` the address sent: one chunk read.
+/// How many ids of the list at `at` below `id` the address sent: one chunk read.
 pub fn rank_sent<T: PackedList, K: TransactionKind>(
     txn: &Txn<K>,
-    address: &Address,
+    at: impl Into<Place>,
     id: u64,
 ) -> DbResult<u64> {
+    let place = at.into();
     let mut cursor = txn.cursor::<T>()?;
-    match cursor.seek(&ListKey { address: *address, last: id })? {
-        Some((key, packed)) if key.address == *address => {
+    match cursor.seek(&T::Key::at(place, id))? {
+        Some((key, packed)) if key.place() == place => {
             let chunk = unpack::<T>(&key, &packed)?;
             let below = chunk.ids.partition_point(|&x| x < id);
             Ok(chunk.sent_base + chunk.roles[..below].iter().filter(|&&r| r == Role::Sent).count() as u64)
         }
-        _ => Ok(count::<T, K>(txn, address)?.sent),
+        _ => Ok(count::<T, K>(txn, place)?.sent),
     }
 }
 
@@ -184,9 +236,10 @@ pub fn rank_sent<T: PackedList, K: TransactionKind>(
 /// for an id its list does not hold: a chunk read for each run of ids it holds.
 pub fn roles_of_ids<T: PackedList, K: TransactionKind>(
     txn: &Txn<K>,
-    address: &Address,
+    at: impl Into<Place>,
     ids: &[u64],
 ) -> DbResult<Vec<Option<Role>>> {
+    let place = at.into();
     let mut cursor = txn.cursor::<T>()?;
     let mut chunk: Option<Unpacked> = None;
     let mut roles = Vec::with_capacity(ids.len());
@@ -194,8 +247,8 @@ pub fn roles_of_ids<T: PackedList, K: TransactionKind>(
         let holds =
             |c: &Unpacked| c.ids.first().is_some_and(|&f| f <= id) && c.ids.last().is_some_and(|&l| id <= l);
         if !chunk.as_ref().is_some_and(holds) {
-            chunk = match cursor.seek(&ListKey { address: *address, last: id })? {
-                Some((key, packed)) if key.address == *address => Some(unpack::<T>(&key, &packed)?),
+            chunk = match cursor.seek(&T::Key::at(place, id))? {
+                Some((key, packed)) if key.place() == place => Some(unpack::<T>(&key, &packed)?),
                 _ => None,
             };
         }
@@ -205,22 +258,23 @@ pub fn roles_of_ids<T: PackedList, K: TransactionKind>(
     Ok(roles)
 }
 
-/// How many ids of `address`'s list in `first..=last` the address sent or received (its
+/// How many ids of the list at `at` in `first..=last` the address sent or received (its
 /// `txlist` rows among them): the chunks holding the range, read once each.
 pub fn listed_within<T: PackedList, K: TransactionKind>(
     txn: &Txn<K>,
-    address: &Address,
+    at: impl Into<Place>,
     first: u64,
     last: u64,
 ) -> DbResult<u64> {
+    let place = at.into();
     let mut cursor = txn.cursor::<T>()?;
     let mut listed = 0;
-    let mut entry = cursor.seek(&ListKey { address: *address, last: first })?;
-    while let Some((key, packed)) = entry.filter(|(k, _)| k.address == *address) {
+    let mut entry = cursor.seek(&T::Key::at(place, first))?;
+    while let Some((key, packed)) = entry.filter(|(k, _)| k.place() == place) {
         let chunk = unpack::<T>(&key, &packed)?;
         let inside = chunk.ids.iter().zip(&chunk.roles).filter(|(&id, _)| first <= id && id <= last);
         listed += inside.filter(|(_, r)| r.listed()).count() as u64;
-        if key.last >= last {
+        if key.last() >= last {
             break;
         }
         entry = cursor.next_entry()?;
@@ -228,16 +282,17 @@ pub fn listed_within<T: PackedList, K: TransactionKind>(
     Ok(listed)
 }
 
-/// The `position`-th id (0 first) of `address`'s list, or with `sent` of the ids it sent.
+/// The `position`-th id (0 first) of the list at `at`, or with `sent` of the ids it sent.
 pub fn nth<T: PackedList, K: TransactionKind>(
     txn: &Txn<K>,
-    address: &Address,
+    at: impl Into<Place>,
     position: u64,
     sent: bool,
 ) -> DbResult<Option<u64>> {
+    let place = at.into();
     let mut cursor = txn.cursor::<T>()?;
-    let mut next = cursor.seek(&ListKey { address: *address, last: 0 })?;
-    while let Some((key, packed)) = next.filter(|(k, _)| k.address == *address) {
+    let mut next = cursor.seek(&T::Key::at(place, 0))?;
+    while let Some((key, packed)) = next.filter(|(k, _)| k.place() == place) {
         let c = counts_of::<T>(&key, &packed)?;
         let (base, n) = if sent { (c.sent_base, c.sent) } else { (c.base, c.n) };
         if position < base + n {
@@ -254,22 +309,21 @@ pub fn nth<T: PackedList, K: TransactionKind>(
     Ok(None)
 }
 
-/// The first and the last id of `address`'s list, if it has any: two chunk reads however long
+/// The first and the last id of the list at `at`, if it has any: two chunk reads however long
 /// the list is (a chunk's key is its last id).
 pub fn ends<T: PackedList, K: TransactionKind>(
     txn: &Txn<K>,
-    address: &Address,
+    at: impl Into<Place>,
 ) -> DbResult<Option<(u64, u64)>> {
+    let place = at.into();
     let mut cursor = txn.cursor::<T>()?;
-    let Some((key, packed)) =
-        cursor.seek(&ListKey { address: *address, last: 0 })?.filter(|(k, _)| k.address == *address)
-    else {
+    let Some((key, packed)) = cursor.seek(&T::Key::at(place, 0))?.filter(|(k, _)| k.place() == place) else {
         return Ok(None);
     };
     let Some(&first) = unpack::<T>(&key, &packed)?.ids.first() else {
         return Err(corrupt::<T>(&key, "an empty chunk".into()));
     };
-    let last = last_chunk(&mut cursor, address)?.map_or(key.last, |(key, _)| key.last);
+    let last = last_chunk(&mut cursor, place)?.map_or(key.last(), |(key, _)| key.last());
     Ok(Some((first, last)))
 }
 
@@ -294,23 +348,24 @@ pub(super) fn take(page: &mut BlockPage, id: u64, want: usize) -> bool {
     true
 }
 
-/// Adds `address`'s ids below `cut` to `page`, newest first: until it holds at least `want`
+/// Adds the ids of the list at `at` below `cut` to `page`, newest first: until it holds at least `want`
 /// when there are, and then the rest of the last block's (it is full when `more` is set).
 pub fn before<T: PackedList, K: TransactionKind>(
     txn: &Txn<K>,
-    address: &Address,
+    at: impl Into<Place>,
     cut: u64,
     want: usize,
     page: &mut BlockPage,
 ) -> DbResult<()> {
+    let place = at.into();
     let mut cursor = txn.cursor::<T>()?;
-    let found = cursor.seek(&ListKey { address: *address, last: cut })?;
+    let found = cursor.seek(&T::Key::at(place, cut))?;
     let mut entry = match found {
-        Some((key, value)) if key.address == *address => Some((key, value)),
+        Some((key, value)) if key.place() == place => Some((key, value)),
         Some(_) => cursor.prev_entry()?,
         None => cursor.last()?,
     };
-    while let Some((key, packed)) = entry.filter(|(k, _)| k.address == *address) {
+    while let Some((key, packed)) = entry.filter(|(k, _)| k.place() == place) {
         for &id in unpack::<T>(&key, &packed)?.ids.iter().rev().filter(|&&id| id < cut) {
             if !take(page, id, want) {
                 return Ok(());
@@ -321,18 +376,19 @@ pub fn before<T: PackedList, K: TransactionKind>(
     Ok(())
 }
 
-/// Adds `address`'s ids at or above `from` to `page`, oldest first: until it holds at least
+/// Adds the ids of the list at `at` at or above `from` to `page`, oldest first: until it holds at least
 /// `want` when there are, and then the rest of the last block's (it is full when `more` is set).
 pub fn after<T: PackedList, K: TransactionKind>(
     txn: &Txn<K>,
-    address: &Address,
+    at: impl Into<Place>,
     from: u64,
     want: usize,
     page: &mut BlockPage,
 ) -> DbResult<()> {
+    let place = at.into();
     let mut cursor = txn.cursor::<T>()?;
-    let mut entry = cursor.seek(&ListKey { address: *address, last: from })?;
-    while let Some((key, packed)) = entry.filter(|(k, _)| k.address == *address) {
+    let mut entry = cursor.seek(&T::Key::at(place, from))?;
+    while let Some((key, packed)) = entry.filter(|(k, _)| k.place() == place) {
         for &id in unpack::<T>(&key, &packed)?.ids.iter().filter(|&&id| id >= from) {
             if !take(page, id, want) {
                 return Ok(());
@@ -351,11 +407,11 @@ pub fn check<T: PackedList, K: TransactionKind>(txn: &Txn<K>, below: u64) -> DbR
     let mut cursor = txn.walking_cursor::<T>()?;
     let mut next = cursor.first()?;
     // Address, ids so far, sent ids so far, last id.
-    let mut current: Option<(Address, ListCounts, u64)> = None;
+    let mut current: Option<(Place, ListCounts, u64)> = None;
     while let Some((key, packed)) = next {
         let chunk = unpack::<T>(&key, &packed)?;
         let (seen, last) = match current {
-            Some((a, seen, last)) if a == key.address => (seen, Some(last)),
+            Some((a, seen, last)) if a == key.place() => (seen, Some(last)),
             _ => {
                 addresses += 1;
                 (ListCounts::default(), None)
@@ -373,15 +429,18 @@ pub fn check<T: PackedList, K: TransactionKind>(txn: &Txn<K>, below: u64) -> DbR
         if last.is_some_and(|l| chunk.ids[0] <= l) {
             return Err(corrupt::<T>(&key, "ids do not grow from the chunk before".into()));
         }
-        if key.last >= below {
-            return Err(corrupt::<T>(&key, format!("holds TxId {}, beyond the indexed tip", TxId(key.last))));
+        if key.last() >= below {
+            return Err(corrupt::<T>(
+                &key,
+                format!("holds TxId {}, beyond the indexed tip", TxId(key.last())),
+            ));
         }
         total += chunk.ids.len() as u64;
         let now = ListCounts {
             all: seen.all + chunk.ids.len() as u64,
             sent: seen.sent + chunk.sent_ids().count() as u64,
         };
-        current = Some((key.address, now, key.last));
+        current = Some((key.place(), now, key.last()));
         next = cursor.next_entry()?;
     }
     Ok((addresses, total))

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use alloy_primitives::Address;
 use ots_classifiers::{BlockData, CallFrame, FrameKind};
-use signet_libmdbx::tx::TransactionKind;
+use signet_libmdbx::tx::{Rw, TransactionKind};
 use tracing::debug;
 
 pub use lists::{BlockPage, ListCounts};
@@ -46,10 +46,10 @@ use crate::index::{
 use crate::{
     db::{
         codec::Role,
-        codec::{Creation, IndexKind, NonceAnchor},
+        codec::{Creation, IndexKind, NonceAnchor, NonceRun},
         state,
         tables::{OtsAppearances, OtsContractCreators, OtsNonceAnchors, OtsRecentIds, OtsRecentSent, Table},
-        DbError, DbResult, ReadTxn, Txn, WriteTxn,
+        DbError, DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
     },
     etl::{Buffer, RunDir, Sorter, ADDRESS_KEY},
     txid::TxId,
@@ -77,8 +77,10 @@ pub struct Appearances {
     /// frames name the same contracts over and over: on the 21 M-transaction benchmark chain
     /// 188 M appearances came for 88.6 M distinct ones.
     in_tx: SeenInTx,
-    /// Whether the lists may go to the young level ([`levels`]): a bulk stage's.
-    young: bool,
+    /// Whether the lists may go to a staged segment ([`levels`]): a bulk stage's.
+    staged: bool,
+    /// The newest block collected: a stage's segment key.
+    newest: Option<u64>,
 }
 
 /// What a batch wrote to the family.
@@ -99,7 +101,8 @@ impl Appearances {
             sent: Sorter::spilling(runs.clone(), budget / 4),
             created: Sorter::spilling(runs.clone(), budget / 16),
             in_tx: SeenInTx::default(),
-            young: true,
+            staged: true,
+            newest: None,
         }
     }
 
@@ -143,6 +146,7 @@ impl Appearances {
     /// Collects `block`'s appearances, senders and created contracts.
     pub fn collect_block(&mut self, block: &BlockData, undo: &mut UndoLog) -> Result<(), WriteError> {
         let mut ids = Vec::with_capacity(block.transactions.len());
+        self.newest = self.newest.max(Some(block.number));
         let frames = block.frames.as_deref().unwrap_or_default();
         // Frames come in execution order, so a transaction's follow it; any left over (out of
         // order) are collected after the transactions.
@@ -188,8 +192,8 @@ impl Appearances {
     ///
     /// With `before` (a snapshot of the state `txn` started from), a stage's write (the window
     /// closed, nothing leaving it) rewrites the list table whole when that pays
-    /// (`index::rewrite`), and a later stage's goes to the young level ([`levels`]). Any other
-    /// write folds the young level first, which takes `before`.
+    /// (`index::rewrite`), and a later stage's goes to a staged segment ([`levels`]). Any other
+    /// write folds the young level and the segments first, which takes `before`.
     pub fn write(
         self,
         txn: &WriteTxn,
@@ -206,8 +210,8 @@ impl Appearances {
         let leaving = leaving.take_list(IndexKind::Appearances);
         let untouched = leaving.is_empty() && leaving_sent.is_empty() && leaving_received.is_empty();
         let stage = before.filter(|_| untouched && start == WindowStart::Closed);
-        if stage.is_none() && levels::any_young(txn)? {
-            levels::fold_young(txn, before.ok_or_else(levels::unfolded)?)?;
+        if stage.is_none() && levels::any_older(txn)? {
+            levels::fold_older(txn, before.ok_or_else(levels::unfolded)?)?;
         }
         let mut leaving_sent = leaving_sent.into_iter().peekable();
         let mut leaving_received = leaving_received.into_iter().peekable();
@@ -229,8 +233,8 @@ impl Appearances {
         let addresses = seen.keys_at_most(|row| row.0);
         let (mut lists, how) = match stage {
             Some(before) => {
-                let size = (addresses, seen.rows());
-                levels::Lists::of_stage(txn, before, size, self.young, LIST_REWRITE_SHARE)?
+                let segment = self.newest.filter(|_| self.staged);
+                levels::Lists::of_stage(txn, before, addresses, segment, LIST_REWRITE_SHARE)?
             }
             None => (in_place, "main"),
         };
@@ -369,9 +373,9 @@ fn write_list(
         return if run.is_empty() && runs.1.is_empty() { Ok(()) } else { Err(unseen_sender(address)) };
     }
     let roles = roles_of(address, ids, runs)?;
-    let before = lists.append(address, ids, &roles, !run.is_empty())?;
+    let before = lists.append(address, ids, &roles)?;
     if !run.is_empty() {
-        stats.anchors += write_anchors(txn, address, before.sent, run)?;
+        stats.anchors += lists.nonces(txn, address, before.sent, run)?;
     }
     Ok(())
 }
@@ -419,6 +423,40 @@ fn write_anchors(txn: &WriteTxn, sender: &Address, before: u64, run: &[(u64, u64
     Ok(written)
 }
 
+/// The anchors a sender's segment runs imply (`runs`, one segment's, positions counting from
+/// `before`, the sent transactions the older levels hold), with `last` the newest anchor before
+/// them. Within a run each nonce is the one before plus one, so only a run's first transaction
+/// can skip forward (as [`write_anchors`] decides it for each transaction).
+fn anchors_of_runs(mut last: Option<NonceAnchor>, before: u64, runs: &[NonceRun]) -> Vec<NonceAnchor> {
+    let mut anchors = Vec::new();
+    for run in runs {
+        let position = before + run.position;
+        let expected = expected_nonce(last, position);
+        if effective_nonce(run.nonce, expected) != expected {
+            let anchor = NonceAnchor { position, nonce: run.nonce };
+            anchors.push(anchor);
+            last = Some(anchor);
+        }
+    }
+    anchors
+}
+
+/// Writes the anchors a sender's segment runs imply ([`anchors_of_runs`]) after its stored
+/// ones; returns how many it wrote.
+fn write_run_anchors(
+    cursor: &mut TableCursor<'_, Rw, OtsNonceAnchors>,
+    sender: &Address,
+    before: u64,
+    runs: &[NonceRun],
+) -> DbResult<u64> {
+    let last = if cursor.seek_exact(sender)?.is_some() { cursor.last_dup()? } else { None };
+    let anchors = anchors_of_runs(last, before, runs);
+    for anchor in &anchors {
+        cursor.put(sender, anchor)?;
+    }
+    Ok(anchors.len() as u64)
+}
+
 /// Drops the creations of `contract` at or after TxId `cut`.
 pub fn unwind_creator(txn: &WriteTxn, contract: &Address, cut: u64) -> DbResult<()> {
     let mut cursor = txn.cursor::<OtsContractCreators>()?;
@@ -438,7 +476,7 @@ pub fn sent_with_nonce<K: TransactionKind>(
     sender: &Address,
     nonce: u64,
 ) -> DbResult<Option<TxId>> {
-    let anchors = txn.cursor::<OtsNonceAnchors>()?.dups(sender)?;
+    let anchors = levels::with_staged_anchors(txn, sender, txn.cursor::<OtsNonceAnchors>()?.dups(sender)?)?;
     let window = recent::sent(txn, sender)?;
     if !window.is_empty() {
         let settled = levels::count(txn, sender)?.sent;
@@ -739,7 +777,7 @@ impl Gatherer for Appearances {
         // A snapshot holds the state the write started from (the writer lock is held), which
         // a whole-table rewrite copies: a stage's write (the window closed) may rewrite, and
         // the first write after a catch-up folds its young level.
-        let snapshot = writing.window == WindowStart::Closed || levels::any_young(writing.txn)?;
+        let snapshot = writing.window == WindowStart::Closed || levels::any_older(writing.txn)?;
         let before = snapshot.then(|| writing.db.begin_read().ok()).flatten();
         let stats = Self::write(*self, writing.txn, before.as_ref(), writing.window, &mut writing.leaving)?;
         writing.appearances += stats.appearances;
@@ -751,7 +789,8 @@ impl Family for AppearancesFamily {
     const NAME: &'static str = "appearances";
     const TABLES: &'static [TableId] =
         &[TableId::OtsAppearances, TableId::OtsNonceAnchors, TableId::OtsContractCreators];
-    const YOUNG_TABLES: &'static [TableId] = &[TableId::OtsAppearancesYoung];
+    const YOUNG_TABLES: &'static [TableId] =
+        &[TableId::OtsAppearancesYoung, TableId::OtsAppearancesStaged, TableId::OtsNonceRunsStaged];
 
     fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {
         let appearances = Appearances::gathering(&gathering.buffering);
@@ -780,7 +819,7 @@ impl Family for AppearancesFamily {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::{AccessMode, Db};
+    use crate::db::{tables::OtsNonceRunsStaged, AccessMode, Db};
 
     fn gathered(seen: &[(Address, u64)], sent: &[(Address, u64, u64)]) -> Appearances {
         let mut family = Appearances::default();
@@ -969,6 +1008,85 @@ mod tests {
                 previous = Some(*a);
             }
         }
+    }
+
+    /// A sender's nonces written stage by stage into staged segments (runs counted within each
+    /// segment), with skips forward and nonces that go back, find the same transactions as the
+    /// same stages written in place at every stage; the segments check, and folded they leave
+    /// the lists and anchors of the in-place writes byte for byte.
+    #[test]
+    fn staged_nonces_read_and_fold_as_written_in_place() {
+        let (b, c) = (Address::repeat_byte(2), Address::repeat_byte(3));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let staged = Db::open(&dir.path().join("staged"), AccessMode::ReadWrite).expect("open");
+        let flat = Db::open(&dir.path().join("flat"), AccessMode::ReadWrite).expect("open");
+        // Nonce by block: counting, a skip forward, system transactions carrying 0, another skip
+        // at a stage's first block, and a stage where b sends nothing.
+        let carried = |block: u64| match block {
+            1..=9 => block - 1,
+            10..=14 => block + 3,
+            15..=17 => 0,
+            21 => 40,
+            22..=29 => 40 + block - 21,
+            30..=39 => u64::MAX,
+            _ => 60 + block,
+        };
+        let mut hows = Vec::new();
+        for stage in 0..6u64 {
+            let blocks = stage * 10 + 1..=stage * 10 + 10;
+            let ids: Vec<u64> = blocks.clone().map(|n| TxId::new(n, 0).expect("id").0).collect();
+            let mut seen: Vec<(Address, u64)> = ids.iter().map(|&id| (c, id)).collect();
+            let sent: Vec<(Address, u64, u64)> = blocks
+                .clone()
+                .zip(&ids)
+                .filter(|&(n, _)| carried(n) != u64::MAX)
+                .map(|(n, &id)| (b, id, carried(n)))
+                .collect();
+            seen.extend(sent.iter().map(|&(a, id, _)| (a, id)));
+            let before = staged.begin_read().expect("snapshot");
+            let txn = staged.begin_write().expect("write");
+            let mut family = gathered(&seen, &sent);
+            family.staged = true;
+            family.newest = Some(stage * 10 + 10);
+            family.write(&txn, Some(&before), WindowStart::Closed, &mut Default::default()).expect("stage");
+            drop(before);
+            txn.commit().expect("commit");
+            let txn = flat.begin_write().expect("write");
+            gathered(&seen, &sent)
+                .write(&txn, None, WindowStart::Closed, &mut Default::default())
+                .expect("write");
+            txn.commit().expect("commit");
+
+            let (s, f) = (staged.begin_read().expect("read"), flat.begin_read().expect("read"));
+            hows.push(levels::segment_keys(&s).expect("segments").len());
+            for nonce in 0..140 {
+                let want = sent_with_nonce(&f, &b, nonce).expect("read");
+                assert_eq!(
+                    sent_with_nonce(&s, &b, nonce).expect("read"),
+                    want,
+                    "stage {stage}, nonce {nonce}"
+                );
+            }
+            assert_eq!(levels::count(&s, &b).expect("count"), levels::count(&f, &b).expect("count"));
+            levels::check(&s, u64::MAX).expect("the levels check");
+        }
+        assert_eq!(hows, [0, 1, 2, 3, 4, 5], "every stage after the first is a segment");
+        let before = staged.begin_read().expect("snapshot");
+        let txn = staged.begin_write().expect("write");
+        levels::fold_older_beside(&staged, &txn, &before).expect("fold");
+        drop(before);
+        txn.commit().expect("commit");
+        let (s, f) = (staged.begin_read().expect("read"), flat.begin_read().expect("read"));
+        assert!(!levels::any_older(&s).expect("older"));
+        assert_eq!(s.entries::<OtsNonceRunsStaged>().expect("entries"), 0);
+        for table in [TableId::OtsAppearances, TableId::OtsNonceAnchors] {
+            assert_eq!(
+                s.raw_entries(table).expect("entries"),
+                f.raw_entries(table).expect("entries"),
+                "{table:?}"
+            );
+        }
+        assert!(!f.raw_entries(TableId::OtsNonceAnchors).expect("entries").is_empty());
     }
 
     /// An address's role in its ids: settled ones by the list's marks, the window's by its sent
