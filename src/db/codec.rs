@@ -222,6 +222,49 @@ impl KeyCodec for StagedChunkKey {
     }
 }
 
+/// The key of a staged segment of a holdings table: `segment (8, BE) ‖ tier (1) ‖ kind (1, the
+/// holdings table's [`IndexKind`]) ‖ holder (20)`. A stage's segment (tier 0) is newer than
+/// every other, and segments merge newest first into one keyed by the newest of them at the
+/// next tier: either way the segment written sorts after every key, and is appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StagedHoldingKey {
+    /// How many merges of segments made this one (0: a stage wrote it).
+    pub tier: u8,
+    /// The newest block of the stages it holds.
+    pub segment: u64,
+    /// The holdings table it belongs to.
+    pub kind: IndexKind,
+    /// The holder.
+    pub holder: Address,
+}
+
+impl KeyCodec for StagedHoldingKey {
+    type Encoded = [u8; 30];
+    fn encode_key(&self) -> [u8; 30] {
+        let mut out = [0u8; 30];
+        out[..8].copy_from_slice(&self.segment.to_be_bytes());
+        out[8] = self.tier;
+        out[9] = self.kind as u8;
+        out[10..].copy_from_slice(self.holder.as_slice());
+        out
+    }
+    fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
+        const WHAT: &str = "staged holding key";
+        if bytes.len() != 30 {
+            return Err(CodecError::new(WHAT, "expected 30 bytes", bytes.len()));
+        }
+        let kind = IndexKind::from_byte(bytes[9]).ok_or_else(|| {
+            CodecError::new(WHAT, "an unknown kind byte (given as the length)", bytes[9].into())
+        })?;
+        Ok(Self {
+            segment: be_u64(&bytes[..8], WHAT)?,
+            tier: bytes[8],
+            kind,
+            holder: Address::from_slice(&bytes[10..]),
+        })
+    }
+}
+
 /// The value of an address-index chunk: its ids, ascending, in some encoding.
 pub trait ChunkIds: ValueCodec {
     /// The chunk of `ids` (strictly ascending).
@@ -663,6 +706,28 @@ mod tests {
         let later = StagedChunkKey { segment: 0x0103, address: Address::ZERO, chunk: 0 };
         assert!(key.encode_key() < later.encode_key());
         assert!(StagedChunkKey::decode_key(&[0; 35]).is_err());
+    }
+
+    #[test]
+    fn staged_holding_keys_sort_by_segment_then_tier_then_kind_then_holder() {
+        let a = address!("00000000000000000000000000000000000000aa");
+        let key = StagedHoldingKey { tier: 1, segment: 0x0102, kind: IndexKind::Erc721Holdings, holder: a };
+        assert_eq!(key.encode_key(), hex!("0000000000000102 01 06 00000000000000000000000000000000000000aa"));
+        assert_eq!(StagedHoldingKey::decode_key(&key.encode_key()), Ok(key));
+        let later = StagedHoldingKey {
+            tier: 1,
+            segment: 0x0103,
+            kind: IndexKind::Erc20Holdings,
+            holder: Address::ZERO,
+        };
+        assert!(key.encode_key() < later.encode_key());
+        // A merge of segments up to 0x0103 sorts after them.
+        let merged = StagedHoldingKey { tier: 2, ..later };
+        assert!(later.encode_key() < merged.encode_key());
+        assert!(StagedHoldingKey::decode_key(&[0; 29]).is_err());
+        let mut unknown = key.encode_key();
+        unknown[9] = 0xff;
+        assert!(StagedHoldingKey::decode_key(&unknown).is_err());
     }
 
     #[test]

@@ -7,7 +7,8 @@ use super::codec::{
     AddressTotals, Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup,
     Creation, Holding, IdChunk, KeyCodec, Label, ListId, ListKey, MultiKey, MultiPrior, NonceAnchor,
     NonceRun, OwnerPrior, PackedIds, PairKey, Rank, RecentId, RecentKey, RecentSent, RowIdChunk, SentTx,
-    StagedChunkKey, StateKey, Timestamp, TokenIdKey, TotalsDelta, UndoRecord, ValueCodec, WindowValue,
+    StagedChunkKey, StagedHoldingKey, StateKey, Timestamp, TokenIdKey, TotalsDelta, UndoRecord, ValueCodec,
+    WindowValue,
 };
 use alloy_primitives::{Address, U256};
 
@@ -467,6 +468,16 @@ tables! {
     /// position 0 for each sender, and one wherever a nonce is not the previous one's plus one.
     /// The fold writes the `OtsNonceAnchors` they imply. Empty once the catch-up has ended.
     OtsNonceRunsStaged: DupFixed, BlockNumber => NonceRun;
+    /// What the bulk stages of a catch-up added to the holdings tables (ours, format 22), one
+    /// segment a stage of the pairs neither the holdings tables nor an earlier segment hold,
+    /// appended at the table's end (docs/format.md, "Staged holdings"). Eight segments of a tier
+    /// merge into one of the next tier. Reads take a holder's tokens from
+    /// the main table and every segment; the catch-up's end (or the first write of a batch after
+    /// it) folds them into the main tables and empties this one. Key: the newest block of its
+    /// stages (8) ‖ tier (1) ‖ kind (1, 5 for ERC20, 6 for ERC721, 10 for ERC1155) ‖ holder
+    /// (20). Dup: token (20) ‖ first TxId (8), as the main tables'. Empty once the catch-up has
+    /// ended.
+    OtsHoldingsStaged: DupFixed, StagedHoldingKey => Holding;
 }
 
 /// A dupsorted table whose dups sort by a leading part of their bytes, the sub-key: a seek
@@ -500,7 +511,7 @@ macro_rules! sub_keys {
 
 sub_keys! {
     // Holdings sort by token, then the first TxId.
-    OtsERC20Holdings, OtsERC721Holdings, OtsERC1155Holdings by Address:
+    OtsERC20Holdings, OtsERC721Holdings, OtsERC1155Holdings, OtsHoldingsStaged by Address:
         |v| v.token, |s| Holding { token: *s, first: TxId(0) }.encode_value();
     // A block's totals deltas sort by address.
     OtsRecentTotals, OtsStagedTotals by Address: |v| v.address, |s| s.as_slice().to_vec();
@@ -546,10 +557,10 @@ mod tests {
         // (each by block and by address), undo journal and internal state; and the young levels of
         // the 10 address indexes with their counters and of the appearance lists; the address
         // totals' staged segments; the address indexes' staged segments; the appearance lists'
-        // staged segments with their senders' nonce runs.
+        // staged segments with their senders' nonce runs; the holdings' staged segments.
         assert_eq!(
             TableId::ALL.len(),
-            7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 4 * 2 + 13 + 3 + 2 + 1 + 2 + 9 + 10 * 2 + 1 + 1 + 10 + 2
+            7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 4 * 2 + 13 + 3 + 2 + 1 + 2 + 9 + 10 * 2 + 1 + 1 + 10 + 2 + 1
         );
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);

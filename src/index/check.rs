@@ -78,6 +78,7 @@ fn folded(db: &Db) -> Result<WriteTxn, DbError> {
     address_index::levels::fold_all(&txn, &before)?;
     appearances::levels::fold_older(&txn, &before)?;
     staged_totals::fold_staged(&txn, Some(&before))?;
+    holdings::fold_staged(&txn, Some(&before))?;
     balances::rank_deferred(&txn)?;
     journal::fold_window(&txn)?;
     Ok(txn)

@@ -154,6 +154,8 @@ pub struct Packed {
     pub staged: u64,
     /// Chunks of the address indexes' staged segments folded into their main tables first.
     pub staged_chunks: u64,
+    /// Pairs of the holdings' staged segments folded into the holdings tables first.
+    pub staged_holdings: u64,
 }
 
 /// Repacks, in `txn`, every table of at least `smallest` bytes whose bytes per entry exceed

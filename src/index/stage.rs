@@ -15,7 +15,7 @@ use super::{
     address_index, appearances, balances,
     batch::write_blocks,
     gather::{Buffering, Gathering},
-    journal,
+    holdings, journal,
     packing::{self, repack_swollen, Packed},
     rows::Rows,
     staged_totals,
@@ -119,13 +119,20 @@ pub fn pack_caught_up(db: &Db, smallest: u64) -> Result<Packed, WriteError> {
         }
     }
     let txn = db.begin_write()?;
+    // The writer lock is held and nothing written: the snapshot is as `txn` found the holdings.
+    let staged_holdings = holdings::fold_staged(&txn, Some(&db.begin_read()?))?;
     let ranked = balances::rank_deferred(&txn)?;
     // The writer lock is held and the totals not written yet: the snapshot is as `txn` found them.
     let staged = staged_totals::fold_staged(&txn, Some(&db.begin_read()?))?;
     // The writer lock is held: no stage is using the run directory.
     let spill = RunDir::create(&run_dir(db)).map_err(crate::db::DbError::from)?;
-    let packed =
-        Packed { ranked, staged, staged_chunks, ..packing::pack_caught_up(&txn, spill.path(), smallest)? };
+    let packed = Packed {
+        ranked,
+        staged,
+        staged_chunks,
+        staged_holdings,
+        ..packing::pack_caught_up(&txn, spill.path(), smallest)?
+    };
     txn.commit()?;
     db.release_mapped_pages();
     trim_heap();

@@ -51,6 +51,9 @@
 //!   and their senders' nonce runs (`OtsNonceRunsStaged`, empty), where a catch-up's later
 //!   stages append instead of the young level `OtsAppearancesYoung`, which a format-20 catch-up
 //!   may have left and which is read and folded as before.
+//! * Format 21 → 22 adds the holdings' staged segments (`OtsHoldingsStaged`, empty), where a
+//!   catch-up's later stages append the pairs they touch until its end folds them in; an older
+//!   build must not read a database whose segments it would not see.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old

@@ -649,6 +649,7 @@ impl Indexer {
                 rankings = packed.ranked,
                 staged_totals = packed.staged,
                 staged_chunks = packed.staged_chunks,
+                staged_holdings = packed.staged_holdings,
                 seconds = started.elapsed().as_secs_f64(),
                 "catch-up packed"
             );

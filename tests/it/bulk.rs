@@ -14,7 +14,7 @@ use ots_indexer::{
     classify::capture::capture,
     db::{
         state,
-        tables::{OtsRecentBalances, OtsStagedTotals, TableId},
+        tables::{OtsHoldingsStaged, OtsRecentBalances, OtsStagedTotals, TableId},
         AccessMode, Db, TableStats,
     },
     etl::RUN_DIR_NAME,
@@ -22,7 +22,7 @@ use ots_indexer::{
         check::{check, dump_hash},
         families::{
             address_index::{self, levels::any_unfolded, IdList},
-            appearances,
+            appearances, holdings,
         },
         journal::unwind_to,
     },
@@ -481,8 +481,34 @@ fn appearances_read(db: &Db) -> Vec<(AppearancesRead, String, Vec<Option<u64>>)>
         .collect()
 }
 
+/// The holders in `db`'s ERC20 table and holdings segments.
+fn holders_in(db: &Db) -> Vec<Address> {
+    addresses_in(
+        &db.begin_read().expect("read"),
+        [(TableId::OtsERC20Holdings, 0), (TableId::OtsHoldingsStaged, 10)],
+    )
+}
+
+/// What the holdings say of `holders`: each one's tokens of every kind, and a page of its ERC20
+/// ones.
+fn holdings_read(db: &Db, holders: &[Address]) -> Vec<(Address, Vec<String>, String)> {
+    use ots_indexer::decode::TokenKind;
+    let txn = db.begin_read().expect("read");
+    holders
+        .iter()
+        .copied()
+        .map(|a| {
+            let kinds = [TokenKind::Erc20, TokenKind::Erc721, TokenKind::Erc1155]
+                .map(|kind| format!("{:?}", holdings::of(&txn, kind, &a).expect("of")));
+            let page = holdings::page(&txn, TokenKind::Erc20, &a, 1, 2).expect("page");
+            (a, kinds.to_vec(), format!("{page:?}"))
+        })
+        .collect()
+}
+
 /// A catch-up of many small stages appends its later stages' ids to the address indexes' and the
-/// appearance lists' staged segments (with the senders' nonce runs): killed before its end folds
+/// appearance lists' staged segments (with the senders' nonce runs), and the pairs they touch to
+/// the holdings' segments: killed before its end folds
 /// them, they read (nonces too), check and hash as what one stage writes; the incremental path's
 /// first batch folds them, leaving the tables batches alone write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -540,6 +566,11 @@ async fn later_stages_append_segments_that_read_as_one() {
     let read = appearances_read(&leveled);
     assert!(read.len() > 10, "{} addresses", read.len());
     assert_eq!(read, appearances_read(&one), "the appearances read alike");
+    let staged_holdings = leveled.begin_read().expect("read").stats_of(TableId::OtsHoldingsStaged);
+    assert!(staged_holdings.expect("stats").entries > 0, "the stages left holdings segments");
+    let holders = holders_in(&leveled);
+    assert!(holders.len() > 10, "{} holders", holders.len());
+    assert_eq!(holdings_read(&leveled, &holders), holdings_read(&one, &holders), "the holdings read alike");
     drop(leveled);
 
     // Batches from there to the head: the first folds every young level.
@@ -548,6 +579,7 @@ async fn later_stages_append_segments_that_read_as_one() {
             .await;
     assert!(!any_unfolded(&leveled.begin_read().expect("read")).expect("young"));
     assert!(!appearances::levels::any_older(&leveled.begin_read().expect("read")).expect("older"));
+    assert_eq!(leveled.begin_read().expect("read").entries::<OtsHoldingsStaged>().expect("entries"), 0);
     let (batches, _, _) = index(
         &recording,
         &dir.path().join("batches"),

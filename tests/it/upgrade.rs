@@ -559,6 +559,8 @@ async fn a_format_10_database_upgrades_without_a_source() {
     migrate_relabelled(&relabelled, 19, before);
     // A format-20 database gains the appearance lists' staged segments and nonce runs, empty.
     migrate_relabelled(&relabelled, 20, before);
+    // A format-21 database gains the holdings' staged segments, empty.
+    migrate_relabelled(&relabelled, 21, before);
 }
 
 /// Labels the current-format database at `datadir` as of format `version` (whose tables it

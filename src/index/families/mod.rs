@@ -5,7 +5,8 @@
 //!   bits a match sets;
 //! * [`address_index`]: per-address id lists in chunks — transfer indexes, blocks rewarded,
 //!   withdrawals;
-//! * [`holdings`]: per holder, the tokens it has held;
+//! * [`holdings`]: per holder, the tokens it has held, with [`staged_holdings`], what a
+//!   catch-up's later stages touched;
 //! * [`balances`]: balances, holder counts and ranks, ERC721 owners, ERC1155 balances;
 //! * [`contract_info`], [`labels`], [`probes`]: what classifiers said of a contract;
 //! * [`appearances`]: the transactions each address appears in or sent, and contract creators
@@ -33,6 +34,7 @@ pub mod lifetimes;
 pub mod matches;
 pub mod probes;
 mod seen_in_tx;
+pub mod staged_holdings;
 pub mod staged_totals;
 mod stamped;
 pub mod totals;
