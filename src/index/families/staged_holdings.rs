@@ -35,7 +35,7 @@ use crate::txid::TxId;
 pub(super) const FANOUT: usize = 8;
 
 /// One segment: its tier (how many merges made it) and the newest block of its stages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
     /// How many merges made it (0: a stage wrote it).
     pub tier: u8,
