@@ -21,7 +21,8 @@ pub use appearances::{
     Unpacked, MAX_PACKED_BYTES,
 };
 pub use balances::{
-    Balance, BalancePrior, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank, TokenIdKey, VarKey, WindowValue,
+    Balance, BalancePrior, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank, StagedOwnerKey, TokenIdKey,
+    VarKey, WindowValue,
 };
 pub use contract_info::ContractInfo;
 pub use label::{Label, MAX_LABEL_BYTES};

@@ -7,8 +7,8 @@ use super::codec::{
     AddressTotals, Attributes, Balance, BalancePrior, BlockNumber, ChunkKey, ContractInfo, Count, CounterDup,
     Creation, Holding, IdChunk, KeyCodec, Label, ListId, ListKey, MultiKey, MultiPrior, NonceAnchor,
     NonceRun, OwnerPrior, PackedIds, PairKey, Rank, RecentId, RecentKey, RecentSent, RowIdChunk, SentTx,
-    StagedChunkKey, StagedHoldingKey, StateKey, Timestamp, TokenIdKey, TotalsDelta, UndoRecord, ValueCodec,
-    WindowValue,
+    StagedChunkKey, StagedHoldingKey, StagedOwnerKey, StateKey, Timestamp, TokenIdKey, TotalsDelta,
+    UndoRecord, ValueCodec, WindowValue,
 };
 use alloy_primitives::{Address, U256};
 
@@ -478,6 +478,16 @@ tables! {
     /// (20). Dup: token (20) ‖ first TxId (8), as the main tables'. Empty once the catch-up has
     /// ended.
     OtsHoldingsStaged: DupFixed, StagedHoldingKey => Holding;
+    /// The ERC721 owners the bulk stages of a catch-up set (ours, format 23), one segment a
+    /// stage of every (token, id) it moved, with its owner at the stage's end, appended at the
+    /// table's end (docs/format.md, "Staged owners"). Sixteen segments of a tier merge into one
+    /// of the next tier, the newest owner of each id kept. A read takes an id's owner from the
+    /// newest segment holding it, else `OtsERC721Owners`; the catch-up's end (or the first
+    /// write of a batch after it) folds them into `OtsERC721Owners` and empties this one. Key:
+    /// the newest block of its stages (8) ‖ tier (1) ‖ token (20) ‖ id length (1) ‖ id (BE
+    /// without leading zeros, 0–32). Value: owner (20; the zero address once burnt). Empty once
+    /// the catch-up has ended.
+    OtsOwnersStaged: Plain, StagedOwnerKey => Address;
 }
 
 /// A dupsorted table whose dups sort by a leading part of their bytes, the sub-key: a seek
@@ -557,10 +567,31 @@ mod tests {
         // (each by block and by address), undo journal and internal state; and the young levels of
         // the 10 address indexes with their counters and of the appearance lists; the address
         // totals' staged segments; the address indexes' staged segments; the appearance lists'
-        // staged segments with their senders' nonce runs; the holdings' staged segments.
+        // staged segments with their senders' nonce runs; the holdings' staged segments; the ERC721
+        // owners' staged segments.
         assert_eq!(
             TableId::ALL.len(),
-            7 * 2 + 1 + 4 * 2 + 1 + 2 + 3 + 2 + 4 * 2 + 13 + 3 + 2 + 1 + 2 + 9 + 10 * 2 + 1 + 1 + 10 + 2 + 1
+            7 * 2
+                + 1
+                + 4 * 2
+                + 1
+                + 2
+                + 3
+                + 2
+                + 4 * 2
+                + 13
+                + 3
+                + 2
+                + 1
+                + 2
+                + 9
+                + 10 * 2
+                + 1
+                + 1
+                + 10
+                + 2
+                + 1
+                + 1
         );
         for (i, t) in TableId::ALL.iter().enumerate() {
             assert_eq!(t.index(), i);

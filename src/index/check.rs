@@ -79,6 +79,7 @@ fn folded(db: &Db) -> Result<WriteTxn, DbError> {
     appearances::levels::fold_older(&txn, &before)?;
     staged_totals::fold_staged(&txn, Some(&before))?;
     holdings::fold_staged(&txn, Some(&before))?;
+    balances::staged_owners::fold(&txn, Some(&before))?;
     balances::rank_deferred(&txn)?;
     journal::fold_window(&txn)?;
     Ok(txn)

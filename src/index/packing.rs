@@ -156,6 +156,8 @@ pub struct Packed {
     pub staged_chunks: u64,
     /// Pairs of the holdings' staged segments folded into the holdings tables first.
     pub staged_holdings: u64,
+    /// Owners of the ERC721 owners' staged segments folded into their table first.
+    pub staged_owners: u64,
 }
 
 /// Repacks, in `txn`, every table of at least `smallest` bytes whose bytes per entry exceed

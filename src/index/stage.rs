@@ -121,6 +121,8 @@ pub fn pack_caught_up(db: &Db, smallest: u64) -> Result<Packed, WriteError> {
     let txn = db.begin_write()?;
     // The writer lock is held and nothing written: the snapshot is as `txn` found the holdings.
     let staged_holdings = holdings::fold_staged(&txn, Some(&db.begin_read()?))?;
+    // The writer lock is held and no owner written yet: the snapshot is as `txn` found them.
+    let staged_owners = balances::staged_owners::fold(&txn, Some(&db.begin_read()?))?;
     let ranked = balances::rank_deferred(&txn)?;
     // The writer lock is held and the totals not written yet: the snapshot is as `txn` found them.
     let staged = staged_totals::fold_staged(&txn, Some(&db.begin_read()?))?;
@@ -131,6 +133,7 @@ pub fn pack_caught_up(db: &Db, smallest: u64) -> Result<Packed, WriteError> {
         staged,
         staged_chunks,
         staged_holdings,
+        staged_owners,
         ..packing::pack_caught_up(&txn, spill.path(), smallest)?
     };
     txn.commit()?;

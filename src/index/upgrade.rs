@@ -54,6 +54,9 @@
 //! * Format 21 → 22 adds the holdings' staged segments (`OtsHoldingsStaged`, empty), where a
 //!   catch-up's later stages append the pairs they touch until its end folds them in; an older
 //!   build must not read a database whose segments it would not see.
+//! * Format 22 → 23 adds the ERC721 owners' staged segments (`OtsOwnersStaged`, empty), where a
+//!   catch-up's later stages append the owners they set until its end folds them in; an older
+//!   build must not read a database whose segments it would not see.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old

@@ -650,6 +650,7 @@ impl Indexer {
                 staged_totals = packed.staged,
                 staged_chunks = packed.staged_chunks,
                 staged_holdings = packed.staged_holdings,
+                staged_owners = packed.staged_owners,
                 seconds = started.elapsed().as_secs_f64(),
                 "catch-up packed"
             );

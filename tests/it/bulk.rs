@@ -14,7 +14,9 @@ use ots_indexer::{
     classify::capture::capture,
     db::{
         state,
-        tables::{OtsHoldingsStaged, OtsRecentBalances, OtsStagedTotals, TableId},
+        tables::{
+            OtsERC721Owners, OtsHoldingsStaged, OtsOwnersStaged, OtsRecentBalances, OtsStagedTotals, TableId,
+        },
         AccessMode, Db, TableStats,
     },
     etl::RUN_DIR_NAME,
@@ -22,7 +24,7 @@ use ots_indexer::{
         check::{check, dump_hash},
         families::{
             address_index::{self, levels::any_unfolded, IdList},
-            appearances, holdings,
+            appearances, balances, holdings,
         },
         journal::unwind_to,
     },
@@ -168,6 +170,7 @@ async fn bulk_stages_give_the_tables_batches_give() {
     }
     assert_eq!(unpacked.entries::<OtsStagedTotals>().expect("entries"), 0, "no segment left");
     assert_eq!(unpacked.entries::<OtsHoldingsStaged>().expect("entries"), 0, "no holdings segment left");
+    assert_eq!(unpacked.entries::<OtsOwnersStaged>().expect("entries"), 0, "no owners' segment left");
     // So did the address indexes' (format 20): their segments were folded into the main tables.
     for table in [TableId::OtsERC20TransferIndexStaged, TableId::OtsTransferRowsIndexStaged] {
         assert_eq!(unpacked.stats_of(table).expect("stats").entries, 0, "{table:?} folded");
@@ -508,9 +511,37 @@ fn holdings_read(db: &Db, holders: &[Address]) -> Vec<(Address, Vec<String>, Str
         .collect()
 }
 
+/// What `db` says of the ERC721 owners `one` (the same chain in one stage) holds: each id's
+/// owner, and each of the first owners' ids of its token.
+fn owners_read(db: &Db, one: &Db) -> Vec<String> {
+    let owners: Vec<_> = {
+        let txn = one.begin_read().expect("read");
+        let mut cursor = txn.cursor::<OtsERC721Owners>().expect("cursor");
+        let mut all = Vec::new();
+        let mut next = cursor.first().expect("first");
+        while let Some((key, owner)) = next {
+            all.push((key, owner));
+            next = cursor.next_entry().expect("next");
+        }
+        all
+    };
+    assert!(owners.len() > 10, "{} owners", owners.len());
+    let txn = db.begin_read().expect("read");
+    let mut read: Vec<String> = owners
+        .iter()
+        .map(|(key, _)| format!("{:?}", balances::owner(&txn, key.token, key.id).expect("owner")))
+        .collect();
+    read.extend(
+        owners.iter().take(50).map(|(key, owner)| {
+            format!("{:?}", balances::owned_ids(&txn, key.token, *owner).expect("owned"))
+        }),
+    );
+    read
+}
+
 /// A catch-up of many small stages appends its later stages' ids to the address indexes' and the
-/// appearance lists' staged segments (with the senders' nonce runs), and the pairs they touch to
-/// the holdings' segments: killed before its end folds
+/// appearance lists' staged segments (with the senders' nonce runs), the pairs they touch to
+/// the holdings' segments and the owners they set to the owners' segments: killed before its end folds
 /// them, they read (nonces too), check and hash as what one stage writes; the incremental path's
 /// first batch folds them, leaving the tables batches alone write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -573,6 +604,9 @@ async fn later_stages_append_segments_that_read_as_one() {
     let holders = holders_in(&leveled);
     assert!(holders.len() > 10, "{} holders", holders.len());
     assert_eq!(holdings_read(&leveled, &holders), holdings_read(&one, &holders), "the holdings read alike");
+    let staged_owners = leveled.begin_read().expect("read").stats_of(TableId::OtsOwnersStaged);
+    assert!(staged_owners.expect("stats").entries > 0, "the stages left owners' segments");
+    assert_eq!(owners_read(&leveled, &one), owners_read(&one, &one), "the owners read alike");
     drop(leveled);
 
     // Batches from there to the head: the first folds every young level.
@@ -582,6 +616,7 @@ async fn later_stages_append_segments_that_read_as_one() {
     assert!(!any_unfolded(&leveled.begin_read().expect("read")).expect("young"));
     assert!(!appearances::levels::any_older(&leveled.begin_read().expect("read")).expect("older"));
     assert_eq!(leveled.begin_read().expect("read").entries::<OtsHoldingsStaged>().expect("entries"), 0);
+    assert_eq!(leveled.begin_read().expect("read").entries::<OtsOwnersStaged>().expect("entries"), 0);
     let (batches, _, _) = index(
         &recording,
         &dir.path().join("batches"),

@@ -561,6 +561,8 @@ async fn a_format_10_database_upgrades_without_a_source() {
     migrate_relabelled(&relabelled, 20, before);
     // A format-21 database gains the holdings' staged segments, empty.
     migrate_relabelled(&relabelled, 21, before);
+    // A format-22 database gains the ERC721 owners' staged segments, empty.
+    migrate_relabelled(&relabelled, 22, before);
 }
 
 /// Labels the current-format database at `datadir` as of format `version` (whose tables it

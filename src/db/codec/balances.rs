@@ -109,6 +109,39 @@ impl KeyCodec for TokenIdKey {
     }
 }
 
+/// The key of an ERC721 owner in a staged segment (`OtsOwnersStaged`): `segment (8, BE) ‖ tier
+/// (1) ‖ token (20) ‖ id length (1) ‖ token id without leading zeros` (30–62 bytes). Segments
+/// sort by their newest block, then tier: a stage's segment, or a merge of the newest segments
+/// keyed by the newest of them at the next tier, sorts after every key written before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StagedOwnerKey {
+    /// The newest block of the stages the segment holds.
+    pub segment: u64,
+    /// How many merges of segments made the segment (0: a stage wrote it).
+    pub tier: u8,
+    /// The token and id.
+    pub id: TokenIdKey,
+}
+
+impl KeyCodec for StagedOwnerKey {
+    type Encoded = VarKey<62>;
+    fn encode_key(&self) -> VarKey<62> {
+        let segment = self.segment.to_be_bytes();
+        VarKey::new(&[&segment, &[self.tier], self.id.token.as_slice()], &self.id.id)
+    }
+    fn decode_key(bytes: &[u8]) -> Result<Self, CodecError> {
+        const WHAT: &str = "staged owner key";
+        if bytes.len() < 30 {
+            return Err(CodecError::new(WHAT, "expected at least 30 bytes", bytes.len()));
+        }
+        Ok(Self {
+            segment: be_u64(&bytes[..8], WHAT)?,
+            tier: bytes[8],
+            id: TokenIdKey::decode_key(&bytes[9..])?,
+        })
+    }
+}
+
 /// `token (20) ‖ holder (20) ‖ id length (1) ‖ token id without leading zeros` (41–73 bytes):
 /// an ERC1155 balance; sorts by token, then holder, then id, so that one holder's ids of a
 /// token are one range.
@@ -349,6 +382,7 @@ impl ValueCodec for WindowValue<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloy_primitives::hex;
 
     #[test]
     fn round_trips_and_pins_bytes() {
@@ -368,6 +402,20 @@ mod tests {
         // Not canonical: a leading zero, a length that is not the bytes'.
         assert!(TokenIdKey::decode_key(&[t.as_slice(), &[2, 0, 5]].concat()).is_err());
         assert!(TokenIdKey::decode_key(&[t.as_slice(), &[3, 1, 2]].concat()).is_err());
+        let staged = StagedOwnerKey { segment: 0x0102, tier: 1, id };
+        assert_eq!(
+            staged.encode_key().as_ref(),
+            [&hex!("0000000000000102 01")[..], t.as_slice(), &[2, 1, 2]].concat()
+        );
+        assert_eq!(StagedOwnerKey::decode_key(staged.encode_key().as_ref()), Ok(staged));
+        let merged = StagedOwnerKey { tier: 2, id: zero, ..staged };
+        let next = StagedOwnerKey { segment: 0x0103, tier: 0, id: zero };
+        assert!(staged.encode_key().as_ref() < merged.encode_key().as_ref());
+        assert!(merged.encode_key().as_ref() < next.encode_key().as_ref());
+        let widest = StagedOwnerKey { id: max, ..staged };
+        assert_eq!(widest.encode_key().as_ref().len(), 62);
+        assert_eq!(StagedOwnerKey::decode_key(widest.encode_key().as_ref()), Ok(widest));
+        assert!(StagedOwnerKey::decode_key(&[0; 29]).is_err());
         assert_eq!(Balance(U256::from(5)).encode_value(), vec![5]);
         assert_eq!(Balance(U256::from(0x0100)).encode_value(), vec![1, 0]);
         assert_eq!(Balance(U256::ZERO).encode_value(), vec![0]);

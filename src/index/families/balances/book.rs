@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::{Rw, TransactionKind};
 
-use super::holders;
+use super::{holders, staged_owners};
 use crate::db::{
     codec::{
         Balance, BalancePrior, BlockNumber, Count, MultiKey, MultiPrior, OwnerPrior, PairKey, Rank,
@@ -30,7 +30,7 @@ use crate::db::{
     DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
 };
 use crate::decode::{TokenKind, TokenLog};
-use crate::index::rewrite::rewrite_pays;
+use crate::index::{integrity::broken, rewrite::rewrite_pays};
 
 /// One balance-changing movement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +118,16 @@ struct WindowRow<K, V> {
     after: V,
 }
 
+/// Where a key's value before the batch comes from, besides the reorg window.
+enum Before<V> {
+    /// This value (a catch-up's segments hold it).
+    Is(V),
+    /// The large table.
+    InTable,
+    /// Nowhere: a stage that writes what it sets whatever was there does not read it.
+    Unread,
+}
+
 /// A reference to no slot: a move's side whose holder is the zero address, or a move of another
 /// kind.
 const NO_SLOT: u32 = u32::MAX;
@@ -136,8 +146,8 @@ struct Slots<K, V> {
 
 impl<K: Copy + Ord, V: Copy> Slots<K, V> {
     /// Reads the value of every key in `refs` through one cursor per table, walking them in
-    /// order: as the large table `T` holds it (`absent` where it has none) and as the window
-    /// table `W` has it. Each key comes with an index into `slot_of`, which is set to the key's
+    /// order: as `stored` says (or as the large table `T` holds it, `absent` where it has none),
+    /// and as the window table `W` has it. Each key comes with an index into `slot_of`, which is set to the key's
     /// slot: the moves are then replayed in chain order straight to their slots, with no lookup
     /// (hashing every move's keys was a fifth of the balances' merge).
     fn read<T, W, Kind>(
@@ -146,6 +156,7 @@ impl<K: Copy + Ord, V: Copy> Slots<K, V> {
         slot_of: &mut [u32],
         absent: V,
         value: impl Fn(T::Value) -> V,
+        mut stored: impl FnMut(&K) -> DbResult<Before<V>>,
         keep_from: u64,
     ) -> DbResult<Self>
     where
@@ -170,7 +181,12 @@ impl<K: Copy + Ord, V: Copy> Slots<K, V> {
         // A bulk stage's books find the window empty: no seek per key then.
         let window_empty = window.first()?.is_none();
         for key in &keys {
-            let mut slot = Slot::new(cursor.seek_exact(key)?.map_or(absent, &value));
+            let before = match stored(key)? {
+                Before::Is(before) => before,
+                Before::Unread => absent,
+                Before::InTable => cursor.seek_exact(key)?.map_or(absent, &value),
+            };
+            let mut slot = Slot::new(before);
             let mut dup = if window_empty { None } else { window.seek_exact(key)? };
             while let Some(row) = dup {
                 if row.block < keep_from {
@@ -205,6 +221,12 @@ impl<K: Copy + Ord, V: Copy> Slots<K, V> {
             .zip(&self.slots)
             .filter_map(|(k, slot)| (slot.stored != slot.settled).then_some((k, slot.stored, slot.settled)))
     }
+
+    /// Every key with its value after the batch, in table order, changed or not: what a stage
+    /// that did not read the values writes.
+    fn settled(&self) -> impl Iterator<Item = (K, V)> + '_ {
+        self.keys.iter().zip(&self.slots).map(|(k, slot)| (*k, slot.settled))
+    }
 }
 
 /// The keys blocks below `keep_from` changed, by the window's per-block table `U`: their
@@ -234,6 +256,8 @@ where
 #[derive(Debug, Default)]
 pub(super) struct BalanceBook {
     moves: Vec<(u64, BalanceMove)>,
+    /// Whether its ERC721 owners go to a stage's segment (`staged_owners`): then none is read.
+    owners_staged: bool,
 }
 
 /// A batch's values resolved against the database: what the large tables hold after it, and the
@@ -248,6 +272,8 @@ pub(super) struct Resolved {
     multi_rows: Vec<WindowRow<MultiKey, U256>>,
     /// The reorg window's first block after this batch.
     keep_from: u64,
+    /// Whether the owners were resolved unread, for a stage's segment (`staged_owners`).
+    owners_staged: bool,
 }
 
 impl Resolved {
@@ -323,6 +349,14 @@ impl BalanceBook {
         self.moves.len()
     }
 
+    /// A book whose ERC721 owners are appended to a stage's segment ([`staged_owners`]): none is
+    /// read, since a transfer sets its id's owner whatever it was.
+    ///
+    /// [`staged_owners`]: super::staged_owners
+    pub(super) fn staging_owners() -> Self {
+        Self { moves: Vec::new(), owners_staged: true }
+    }
+
     /// Reads every value the moves touch as `txn` sees it (the state the batch starts from,
     /// the reorg window's newest value where it has one) and replays the moves. Blocks from
     /// `keep_from` on stay in the window; the window's blocks below it leave it with this batch,
@@ -358,6 +392,18 @@ impl BalanceBook {
         let mut owner_slots = vec![NO_SLOT; if ids.is_empty() { 0 } else { self.moves.len() }];
         let mut multi_slots = vec![NO_SLOT; if multi.is_empty() { 0 } else { 2 * self.moves.len() }];
         let balance = |b: Balance| b.0;
+        // The owners a catch-up's segments hold come before the table's (a stage's unread).
+        let mut staged = if self.owners_staged || ids.is_empty() {
+            None
+        } else {
+            Some(staged_owners::Lookup::open(txn)?).filter(|lookup| !lookup.is_empty())
+        };
+        let owners_staged = self.owners_staged;
+        let stored_owner = |id: &TokenIdKey| match staged.as_mut() {
+            _ if owners_staged => Ok(Before::Unread),
+            Some(lookup) => Ok(lookup.owner(id)?.map_or(Before::InTable, Before::Is)),
+            None => Ok(Before::InTable),
+        };
         let mut resolved = Resolved {
             balances: Slots::read::<OtsTokenBalances, OtsRecentBalances, _>(
                 txn,
@@ -365,6 +411,7 @@ impl BalanceBook {
                 &mut pair_slots,
                 U256::ZERO,
                 balance,
+                |_| Ok(Before::InTable),
                 keep_from,
             )?,
             owners: Slots::read::<OtsERC721Owners, OtsRecentOwners, _>(
@@ -373,6 +420,7 @@ impl BalanceBook {
                 &mut owner_slots,
                 Address::ZERO,
                 |o| o,
+                stored_owner,
                 keep_from,
             )?,
             multi: Slots::read::<OtsERC1155Balances, OtsRecentMultiBalances, _>(
@@ -381,12 +429,14 @@ impl BalanceBook {
                 &mut multi_slots,
                 U256::ZERO,
                 balance,
+                |_| Ok(Before::InTable),
                 keep_from,
             )?,
             balance_rows: Vec::new(),
             owner_rows: Vec::new(),
             multi_rows: Vec::new(),
             keep_from,
+            owners_staged: self.owners_staged,
         };
         let slot = |slots: &[u32], at: usize| slots.get(at).copied().unwrap_or(NO_SLOT);
         for (i, (block, m)) in self.moves.iter().enumerate() {
@@ -444,12 +494,15 @@ impl Resolved {
     /// Writes every changed balance, owner, rank and holder count of the large tables once,
     /// moves the window's rows of the blocks leaving it out, and the batch's in. With `before`
     /// (a snapshot of the state `txn` started from) the balance table is rewritten whole when
-    /// the batch changes a large share of it. Returns how long each table took.
+    /// the batch changes a large share of it. With `staged` (a bulk stage's segment), the owners
+    /// go to the segment; owners resolved for one ([`BalanceBook::staging_owners`]) must.
+    /// Returns how long each table took.
     pub(super) fn write(
         self,
         txn: &WriteTxn,
         before: Option<&ReadTxn>,
         ranking: Ranking,
+        staged: Option<&mut staged_owners::Appending<'_>>,
     ) -> DbResult<WriteTimes> {
         let resolved = self;
         let mut times = WriteTimes::default();
@@ -464,12 +517,27 @@ impl Resolved {
         lap(&mut times.balances);
         write_ranks(txn, &resolved.balances, ranking)?;
         lap(&mut times.ranks);
-        let mut owners = txn.cursor::<OtsERC721Owners>()?;
-        for (key, _, now) in resolved.owners.changed() {
-            if now == Address::ZERO {
-                owners.delete(key)?;
-            } else {
-                owners.put(key, &now)?;
+        match staged {
+            Some(segment) => {
+                for (key, now) in resolved.owners.settled() {
+                    segment.set(key, now)?;
+                }
+            }
+            None if resolved.owners_staged && !resolved.owners.keys.is_empty() => {
+                return Err(broken::<OtsOwnersStaged>(
+                    &[],
+                    "owners resolved for a segment, with none to take them".into(),
+                ));
+            }
+            None => {
+                let mut owners = txn.cursor::<OtsERC721Owners>()?;
+                for (key, _, now) in resolved.owners.changed() {
+                    if now == Address::ZERO {
+                        owners.delete(key)?;
+                    } else {
+                        owners.put(key, &now)?;
+                    }
+                }
             }
         }
         lap(&mut times.owners);

@@ -24,6 +24,7 @@ use tracing::{debug, warn};
 use std::sync::mpsc::SyncSender;
 
 use super::book::{BalanceBook, BalanceMove, Ranking, Resolved, WriteTimes};
+use super::staged_owners;
 use crate::index::{
     error::WriteError,
     gather::{BlockRows, Gatherer, Writing},
@@ -124,6 +125,8 @@ impl Record for MoveRow {
 pub struct BulkBalances {
     moves: Sorter<MoveRow>,
     next_seq: u64,
+    /// The stage's newest block: its owners' segment's (`staged_owners`).
+    newest: Option<u64>,
     limits: BookLimits,
     /// Once resolved beside the other families: the books replayed so far, and the replay.
     ahead: Option<(Vec<Book>, Replay)>,
@@ -170,6 +173,7 @@ impl BulkBalances {
         Self {
             moves: Sorter::spilling(runs.clone(), budget),
             next_seq: 0,
+            newest: None,
             limits: BookLimits { per_book: MOVES_PER_BOOK, most: MOST_MOVES_PER_BOOK },
             ahead: None,
         }
@@ -177,12 +181,18 @@ impl BulkBalances {
 
     /// Sorts the moves and replays the first [`BOOKS_AHEAD`] books from a snapshot of `db`
     /// (the state the stage's transaction started from, which must not have written a balance
-    /// table yet). Without a snapshot (every reader slot taken) nothing is replayed ahead.
+    /// table yet). Without a snapshot (every reader slot taken) nothing is replayed ahead, and
+    /// the owners are staged, which is right whatever the tables hold.
     fn replay_ahead(&mut self, db: &Db) -> DbResult<()> {
         let moves = std::mem::take(&mut self.moves).into_sorted()?;
-        let mut replay = Replay::new(moves, self.limits);
         let mut books = Vec::with_capacity(BOOKS_AHEAD);
-        match db.begin_read() {
+        let snapshot = db.begin_read();
+        let staged = match &snapshot {
+            Ok(snapshot) => staged_owners::stages(snapshot)?,
+            Err(_) => true,
+        };
+        let mut replay = Replay::new(moves, self.limits, staged);
+        match snapshot {
             Ok(snapshot) => {
                 while books.len() < BOOKS_AHEAD {
                     match replay.next_book(&snapshot)? {
@@ -201,6 +211,7 @@ impl BulkBalances {
 
     /// Collects the moves of block `block`'s token logs, in log order (blocks in chain order).
     pub fn collect(&mut self, block: u64, logs: &[(TxId, TokenLog<'_>)]) -> DbResult<()> {
+        self.newest = self.newest.max(Some(block));
         for (_, log) in logs {
             for m in BalanceMove::of(log) {
                 self.moves.push(MoveRow { seq: self.next_seq, block, m })?;
@@ -212,11 +223,19 @@ impl BulkBalances {
 
     /// Replays every move into the tables through `txn`, token by token, keeping no undo rows
     /// (a stage's blocks are older than the reorg window); `db` gives the snapshot books are
-    /// replayed from (`txn` must not have written a balance table yet).
+    /// replayed from (`txn` must not have written a balance table yet). The ERC721 owners of
+    /// a stage after a catch-up's first go to a segment of the stage's own (`staged_owners`).
     pub fn write(self, db: &Db, txn: &WriteTxn) -> DbResult<()> {
         let (ahead, replay) = match self.ahead {
             Some(ahead) => ahead,
-            None => (Vec::new(), Replay::new(self.moves.into_sorted()?, self.limits)),
+            None => {
+                let staged = staged_owners::stages(txn)?;
+                (Vec::new(), Replay::new(self.moves.into_sorted()?, self.limits, staged))
+            }
+        };
+        let mut segment = match (replay.owners_staged, self.newest) {
+            (true, Some(newest)) => Some(staged_owners::Appending::begin(txn, newest)?),
+            _ => None,
         };
         std::thread::scope(|scope| {
             let (books, resolved) = std::sync::mpsc::sync_channel::<DbResult<Book>>(1);
@@ -241,7 +260,7 @@ impl BulkBalances {
                     Book::Resolved(resolved) => *resolved,
                     Book::Cut(book) => book.resolve(txn, WindowStart::Closed.first_kept())?,
                 };
-                tables.add(resolved.write(txn, None, Ranking::Deferred)?);
+                tables.add(resolved.write(txn, None, Ranking::Deferred, segment.as_mut())?);
                 writing += since.elapsed();
                 since = Instant::now();
                 books += 1;
@@ -249,6 +268,10 @@ impl BulkBalances {
             if books > 0 {
                 crate::db::state::set_rankings_deferred(txn, true)?;
             }
+            let merged_owners = match segment {
+                Some(segment) => segment.finish()?,
+                None => 0,
+            };
             debug!(
                 target: "ots::index",
                 books,
@@ -258,6 +281,7 @@ impl BulkBalances {
                 ranks_seconds = tables.ranks.as_secs_f64(),
                 owners_seconds = tables.owners.as_secs_f64(),
                 multi_seconds = tables.multi.as_secs_f64(),
+                merged_owners,
                 "balance books written"
             );
             Ok(())
@@ -280,6 +304,8 @@ enum Book {
 struct Replay {
     moves: Sorted<MoveRow>,
     limits: BookLimits,
+    /// Whether the books' owners go to the stage's segment, unread.
+    owners_staged: bool,
     /// The book being filled.
     book: BalanceBook,
     /// The token of the book's last move.
@@ -291,8 +317,17 @@ struct Replay {
 }
 
 impl Replay {
-    fn new(moves: Sorted<MoveRow>, limits: BookLimits) -> Self {
-        Self { moves, limits, book: BalanceBook::default(), last: None, continues: false, done: false }
+    fn new(moves: Sorted<MoveRow>, limits: BookLimits, owners_staged: bool) -> Self {
+        let book = if owners_staged { BalanceBook::staging_owners() } else { BalanceBook::default() };
+        Self { moves, limits, owners_staged, book, last: None, continues: false, done: false }
+    }
+
+    fn empty_book(&self) -> BalanceBook {
+        if self.owners_staged {
+            BalanceBook::staging_owners()
+        } else {
+            BalanceBook::default()
+        }
     }
 
     /// The next book: replayed from `snapshot` (the state the stage started from), or, where it
@@ -304,13 +339,15 @@ impl Replay {
         let full = loop {
             let Some(row) = self.moves.next() else {
                 self.done = true;
-                break std::mem::take(&mut self.book);
+                let empty = self.empty_book();
+                break std::mem::replace(&mut self.book, empty);
             };
             let MoveRow { block, m, .. } = row?;
             let boundary = self.last.is_some_and(|t| t != m.token);
             self.last = Some(m.token);
             if (boundary && self.book.len() >= self.limits.per_book) || self.book.len() >= self.limits.most {
-                let full = std::mem::take(&mut self.book);
+                let empty = self.empty_book();
+                let full = std::mem::replace(&mut self.book, empty);
                 self.book.push(block, m);
                 let continues = std::mem::replace(&mut self.continues, !boundary);
                 return Self::ready(full, continues, snapshot).map(Some);
@@ -385,7 +422,7 @@ mod tests {
                 }
                 book.resolve(&txn, u64::MAX)
                     .expect("resolve")
-                    .write(&txn, None, Ranking::Kept)
+                    .write(&txn, None, Ranking::Kept, None)
                     .expect("write");
             }
         }
@@ -497,7 +534,10 @@ mod tests {
             for &(block, m) in moves {
                 book.push(block, m);
             }
-            book.resolve(&txn, u64::MAX).expect("resolve").write(&txn, None, Ranking::Kept).expect("write");
+            book.resolve(&txn, u64::MAX)
+                .expect("resolve")
+                .write(&txn, None, Ranking::Kept, None)
+                .expect("write");
             txn.commit().expect("commit");
         };
         let (bulk, kept) = (open(&bulk), open(&kept));
@@ -538,6 +578,169 @@ mod tests {
         crate::index::balances::check(&bulk.begin_read().expect("read")).expect("check");
         assert_eq!(dump(&bulk).expect("dump"), dump(&kept).expect("dump"));
         assert_eq!(pages(&bulk, &tokens), pages(&kept, &tokens));
+    }
+
+    #[test]
+    fn later_stages_stage_owners_that_read_and_fold_as_written_in_place() {
+        use crate::db::tables::{OtsERC721Owners, OtsOwnersStaged};
+        use crate::index::balances::{owned_ids, owner};
+        let mut state = 11u64;
+        let mut next = |bound: u64| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) % bound
+        };
+        let holder = |i: u64| if i == 0 { Address::ZERO } else { Address::with_last_byte(i as u8) };
+        let tokens = [Address::repeat_byte(0x31), Address::repeat_byte(0x32)];
+        // 274 stages of 40 moves: ERC721 mints, transfers and burns of few ids, so that later
+        // stages move ids earlier ones set; an ERC20 beside them.
+        let stages: Vec<Vec<(u64, BalanceMove)>> = (0..274u64)
+            .map(|stage| {
+                (0..40u64)
+                    .map(|i| {
+                        let block = stage * 10 + i / 4;
+                        let erc20 = next(5) == 0;
+                        let m = BalanceMove {
+                            token: if erc20 { Address::repeat_byte(0x20) } else { tokens[next(2) as usize] },
+                            kind: if erc20 { TokenKind::Erc20 } else { TokenKind::Erc721 },
+                            from: holder(next(5)),
+                            to: holder(next(5)),
+                            id: if erc20 { U256::ZERO } else { U256::from(next(300)) },
+                            amount: U256::from(if erc20 { 1 + next(9) } else { 1 }),
+                        };
+                        (block, m)
+                    })
+                    .collect()
+            })
+            .collect();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let open = |name: &str| Db::open(&dir.path().join(name), AccessMode::ReadWrite).expect("db");
+        let (bulk, kept) = (open("bulk"), open("kept"));
+        let runs = RunDir::create(&dir.path().join("runs")).expect("runs");
+        // Every owner and every holder's ids, as `db` serves them.
+        let owners = |db: &Db| {
+            let txn = db.begin_read().expect("read");
+            let mut out = Vec::new();
+            for token in tokens {
+                for id in 0..300u64 {
+                    out.push(owner(&txn, token, U256::from(id)).expect("owner"));
+                }
+                for h in 1..5u64 {
+                    out.push(
+                        owned_ids(&txn, token, holder(h)).expect("owned").first().map(|_| Address::ZERO),
+                    );
+                    let ids = owned_ids(&txn, token, holder(h)).expect("owned");
+                    out.extend(ids.into_iter().map(|id| Some(Address::from_word(id.into()))));
+                }
+            }
+            out
+        };
+        for (n, moves) in stages.iter().enumerate() {
+            let txn = bulk.begin_write().expect("write");
+            let mut stage = BulkBalances::spilling(&runs, 4096);
+            // Small books, a token cut across several of them: later books set ids again.
+            stage.limits = BookLimits { per_book: 7, most: 11 };
+            for &(block, m) in moves {
+                stage.collect(block, &[]).expect("block");
+                stage.moves.push(MoveRow { seq: stage.next_seq, block, m }).expect("push");
+                stage.next_seq += 1;
+            }
+            if n % 2 == 1 {
+                stage.replay_ahead(&bulk).expect("replay ahead");
+            }
+            stage.write(&bulk, &txn).expect("bulk write");
+            txn.commit().expect("commit");
+            let txn = kept.begin_write().expect("write");
+            let mut book = BalanceBook::default();
+            for &(block, m) in moves {
+                book.push(block, m);
+            }
+            book.resolve(&txn, u64::MAX)
+                .expect("resolve")
+                .write(&txn, None, Ranking::Kept, None)
+                .expect("write");
+            txn.commit().expect("commit");
+            let read = bulk.begin_read().expect("read");
+            let segments = staged_owners::segments(&read).expect("segments");
+            if n == 0 {
+                assert!(segments.is_empty(), "the first stage fills the table");
+            } else {
+                assert!(!segments.is_empty(), "stage {n} staged its owners");
+            }
+            staged_owners::check(&read, Some(moves[moves.len() - 1].0)).expect("segments check");
+            drop(read);
+            if n % 15 == 0 || n + 3 >= stages.len() {
+                assert_eq!(owners(&bulk), owners(&kept), "owners after stage {n}");
+            }
+        }
+        // 273 staged stages: one segment of tier 2 (256 stages), one of tier 1, one of tier 0.
+        let read = bulk.begin_read().expect("read");
+        let tiers: Vec<u8> =
+            staged_owners::segments(&read).expect("segments").iter().map(|s| s.tier).collect();
+        assert_eq!(tiers, [2, 1, 0]);
+        drop(read);
+        assert_eq!(dump(&bulk).expect("dump"), dump(&kept).expect("dump"), "folded as written in place");
+        // The fold a catch-up's end makes, and a batch's write after it.
+        let txn = bulk.begin_write().expect("write");
+        let before = bulk.begin_read().expect("read");
+        let staged = entries::<OtsOwnersStaged>(&bulk);
+        assert!(staged * 2 >= entries::<OtsERC721Owners>(&bulk), "the fold rewrites the table");
+        assert_eq!(staged_owners::fold(&txn, Some(&before)).expect("fold"), staged);
+        drop(before);
+        txn.commit().expect("commit");
+        assert_eq!(entries::<OtsOwnersStaged>(&bulk), 0);
+        assert_eq!(entries::<OtsERC721Owners>(&bulk), entries::<OtsERC721Owners>(&kept));
+        assert_eq!(owners(&bulk), owners(&kept));
+    }
+
+    #[test]
+    fn a_batch_after_staged_stages_folds_them_before_it_writes() {
+        use crate::db::tables::OtsOwnersStaged;
+        use crate::index::balances::owner;
+        let token = Address::repeat_byte(0x31);
+        let nft = |from: u8, to: u8, id: u64| BalanceMove {
+            token,
+            kind: TokenKind::Erc721,
+            from: if from == 0 { Address::ZERO } else { Address::with_last_byte(from) },
+            to: if to == 0 { Address::ZERO } else { Address::with_last_byte(to) },
+            id: U256::from(id),
+            amount: U256::from(1),
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
+        let runs = RunDir::create(&dir.path().join("runs")).expect("runs");
+        let stage = |moves: &[(u64, BalanceMove)]| {
+            let txn = db.begin_write().expect("write");
+            let mut stage = BulkBalances::spilling(&runs, 4096);
+            for &(block, m) in moves {
+                stage.collect(block, &[]).expect("block");
+                stage.moves.push(MoveRow { seq: stage.next_seq, block, m }).expect("push");
+                stage.next_seq += 1;
+            }
+            stage.write(&db, &txn).expect("bulk write");
+            txn.commit().expect("commit");
+        };
+        stage(&[(1, nft(0, 1, 1)), (1, nft(0, 1, 2))]);
+        // Id 1 burnt, id 2 moved, in a segment.
+        stage(&[(2, nft(1, 0, 1)), (2, nft(1, 2, 2))]);
+        assert!(entries::<OtsOwnersStaged>(&db) > 0);
+        let read = db.begin_read().expect("read");
+        assert_eq!(owner(&read, token, U256::from(1)).expect("owner"), None);
+        assert_eq!(owner(&read, token, U256::from(2)).expect("owner"), Some(Address::with_last_byte(2)));
+        drop(read);
+        // A batch reads id 2's owner through the segment (the burn of id 1 too), then folds.
+        let txn = db.begin_write().expect("write");
+        let mut book = BalanceBook::default();
+        book.push(3, nft(2, 3, 2));
+        book.push(3, nft(0, 4, 1));
+        let resolved = book.resolve(&txn, u64::MAX).expect("resolve");
+        staged_owners::fold(&txn, None).expect("fold");
+        resolved.write(&txn, None, Ranking::Kept, None).expect("write");
+        txn.commit().expect("commit");
+        assert_eq!(entries::<OtsOwnersStaged>(&db), 0);
+        let read = db.begin_read().expect("read");
+        assert_eq!(owner(&read, token, U256::from(1)).expect("owner"), Some(Address::with_last_byte(4)));
+        assert_eq!(owner(&read, token, U256::from(2)).expect("owner"), Some(Address::with_last_byte(3)));
+        crate::index::balances::check(&read).expect("check");
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod book;
 mod bulk;
 mod holders;
 mod read;
+pub(crate) mod staged_owners;
 mod window;
 
 use alloy_primitives::{Address, U256};
@@ -99,18 +100,23 @@ impl Gatherer for Balances {
         Ok(())
     }
 
+    /// Owners a catch-up's stages left in segments are folded first: the batch's owners (read
+    /// through the segments) are then written over the owners they hold.
     fn write(self: Box<Self>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
+        staged_owners::fold(writing.txn, None)?;
         match self.resolved {
             Some(resolved) => {
-                // Still the state the write started from: no balance table is written yet.
+                // Still the state the write started from for the balance table, the one a
+                // rewrite copies: the fold wrote only owners.
                 let before = writing.db.begin_read().ok();
-                resolved.write(writing.txn, before.as_ref(), Ranking::Kept)?;
+                resolved.write(writing.txn, before.as_ref(), Ranking::Kept, None)?;
             }
             None => {
                 self.book.resolve(writing.txn, writing.window.first_kept())?.write(
                     writing.txn,
                     None,
                     Ranking::Kept,
+                    None,
                 )?;
             }
         }
@@ -229,6 +235,7 @@ impl Family for BalancesFamily {
         TableId::OtsRecentOwners,
         TableId::OtsRecentMultiBalances,
     ];
+    const YOUNG_TABLES: &'static [TableId] = &[TableId::OtsOwnersStaged];
 
     fn gatherer(gathering: &Gathering) -> Option<Box<dyn Gatherer>> {
         Some(match &gathering.buffering {
@@ -251,7 +258,7 @@ impl Family for BalancesFamily {
     }
 
     fn check<K: TransactionKind>(txn: &Txn<K>, checking: &mut Checking) -> DbResult<()> {
-        let _ = checking;
+        staged_owners::check(txn, checking.tip)?;
         check(txn)
     }
 }

@@ -1,11 +1,12 @@
 //! Reading balances: a holder's balance of a token, a token's holder count and its holders
 //! ranked by balance, ERC721 owners, ERC1155 balances per id. Each joins the large tables (the
-//! state before the reorg window) with the window's newest values.
+//! state before the reorg window) with the window's newest values, and the owners with what a
+//! catch-up's stages staged.
 
 use alloy_primitives::{Address, U256};
 use signet_libmdbx::tx::TransactionKind;
 
-use super::window::newest;
+use super::{staged_owners, window::newest};
 use crate::db::{
     codec::{Balance, BlockNumber, Count, MultiKey, PairKey, Rank, TokenIdKey, UndoRecordHash},
     state::Checkpoint,
@@ -373,11 +374,17 @@ impl<'tx, K: TransactionKind> StoredRanking<'tx, K> {
     }
 }
 
-/// The owner of id `id` of the ERC721 `token` (none when burnt or never seen).
+/// The owner of id `id` of the ERC721 `token` (none when burnt or never seen): the window's
+/// newest, else the newest a catch-up's segments hold, else the table's.
 pub fn owner<K: TransactionKind>(txn: &Txn<K>, token: Address, id: U256) -> DbResult<Option<Address>> {
     let key = TokenIdKey { token, id };
     if let Some(now) = newest::<OtsRecentOwners, _, _>(txn, &key)? {
         return Ok((now != Address::ZERO).then_some(now));
+    }
+    if staged_owners::any(txn)? {
+        if let Some(now) = staged_owners::Lookup::open(txn)?.owner(&key)? {
+            return Ok((now != Address::ZERO).then_some(now));
+        }
     }
     txn.get::<OtsERC721Owners>(&key)
 }
@@ -423,7 +430,8 @@ pub fn multi_balances<K: TransactionKind>(
 }
 
 /// Every id of the ERC721 `token` that `holder` owns, ascending: one walk over the token's owners
-/// (the stored ones, then the window's newest), so it costs the token's ids.
+/// (the stored ones, then a catch-up's segments', then the window's newest), so it costs the
+/// token's ids.
 pub fn owned_ids<K: TransactionKind>(txn: &Txn<K>, token: Address, holder: Address) -> DbResult<Vec<U256>> {
     if holder == Address::ZERO {
         // The window's zero owner means burnt: nobody owns those ids.
@@ -441,6 +449,17 @@ pub fn owned_ids<K: TransactionKind>(txn: &Txn<K>, token: Address, holder: Addre
             owned.insert(key.id);
         }
         current = cursor.next_entry()?;
+    }
+    let segments = staged_owners::segments(txn)?;
+    if !segments.is_empty() {
+        let mut staged = staged_owners::Merged::open(txn, &segments, Some(token))?;
+        while let Some((key, owner)) = staged.next_owner()? {
+            if owner == holder {
+                owned.insert(key.id);
+            } else {
+                owned.remove(&key.id);
+            }
+        }
     }
     let mut window = txn.cursor::<OtsRecentOwners>()?;
     let mut entry = window.seek(&first)?;

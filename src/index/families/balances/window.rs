@@ -40,7 +40,9 @@ where
 /// large tables and drops their window dups (their per-block rows go with [`prune`]): what a
 /// batch does for the blocks leaving the window, on its own.
 pub fn fold(txn: &WriteTxn, window: WindowStart) -> DbResult<()> {
-    BalanceBook::default().resolve(txn, window.first_kept())?.write(txn, None, Ranking::Kept).map(drop)
+    // Owners a catch-up staged would hide what settles under them.
+    super::staged_owners::fold(txn, None)?;
+    BalanceBook::default().resolve(txn, window.first_kept())?.write(txn, None, Ranking::Kept, None).map(drop)
 }
 
 /// Drops the per-block rows of the blocks that left the window (their values settled when they
