@@ -37,5 +37,6 @@ mod seen_in_tx;
 pub mod staged_holdings;
 pub mod staged_totals;
 mod stamped;
+mod tiers;
 pub mod totals;
 pub mod transfers;

@@ -21,6 +21,8 @@ use std::{cmp::Reverse, collections::BinaryHeap};
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
 
+pub use super::tiers::Segment;
+use super::tiers::{full_tier, TierMerge};
 use crate::db::{
     codec::{Holding, IndexKind, KeyCodec, StagedHoldingKey},
     tables::OtsHoldingsStaged,
@@ -33,15 +35,6 @@ use crate::txid::TxId;
 /// fifth of all pairs; merging eight stages keeps each pair about once per eight stages, and a
 /// read looks into at most seven segments a tier.
 pub(super) const FANOUT: usize = 8;
-
-/// One segment: its tier (how many merges made it) and the newest block of its stages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Segment {
-    /// How many merges made it (0: a stage wrote it).
-    pub tier: u8,
-    /// The newest block of the stages it holds.
-    pub segment: u64,
-}
 
 impl Segment {
     /// The key of `holder`'s dups of `kind` in the segment.
@@ -97,15 +90,10 @@ pub(super) fn merge_full_tiers(txn: &WriteTxn) -> DbResult<u64> {
     let mut written = 0;
     loop {
         let all = segments(txn)?;
-        let Some(tier) = (0..=u8::MAX).find(|&t| all.iter().filter(|s| s.tier == t).count() >= FANOUT) else {
-            return Ok(written);
-        };
-        let merged: Vec<Segment> = all.iter().copied().filter(|s| s.tier == tier).collect();
-        let Some(newest) = merged.iter().map(|s| s.segment).max() else { return Ok(written) };
-        let next = tier.checked_add(1).ok_or_else(|| {
+        let full = full_tier(&all, FANOUT).map_err(|tier| {
             broken::<OtsHoldingsStaged>(&[tier], "a segment of the last tier to merge".into())
         })?;
-        let into = Segment { tier: next, segment: newest };
+        let Some(TierMerge { merged, into }) = full else { return Ok(written) };
         // The merged segments are the newest (the cascade merges the lowest full tier, and
         // every tier below it is empty), so their merge, keyed by the newest, sorts after every
         // key and is appended as it is read (MDBX keeps a write transaction's other cursors in

@@ -388,6 +388,49 @@ mod tests {
         index::{balances::rank_deferred, check::dump},
     };
 
+    const DEFAULT_LIMITS: BookLimits = BookLimits { per_book: MOVES_PER_BOOK, most: MOST_MOVES_PER_BOOK };
+
+    /// A stage's balances holding `moves` (block, move; blocks in chain order), in books of
+    /// `limits`.
+    fn stage_of(runs: &Arc<RunDir>, moves: &[(u64, BalanceMove)], limits: BookLimits) -> BulkBalances {
+        let mut stage = BulkBalances::spilling(runs, 4096);
+        stage.limits = limits;
+        for &(block, m) in moves {
+            stage.newest = stage.newest.max(Some(block));
+            stage.moves.push(MoveRow { seq: stage.next_seq, block, m }).expect("push");
+            stage.next_seq += 1;
+        }
+        stage
+    }
+
+    /// Writes `moves` (block, move) as one batch does, every block settled.
+    fn batch(db: &Db, moves: &[(u64, BalanceMove)]) {
+        let txn = db.begin_write().expect("write");
+        let mut book = BalanceBook::default();
+        for &(block, m) in moves {
+            book.push(block, m);
+        }
+        book.resolve(&txn, u64::MAX).expect("resolve").write(&txn, None, Ranking::Kept, None).expect("write");
+        txn.commit().expect("commit");
+    }
+
+    /// Numbers from `seed`, each below the bound it is asked with.
+    fn numbers(mut state: u64) -> impl FnMut(u64) -> u64 {
+        move |bound| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) % bound
+        }
+    }
+
+    /// Holder `i`, the zero address for 0.
+    fn holder(i: u64) -> Address {
+        if i == 0 {
+            Address::ZERO
+        } else {
+            Address::with_last_byte(i as u8)
+        }
+    }
+
     /// Replays `moves` (block, move) into a fresh database through bulk books of the given
     /// limits, or (`None`) through one book resolved in the write transaction; returns the dump.
     fn replayed(
@@ -401,12 +444,7 @@ mod tests {
         match limits {
             Some((per_book, most)) => {
                 let runs = RunDir::create(&dir.path().join("runs")).expect("runs");
-                let mut bulk = BulkBalances::spilling(&runs, 4096);
-                bulk.limits = BookLimits { per_book, most };
-                for &(block, m) in moves {
-                    bulk.moves.push(MoveRow { seq: bulk.next_seq, block, m }).expect("push");
-                    bulk.next_seq += 1;
-                }
+                let mut bulk = stage_of(&runs, moves, BookLimits { per_book, most });
                 if ahead {
                     // As a stage does: the first books replayed while other families write.
                     bulk.replay_ahead(&db).expect("replay ahead");
@@ -435,12 +473,7 @@ mod tests {
     fn books_cut_anywhere_replay_as_one() {
         // Three tokens of each kind, few holders, burns past a balance (saturating), in an order
         // only a chain replay gets right.
-        let mut state = 7u64;
-        let mut next = |bound: u64| {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (state >> 33) % bound
-        };
-        let holder = |i: u64| if i == 0 { Address::ZERO } else { Address::with_last_byte(i as u8) };
+        let mut next = numbers(7);
         let kinds = [TokenKind::Erc20, TokenKind::Erc721, TokenKind::Erc1155];
         let moves: Vec<(u64, BalanceMove)> = (0..3_000u64)
             .map(|i| {
@@ -520,24 +553,7 @@ mod tests {
         let stage = |db: &Db, moves: &[(u64, BalanceMove)]| {
             let txn = db.begin_write().expect("write");
             let runs = RunDir::create(&db.dir().join("runs")).expect("runs");
-            let mut stage = BulkBalances::spilling(&runs, 4096);
-            for &(block, m) in moves {
-                stage.moves.push(MoveRow { seq: stage.next_seq, block, m }).expect("push");
-                stage.next_seq += 1;
-            }
-            stage.write(db, &txn).expect("bulk write");
-            txn.commit().expect("commit");
-        };
-        let batch = |db: &Db, moves: &[(u64, BalanceMove)]| {
-            let txn = db.begin_write().expect("write");
-            let mut book = BalanceBook::default();
-            for &(block, m) in moves {
-                book.push(block, m);
-            }
-            book.resolve(&txn, u64::MAX)
-                .expect("resolve")
-                .write(&txn, None, Ranking::Kept, None)
-                .expect("write");
+            stage_of(&runs, moves, DEFAULT_LIMITS).write(db, &txn).expect("bulk write");
             txn.commit().expect("commit");
         };
         let (bulk, kept) = (open(&bulk), open(&kept));
@@ -584,12 +600,7 @@ mod tests {
     fn later_stages_stage_owners_that_read_and_fold_as_written_in_place() {
         use crate::db::tables::{OtsERC721Owners, OtsOwnersStaged};
         use crate::index::balances::{owned_ids, owner};
-        let mut state = 11u64;
-        let mut next = |bound: u64| {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (state >> 33) % bound
-        };
-        let holder = |i: u64| if i == 0 { Address::ZERO } else { Address::with_last_byte(i as u8) };
+        let mut next = numbers(11);
         let tokens = [Address::repeat_byte(0x31), Address::repeat_byte(0x32)];
         // 274 stages of 40 moves: ERC721 mints, transfers and burns of few ids, so that later
         // stages move ids earlier ones set; an ERC20 beside them.
@@ -636,29 +647,14 @@ mod tests {
         };
         for (n, moves) in stages.iter().enumerate() {
             let txn = bulk.begin_write().expect("write");
-            let mut stage = BulkBalances::spilling(&runs, 4096);
             // Small books, a token cut across several of them: later books set ids again.
-            stage.limits = BookLimits { per_book: 7, most: 11 };
-            for &(block, m) in moves {
-                stage.collect(block, &[]).expect("block");
-                stage.moves.push(MoveRow { seq: stage.next_seq, block, m }).expect("push");
-                stage.next_seq += 1;
-            }
+            let mut stage = stage_of(&runs, moves, BookLimits { per_book: 7, most: 11 });
             if n % 2 == 1 {
                 stage.replay_ahead(&bulk).expect("replay ahead");
             }
             stage.write(&bulk, &txn).expect("bulk write");
             txn.commit().expect("commit");
-            let txn = kept.begin_write().expect("write");
-            let mut book = BalanceBook::default();
-            for &(block, m) in moves {
-                book.push(block, m);
-            }
-            book.resolve(&txn, u64::MAX)
-                .expect("resolve")
-                .write(&txn, None, Ranking::Kept, None)
-                .expect("write");
-            txn.commit().expect("commit");
+            batch(&kept, moves);
             let read = bulk.begin_read().expect("read");
             let segments = staged_owners::segments(&read).expect("segments");
             if n == 0 {
@@ -710,13 +706,7 @@ mod tests {
         let runs = RunDir::create(&dir.path().join("runs")).expect("runs");
         let stage = |moves: &[(u64, BalanceMove)]| {
             let txn = db.begin_write().expect("write");
-            let mut stage = BulkBalances::spilling(&runs, 4096);
-            for &(block, m) in moves {
-                stage.collect(block, &[]).expect("block");
-                stage.moves.push(MoveRow { seq: stage.next_seq, block, m }).expect("push");
-                stage.next_seq += 1;
-            }
-            stage.write(&db, &txn).expect("bulk write");
+            stage_of(&runs, moves, DEFAULT_LIMITS).write(&db, &txn).expect("bulk write");
             txn.commit().expect("commit");
         };
         stage(&[(1, nft(0, 1, 1)), (1, nft(0, 1, 2))]);

@@ -22,7 +22,7 @@ use crate::db::{
     tables::{OtsERC721Owners, OtsOwnersStaged},
     DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
 };
-use crate::index::families::staged_holdings::Segment;
+use crate::index::families::tiers::{full_tier, Segment, TierMerge};
 use crate::index::integrity::broken;
 use crate::index::rewrite::{Rewrite, SUMMARY_REWRITE_SHARE};
 
@@ -161,16 +161,10 @@ impl<'t> Appending<'t> {
 fn merge_full_tiers(txn: &WriteTxn) -> DbResult<u64> {
     let mut written = 0;
     loop {
-        let all = segments(txn)?;
-        let Some(tier) = (0..=u8::MAX).find(|&t| all.iter().filter(|s| s.tier == t).count() >= FANOUT) else {
-            return Ok(written);
-        };
-        let merged: Vec<Segment> = all.iter().copied().filter(|s| s.tier == tier).collect();
-        let Some(newest) = merged.iter().map(|s| s.segment).max() else { return Ok(written) };
-        let next = tier.checked_add(1).ok_or_else(|| {
+        let full = full_tier(&segments(txn)?, FANOUT).map_err(|tier| {
             broken::<OtsOwnersStaged>(&[tier], "a segment of the last tier to merge".into())
         })?;
-        let into = Segment { tier: next, segment: newest };
+        let Some(TierMerge { merged, into }) = full else { return Ok(written) };
         // The cascade merges the lowest full tier, every tier below it empty: the merged
         // segments are the newest, and their merge, keyed by the newest, sorts after every key.
         let mut owners = Merged::open(txn, &merged, None)?;
