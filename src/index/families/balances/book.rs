@@ -147,9 +147,9 @@ struct Slots<K, V> {
 impl<K: Copy + Ord, V: Copy> Slots<K, V> {
     /// Reads the value of every key in `refs` through one cursor per table, walking them in
     /// order: as `stored` says (or as the large table `T` holds it, `absent` where it has none),
-    /// and as the window table `W` has it. Each key comes with an index into `slot_of`, which is set to the key's
-    /// slot: the moves are then replayed in chain order straight to their slots, with no lookup
-    /// (hashing every move's keys was a fifth of the balances' merge).
+    /// and as the window table `W` has it. Each key comes with an index into `slot_of`, which is
+    /// set to the key's slot: the moves are then replayed in chain order straight to their
+    /// slots, with no lookup (hashing every move's keys was a fifth of the balances' merge).
     fn read<T, W, Kind>(
         txn: &Txn<Kind>,
         mut refs: Vec<(K, u32)>,
