@@ -8,7 +8,7 @@ use std::{
 use signet_libmdbx::{
     sys::PageSize, Database, Environment, EnvironmentFlags, Geometry, MdbxError, Mode, SyncMode,
 };
-use tracing::debug;
+use tracing::{debug, info};
 
 use super::{
     error::{hint_for, DbError, DbResult},
@@ -72,6 +72,31 @@ fn stored_format(tx: &signet_libmdbx::tx::Tx<signet_libmdbx::tx::Ro>) -> Option<
     Some(u64::from_be_bytes(bytes.try_into().ok()?))
 }
 
+/// The MDBX environment of the database in `path`, opened as `mode` says.
+fn open_env(path: &Path, mode: AccessMode) -> Result<Environment, MdbxError> {
+    Environment::builder()
+        .set_txn_dp_limit(DIRTY_PAGE_LIMIT)
+        .set_max_dbs(TableId::ALL.len() + 8)
+        .set_max_readers(MAX_READERS)
+        .set_geometry(Geometry {
+            size: Some(0..MAX_DB_SIZE),
+            growth_step: Some(GROWTH_STEP),
+            shrink_threshold: None,
+            page_size: Some(PageSize::Set(PAGE_SIZE)),
+        })
+        .set_flags(EnvironmentFlags {
+            mode: match mode {
+                AccessMode::ReadWrite | AccessMode::Exclusive => {
+                    Mode::ReadWrite { sync_mode: SyncMode::Durable }
+                }
+                AccessMode::ReadOnly => Mode::ReadOnly,
+            },
+            exclusive: mode == AccessMode::Exclusive,
+            ..Default::default()
+        })
+        .open(path)
+}
+
 impl Db {
     /// Opens (and in read-write mode creates) the database in directory `path`.
     pub fn open(path: &Path, mode: AccessMode) -> DbResult<Self> {
@@ -97,27 +122,22 @@ impl Db {
                 hint: " (cannot create the directory)",
             })?;
         }
-        let sync_mode = SyncMode::Durable;
-        let env = Environment::builder()
-            .set_txn_dp_limit(DIRTY_PAGE_LIMIT)
-            .set_max_dbs(TableId::ALL.len() + 8)
-            .set_max_readers(MAX_READERS)
-            .set_geometry(Geometry {
-                size: Some(0..MAX_DB_SIZE),
-                growth_step: Some(GROWTH_STEP),
-                shrink_threshold: None,
-                page_size: Some(PageSize::Set(PAGE_SIZE)),
-            })
-            .set_flags(EnvironmentFlags {
-                mode: match mode {
-                    AccessMode::ReadWrite | AccessMode::Exclusive => Mode::ReadWrite { sync_mode },
-                    AccessMode::ReadOnly => Mode::ReadOnly,
-                },
-                exclusive: mode == AccessMode::Exclusive,
-                ..Default::default()
-            })
-            .open(path)
-            .map_err(open_err)?;
+        let env = match open_env(path, mode) {
+            // The last process to write stopped without syncing its last commits (a catch-up's
+            // stages do not wait for the disk: `durability`), and a read-only open may not
+            // sync them: one read-write open does, then this one goes on.
+            Err(MdbxError::WannaRecovery) if mode == AccessMode::ReadOnly => {
+                drop(open_env(path, AccessMode::ReadWrite).map_err(|source| DbError::Open {
+                    path: path.to_path_buf(),
+                    hint: " (the last writer stopped before its commits reached the disk, and this user cannot open the database read-write to sync them: run `ots-indexer sync` or `run` once as its owner)",
+                    source: source.into(),
+                })?);
+                info!(target: "ots::db", path = %path.display(), "synced the commits the last writer left unsynced");
+                open_env(path, mode)
+            }
+            opened => opened,
+        }
+        .map_err(open_err)?;
 
         let tables = match mode {
             AccessMode::ReadWrite | AccessMode::Exclusive => {
@@ -186,6 +206,11 @@ impl Db {
     /// Best effort: a failure is logged and changes nothing else.
     pub fn release_mapped_pages(&self) {
         release_mapped(self.data_file.as_ref());
+    }
+
+    /// The MDBX environment.
+    pub(super) const fn env(&self) -> &Environment {
+        &self.env
     }
 
     /// The database directory.

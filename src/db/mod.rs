@@ -3,6 +3,7 @@
 pub mod codec;
 pub mod compact;
 mod dup_run;
+mod durability;
 mod env;
 mod error;
 mod format;
@@ -14,6 +15,7 @@ pub mod tables;
 mod txn;
 
 pub use dup_run::DupRun;
+pub use durability::DeferredSync;
 pub use env::{AccessMode, Db, DATA_FILE, GROWTH_STEP, MAX_DB_SIZE, PAGE_SIZE};
 pub use error::{DbError, DbResult, MdbxCause};
 pub use page_heap::{keep_freed_heap, prefault_page_heap, prefault_size};

@@ -27,7 +27,7 @@ use crate::{
     db::{
         page_heap::trim_heap,
         state::{self, Checkpoint},
-        Db, WriteTxn,
+        Db, DeferredSync, WriteTxn,
     },
     etl::{RunDir, RUN_DIR_NAME},
 };
@@ -71,6 +71,9 @@ pub struct StageSummary {
 pub struct Stage {
     db: Db,
     txn: WriteTxn,
+    /// The stage's commits do not wait for the disk (`db::durability`): a later stage rewrites
+    /// many of its pages, and the catch-up's end syncs.
+    deferred_sync: DeferredSync,
     runs: Arc<RunDir>,
     rows: Rows,
     from: Option<u64>,
@@ -90,8 +93,10 @@ pub fn run_dir(db: &Db) -> std::path::PathBuf {
 /// once a stage that reached the catch-up's end has committed. Tables smaller than `smallest`
 /// bytes stay as they are. A crash before a commit loses nothing: the next write of a batch
 /// folds and builds what is left (readers read the segments, and sort a deferred ranking's
-/// balances, meanwhile), the next catch-up's end packs.
+/// balances, meanwhile), the next catch-up's end packs. Its commits, like the stages', do not
+/// wait for the disk; it returns once all of them, and the stages', are there.
 pub fn pack_caught_up(db: &Db, smallest: u64) -> Result<Packed, WriteError> {
+    let deferred_sync = db.deferring_sync()?;
     // Each address index folds its segments in a transaction of its own: the pages its old
     // tables held are free for the next one's new tables, so the file grows by the largest
     // list's copy rather than by all of them.
@@ -137,6 +142,8 @@ pub fn pack_caught_up(db: &Db, smallest: u64) -> Result<Packed, WriteError> {
         ..packing::pack_caught_up(&txn, spill.path(), smallest)?
     };
     txn.commit()?;
+    drop(deferred_sync);
+    db.sync_to_disk()?;
     db.release_mapped_pages();
     trim_heap();
     Ok(packed)
@@ -172,6 +179,7 @@ impl Stage {
     pub fn begin(db: &Db, options: StageOptions) -> Result<Self, WriteError> {
         let runs =
             RunDir::compressing(&run_dir(db), options.compress_runs).map_err(crate::db::DbError::from)?;
+        let deferred_sync = db.deferring_sync()?;
         let mut txn = db.begin_write()?;
         if journal::journal_start(&txn)?.is_some() {
             // The reorg window's blocks (from an earlier follow of the head) leave it first, in
@@ -187,7 +195,17 @@ impl Stage {
         let buffering = Buffering::Spilling { runs: runs.clone(), each: options.buffer_bytes / 2 };
         let party_tokens = state::party_token_kept(&txn)?;
         let rows = Rows::new(&Gathering { buffering, appearances: options.appearances, party_tokens });
-        Ok(Self { db: db.clone(), txn, runs, rows, from: None, tip, stats: BatchStats::default(), options })
+        Ok(Self {
+            db: db.clone(),
+            txn,
+            deferred_sync,
+            runs,
+            rows,
+            from: None,
+            tip,
+            stats: BatchStats::default(),
+            options,
+        })
     }
 
     /// The stage's newest block (the indexed tip until a block is added).
@@ -229,7 +247,7 @@ impl Stage {
     /// commits; `rate` (blocks per second gathered) is stored for `status`.
     pub fn commit(self, rate: Option<f64>) -> Result<Option<StageSummary>, WriteError> {
         let started = std::time::Instant::now();
-        let Self { db, txn, runs, mut rows, from, tip, mut stats, options } = self;
+        let Self { db, txn, deferred_sync, runs, mut rows, from, tip, mut stats, options } = self;
         let (Some(from), Some(tip)) = (from, tip) else { return Ok(None) };
         // Every row goes to a run first: the merge then holds no buffer, only what it writes.
         rows.spill_over(0)?;
@@ -248,6 +266,7 @@ impl Stage {
         }
         info!(target: "ots::index", from, to = tip.number, "bulk stage committing");
         let commit = txn.commit_timed()?;
+        drop(deferred_sync);
         db.release_mapped_pages();
         trim_heap();
         let summary = StageSummary {

@@ -322,6 +322,33 @@ async fn a_killed_stage_gathers_its_journal_again_not_the_node() {
     assert!(!journal.exists(), "a run without journalling removes a stale journal");
 }
 
+/// A stage's commit does not wait for the disk (`db::durability`): killed after one, the database
+/// reads as committed, also to a read-only open (the first after the kill syncs what the killed
+/// writer left unsynced), and the catch-up goes on from there to the tables a clean index has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_after_an_unsynced_stage_commit_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (recording, clean, head) = recording_and_clean_index(dir.path()).await;
+    let datadir = dir.path().join("unsynced");
+    let committed_to = |line: &str| -> Option<u64> {
+        let event = serde_json::from_str::<serde_json::Value>(line).ok()?;
+        let fields = &event["fields"];
+        (fields["message"] == "bulk stage committed").then(|| fields["to"].as_u64()).flatten()
+    };
+    let small_stages = ["--stage-max-blocks", "40"];
+    assert!(
+        kill_with(&recording, &datadir, &small_stages, |line| committed_to(line).is_some_and(|to| to >= 79))
+    );
+    let after = checkpoint(&datadir).expect("the stages' commits survive the kill");
+    assert!((79..head).contains(&after), "checkpoint {after} after a kill past block 79");
+    let status = status_json(&datadir);
+    assert_eq!(status["indexedBlock"].as_u64(), Some(after), "{status}");
+
+    assert!(!kill_with(&recording, &datadir, &small_stages, |_| false));
+    let db = Db::open(&datadir, AccessMode::ReadWrite).expect("db");
+    assert_eq!(hash(&db), hash(&clean));
+}
+
 /// A 30,000-transaction recording in `dir`, its batch-by-batch index and its head.
 async fn recording_and_clean_index(dir: &Path) -> (PathBuf, Db, u64) {
     let recording = generate(dir, 30_000).await;
