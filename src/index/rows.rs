@@ -88,9 +88,11 @@ impl Rows {
                 scope.spawn(|| beside.iter_mut().try_for_each(|(_, family)| family.resolve(db, window)))
             });
             let written = inline.into_iter().try_for_each(|(name, family)| timed(name, family, &mut writing));
+            let waited = std::time::Instant::now();
             let resolved = resolving.map_or(Ok(()), |handle| {
                 handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             });
+            debug!(target: "ots::index", seconds = waited.elapsed().as_secs_f64(), "families resolved beside waited for");
             (written, resolved)
         });
         written?;
