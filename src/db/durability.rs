@@ -22,8 +22,8 @@ use signet_libmdbx::{ffi, Environment};
 use tracing::warn;
 
 use super::{
-    env::Db,
-    error::{hint_for, DbError, DbResult},
+    env::{txn_err, Db},
+    error::DbResult,
 };
 
 /// While it lives, this process's commits do not wait for the disk. Dropping it makes them
@@ -47,8 +47,7 @@ fn set_safe_nosync(env: &Environment, on: bool) -> DbResult<()> {
     if rc == 0 {
         return Ok(());
     }
-    let source = signet_libmdbx::MdbxError::from_err_code(rc);
-    Err(DbError::Txn { op: "set the sync mode", hint: hint_for(&source), source: source.into() })
+    Err(txn_err("set the sync mode")(signet_libmdbx::MdbxError::from_err_code(rc)))
 }
 
 impl Db {
@@ -61,11 +60,7 @@ impl Db {
     /// Waits until every commit is on the disk. Returns whether any was not yet.
     pub fn sync_to_disk(&self) -> DbResult<bool> {
         // libmdbx answers "nothing to sync" as `true`.
-        let nothing = self.env().sync(true).map_err(|source| DbError::Txn {
-            op: "sync",
-            hint: hint_for(&source),
-            source: source.into(),
-        })?;
+        let nothing = self.env().sync(true).map_err(txn_err("sync"))?;
         Ok(!nothing)
     }
 }

@@ -36,7 +36,7 @@ pub const DATA_FILE: &str = "mdbx.dat";
 /// Readers: the sync loop, the RPC server's workers and other processes reading the same DB.
 pub(super) const MAX_READERS: u64 = 256;
 
-fn txn_err(op: &'static str) -> impl FnOnce(MdbxError) -> DbError {
+pub(super) fn txn_err(op: &'static str) -> impl FnOnce(MdbxError) -> DbError {
     move |source| DbError::Txn { op, hint: hint_for(&source), source: source.into() }
 }
 

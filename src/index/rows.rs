@@ -70,8 +70,9 @@ impl Rows {
 
     /// Writes every family's rows through `txn`, the undo records `undo` holds, and drops what
     /// the blocks leaving the reorg window (as it starts at `window` once `txn` commits) kept
-    /// in it. A family that resolves beside the others does so on a second core, against a
-    /// snapshot of the state `txn` started from, while the others write; it writes last.
+    /// in it. The families that resolve beside the others do so one after the other on a second
+    /// core, against snapshots of the state `txn` started from, while the others write; each
+    /// writes, after those, as soon as it is resolved.
     pub(super) fn write(
         self,
         db: &Db,
@@ -81,25 +82,43 @@ impl Rows {
     ) -> Result<Written, WriteError> {
         let leaving = recent::take_leaving(txn, window)?;
         let mut writing = Writing { db, txn, window, leaving, undo, transfer_ids: 0, appearances: 0 };
-        let (mut beside, inline): (Vec<_>, Vec<_>) =
+        let (beside, inline): (Vec<_>, Vec<_>) =
             self.families.into_iter().partition(|(_, family)| family.resolves_beside());
-        let (written, resolved) = std::thread::scope(|scope| {
-            let resolving = (!beside.is_empty()).then(|| {
-                scope.spawn(|| beside.iter_mut().try_for_each(|(_, family)| family.resolve(db, window)))
+        std::thread::scope(|scope| -> Result<(), WriteError> {
+            // Each family resolved beside comes back as soon as it is, in roster order: the
+            // writer writes it while the next one resolves.
+            let (sender, resolved) = std::sync::mpsc::channel();
+            let resolving = scope.spawn(move || {
+                for (name, mut family) in beside {
+                    let started = std::time::Instant::now();
+                    let outcome = family.resolve(db, window).map(|()| (name, family));
+                    debug!(target: "ots::index", family = name, seconds = started.elapsed().as_secs_f64(), "family resolved beside");
+                    let failed = outcome.is_err();
+                    // The writer gone (its own error) or this family failed: no use going on.
+                    if sender.send(outcome).is_err() || failed {
+                        break;
+                    }
+                }
             });
-            let written = inline.into_iter().try_for_each(|(name, family)| timed(name, family, &mut writing));
-            let waited = std::time::Instant::now();
-            let resolved = resolving.map_or(Ok(()), |handle| {
-                handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            });
-            debug!(target: "ots::index", seconds = waited.elapsed().as_secs_f64(), "families resolved beside waited for");
-            (written, resolved)
-        });
-        written?;
-        resolved?;
-        for (name, family) in beside {
-            timed(name, family, &mut writing)?;
-        }
+            for (name, family) in inline {
+                timed(name, family, &mut writing)?;
+            }
+            let mut waited = std::time::Instant::now();
+            while let Ok(outcome) = resolved.recv() {
+                let (name, family) = outcome?;
+                debug!(
+                    target: "ots::index",
+                    family = name,
+                    seconds = waited.elapsed().as_secs_f64(),
+                    "family resolved beside waited for"
+                );
+                timed(name, family, &mut writing)?;
+                waited = std::time::Instant::now();
+            }
+            // Every family sent, or the thread panicked before it could: its panic goes on here.
+            resolving.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            Ok(())
+        })?;
         let Writing { undo, transfer_ids, appearances, .. } = writing;
         undo.write(txn)?;
         journal::prune(txn, window)?;
