@@ -133,3 +133,115 @@ fn timed(name: &'static str, family: Box<dyn Gatherer>, writing: &mut Writing<'_
     debug!(target: "ots::index", family = name, seconds = started.elapsed().as_secs_f64(), "family written");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{mpsc, Arc, Mutex};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::db::{AccessMode, Db};
+
+    type Events = Arc<Mutex<Vec<String>>>;
+
+    /// A family that says what it does; resolved beside the others when `beside` says how.
+    #[derive(Debug)]
+    struct Told {
+        name: &'static str,
+        events: Events,
+        beside: Option<Beside>,
+        /// Fired once written.
+        written: Option<mpsc::Sender<()>>,
+    }
+
+    #[derive(Debug)]
+    enum Beside {
+        Resolves,
+        Fails,
+        /// Resolves once signalled.
+        Waits(Mutex<mpsc::Receiver<()>>),
+    }
+
+    impl Told {
+        fn say(&self, what: &str) {
+            self.events.lock().expect("events").push(format!("{what} {}", self.name));
+        }
+    }
+
+    fn marker(name: &str) -> WriteError {
+        WriteError::BadLabel { label: name.to_owned(), block: 0 }
+    }
+
+    impl Gatherer for Told {
+        fn collect(&mut self, _: &BlockRows<'_, '_>, _: &mut UndoLog) -> Result<(), WriteError> {
+            Ok(())
+        }
+
+        fn resolves_beside(&self) -> bool {
+            self.beside.is_some()
+        }
+
+        fn resolve(&mut self, _: &Db, _: WindowStart) -> Result<(), WriteError> {
+            self.say("resolve");
+            match &self.beside {
+                Some(Beside::Waits(signal)) => {
+                    let signal = signal.lock().expect("signal");
+                    // The family before is written while this one resolves, or never.
+                    signal.recv_timeout(Duration::from_secs(20)).map_err(|_| marker(self.name))
+                }
+                Some(Beside::Fails) => Err(marker(self.name)),
+                Some(Beside::Resolves) | None => Ok(()),
+            }
+        }
+
+        fn write(self: Box<Self>, _: &mut Writing<'_>) -> Result<(), WriteError> {
+            self.say("write");
+            if let Some(written) = &self.written {
+                let _ = written.send(());
+            }
+            Ok(())
+        }
+    }
+
+    fn write(families: Vec<Told>) -> Result<Written, WriteError> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(dir.path(), AccessMode::ReadWrite).expect("db");
+        let txn = db.begin_write().expect("write");
+        let families = families.into_iter().map(|f| (f.name, Box::new(f) as Box<dyn Gatherer>)).collect();
+        let rows = Rows { families, kinds: Kinds::default() };
+        rows.write(&db, &txn, WindowStart::Closed, UndoLog::keeping(WindowStart::Closed))
+    }
+
+    #[test]
+    fn a_family_resolved_beside_is_written_while_the_next_one_resolves() {
+        let events = Events::default();
+        let (written, signal) = mpsc::channel();
+        let told = |name, beside, written| Told { name, events: events.clone(), beside, written };
+        write(vec![
+            told("first", Some(Beside::Resolves), Some(written)),
+            told("inline", None, None),
+            told("second", Some(Beside::Waits(Mutex::new(signal))), None),
+        ])
+        .expect("the second resolves once the first is written");
+        let events = events.lock().expect("events").clone();
+        assert_eq!(events.iter().filter(|e| e.starts_with("write")).count(), 3, "{events:?}");
+        let at = |e: &str| events.iter().position(|x| x == e).expect(e);
+        assert!(at("write inline") < at("write first"), "{events:?}");
+        assert!(at("write first") < at("write second"), "{events:?}");
+    }
+
+    #[test]
+    fn a_family_failing_beside_stops_the_write_and_the_resolves_after_it() {
+        let events = Events::default();
+        let told = |name, beside| Told { name, events: events.clone(), beside, written: None };
+        let error = write(vec![
+            told("failing", Some(Beside::Fails)),
+            told("inline", None),
+            told("after", Some(Beside::Waits(Mutex::new(mpsc::channel().1)))),
+        ])
+        .expect_err("the failure");
+        assert!(matches!(&error, WriteError::BadLabel { label, .. } if label == "failing"), "{error}");
+        let events = events.lock().expect("events").clone();
+        assert!(!events.iter().any(|e| e == "resolve after" || e == "write failing"), "{events:?}");
+    }
+}
