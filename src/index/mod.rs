@@ -24,6 +24,7 @@ mod rewrite;
 pub mod roster;
 mod rows;
 pub mod stage;
+mod thread_cpu;
 pub mod undo;
 pub mod upgrade;
 pub mod window;

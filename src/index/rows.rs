@@ -90,9 +90,15 @@ impl Rows {
             let (sender, resolved) = std::sync::mpsc::channel();
             let resolving = scope.spawn(move || {
                 for (name, mut family) in beside {
-                    let started = std::time::Instant::now();
+                    let (started, cpu) = (std::time::Instant::now(), super::thread_cpu::now());
                     let outcome = family.resolve(db, window).map(|()| (name, family));
-                    debug!(target: "ots::index", family = name, seconds = started.elapsed().as_secs_f64(), "family resolved beside");
+                    debug!(
+                        target: "ots::index",
+                        family = name,
+                        seconds = started.elapsed().as_secs_f64(),
+                        cpu_seconds = (super::thread_cpu::now() - cpu).as_secs_f64(),
+                        "family resolved beside"
+                    );
                     let failed = outcome.is_err();
                     // The writer gone (its own error) or this family failed: no use going on.
                     if sender.send(outcome).is_err() || failed {
@@ -128,9 +134,15 @@ impl Rows {
 
 /// Writes one family's rows, saying how long it took.
 fn timed(name: &'static str, family: Box<dyn Gatherer>, writing: &mut Writing<'_>) -> Result<(), WriteError> {
-    let started = std::time::Instant::now();
+    let (started, cpu) = (std::time::Instant::now(), super::thread_cpu::now());
     family.write(writing)?;
-    debug!(target: "ots::index", family = name, seconds = started.elapsed().as_secs_f64(), "family written");
+    debug!(
+        target: "ots::index",
+        family = name,
+        seconds = started.elapsed().as_secs_f64(),
+        cpu_seconds = (super::thread_cpu::now() - cpu).as_secs_f64(),
+        "family written"
+    );
     Ok(())
 }
 

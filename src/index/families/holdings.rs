@@ -202,11 +202,9 @@ impl<K: TransactionKind> HoldingsViewer for NewPairs<'_, K> {
         // Nearly every pair a late stage touches is held already, most in the tables: looking
         // them up reads pages the stage leaves clean.
         let mut table = self.txn.walking_cursor::<H>()?;
-        let mut staged = self.txn.cursor::<OtsHoldingsStaged>()?;
+        let mut staged = staged_holdings::Probe::open(self.txn, self.segments)?;
         for ((holder, token), txs) in pairs.by_ref() {
-            if table.seek_sub_key_exact(&holder, &token)?.is_some()
-                || staged_holdings::holds(&mut staged, self.segments, kind, &holder, &token)?
-            {
+            if table.seek_sub_key_exact(&holder, &token)?.is_some() || staged.holds(kind, &holder, &token)? {
                 continue;
             }
             self.found.push((holder, token, txs[0]))?;
