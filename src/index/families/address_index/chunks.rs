@@ -131,6 +131,50 @@ impl Tail {
         }
         Ok((chunks, dups))
     }
+
+    /// As [`Tail::extend`] for one piece of the ids appended, `more` pieces following it: the
+    /// chunks and dups that stay whatever follows, and the tail the next piece extends. Chunks
+    /// are cut every [`CHUNK_IDS`] ids from the list's first (or from its start while it may
+    /// stay one chunk with a 1-byte counter), so piece by piece they come out as at once.
+    fn extend_piece<I: AddressIndex>(
+        self,
+        address: &Address,
+        new_ids: &[u64],
+        more: bool,
+    ) -> DbResult<(NewTail<I::Value>, Option<Self>)> {
+        if !more {
+            return Ok((self.extend::<I>(address, new_ids)?, None));
+        }
+        if let (Some(&last_old), Some(&first_new)) = (self.last_ids.last(), new_ids.first()) {
+            if first_new <= last_old {
+                return Err(corrupt::<I>(
+                    address,
+                    LAST_CHUNK,
+                    format!("id {first_new} appended after id {last_old}: ids must grow"),
+                ));
+            }
+        }
+        let mut merged = self.last_ids;
+        merged.extend_from_slice(new_ids);
+        if merged.is_empty() || (self.unique && merged.len() as u64 <= MAX_UNIQUE_CHUNK_COUNT) {
+            return Ok(((Vec::new(), Vec::new()), Some(Self { last_ids: merged, ..self })));
+        }
+        // The last 1 to CHUNK_IDS ids wait for the next piece; the chunks before them are whole.
+        let whole = merged.len() - ((merged.len() - 1) % CHUNK_IDS + 1);
+        let mut cumulative = self.base;
+        let mut chunks = Vec::with_capacity(whole / CHUNK_IDS);
+        let mut dups = Vec::with_capacity(whole / CHUNK_IDS);
+        for piece in merged[..whole].chunks(CHUNK_IDS) {
+            let chunk = piece[piece.len() - 1];
+            cumulative += piece.len() as u64;
+            chunks.push((ChunkKey { address: *address, chunk }, I::Value::from_ids(piece.to_vec())));
+            dups.push(CounterDup::Regular { cumulative, chunk });
+        }
+        merged.drain(..whole);
+        let rest =
+            Self { base: cumulative, unique: false, last_ids: merged, has_last_dup: self.has_last_dup };
+        Ok(((chunks, dups), Some(rest)))
+    }
 }
 
 /// Appends ids to many addresses of one index through one cursor per table: addresses taken in
@@ -207,8 +251,6 @@ pub fn rewrite_with_appends<I: AddressIndex, C: AddressCounter, K: TransactionKi
     let mut index = txn.cursor::<I>()?;
     let mut counter = txn.cursor::<C>()?;
     let mut appends = appends.into_iter().peekable();
-    let mut chunks: Vec<(ChunkKey, I::Value)> = Vec::new();
-    let mut dups: Vec<CounterDup> = Vec::new();
     loop {
         let Some(address) = [
             next_chunk.as_ref().map(|(k, _)| k.address),
@@ -220,51 +262,68 @@ pub fn rewrite_with_appends<I: AddressIndex, C: AddressCounter, K: TransactionKi
         .min() else {
             return Ok(());
         };
-        chunks.clear();
-        while let Some(entry) = next_chunk.take_if(|(k, _)| k.address == address) {
-            chunks.push(entry);
+        // The old chunks and dups are copied as they come, but for the last of each, which an
+        // append replaces: an address's list is never held whole.
+        let (mut old_chunks, mut last_chunk) = (0u64, None);
+        while let Some((key, chunk)) = next_chunk.take() {
+            if key.address != address {
+                next_chunk = Some((key, chunk));
+                break;
+            }
+            old_chunks += 1;
+            if key.chunk == LAST_CHUNK {
+                last_chunk = Some(chunk);
+            } else {
+                index.append(&key, &chunk)?;
+            }
             next_chunk = old_index.next_entry()?;
         }
-        dups.clear();
+        let (mut dups, mut first, mut before_last, mut last) = (0usize, None, None, None);
         while let Some((_, dup)) = next_dup.take_if(|(a, _)| *a == address) {
-            dups.push(dup);
+            dups += 1;
+            first.get_or_insert(dup);
+            if let Some(held) = last.replace(dup) {
+                counter.append(&address, &held)?;
+                before_last = Some(held);
+            }
             next_dup = old_counter.next_entry()?;
         }
-        if let Some((_, new_ids)) = appends.next_if(|(a, _)| *a == address) {
+        // The new ids, in one row or in several (pieces of a long list), each following the last.
+        let mut tail: Option<Tail> = None;
+        while let Some((_, new_ids)) = appends.next_if(|(a, _)| *a == address) {
             let new_ids = new_ids.as_ref();
-            if !new_ids.is_empty() {
-                let tail = match (dups.first(), dups.last()) {
-                    (Some(&first), Some(&last)) => {
-                        let before_last = dups.len().checked_sub(2).map(|i| dups[i]);
-                        let last_ids = match chunks.last() {
-                            Some((k, _)) if k.chunk == LAST_CHUNK => chunks.pop().map(|(_, c)| c.into_ids()),
-                            _ => None,
-                        };
-                        Tail::of::<I, C>(
-                            &address,
-                            dups.len(),
-                            first,
-                            before_last,
-                            last,
-                            last_ids.unwrap_or_default(),
-                        )?
+            let more = appends.peek().is_some_and(|(a, _)| *a == address);
+            if new_ids.is_empty() && (more || tail.is_none()) {
+                continue;
+            }
+            let from = match tail.take() {
+                Some(tail) => tail,
+                None => match (first, last.take()) {
+                    (Some(first), Some(last)) => {
+                        let last_ids = last_chunk.take().map(ChunkIds::into_ids).unwrap_or_default();
+                        Tail::of::<I, C>(&address, dups, first, before_last, last, last_ids)?
                     }
-                    _ if chunks.is_empty() => Tail::empty(),
+                    _ if old_chunks == 0 => Tail::empty(),
                     _ => {
                         return Err(corrupt::<C>(&address, LAST_CHUNK, "chunks without a counter".into()));
                     }
-                };
-                dups.pop();
-                let (new_chunks, new_dups) = tail.extend::<I>(&address, new_ids)?;
-                chunks.extend(new_chunks);
-                dups.extend(new_dups);
+                },
+            };
+            let ((new_chunks, new_dups), rest) = from.extend_piece::<I>(&address, new_ids, more)?;
+            for (key, chunk) in &new_chunks {
+                index.append(key, chunk)?;
             }
+            for dup in &new_dups {
+                counter.append(&address, dup)?;
+            }
+            tail = rest;
         }
-        for (key, chunk) in &chunks {
-            index.append(key, chunk)?;
+        // Nothing appended: the last chunk and dup stay as they were.
+        if let Some(chunk) = last_chunk {
+            index.append(&ChunkKey::last(address), &chunk)?;
         }
-        for dup in &dups {
-            counter.append(&address, dup)?;
+        if let Some(dup) = last {
+            counter.append(&address, &dup)?;
         }
     }
 }

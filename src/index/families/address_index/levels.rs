@@ -331,8 +331,10 @@ pub(super) fn write_rows(
     Ok(())
 }
 
-/// Rows the beside thread of [`fold_list_beside`] sends at a time, and batches it may be ahead.
+/// Rows (or ids, whichever comes first) the beside thread of [`fold_list_beside`] sends at a
+/// time, and batches it may be ahead.
 const BESIDE_BATCH_ROWS: usize = 4096;
+const BESIDE_BATCH_IDS: usize = 1 << 20;
 const BESIDE_BATCHES_AHEAD: usize = 4;
 
 /// What the beside thread of [`fold_list_beside`] sends.
@@ -361,8 +363,16 @@ fn send_older_rows(db: &Db, list: IdList, to: &SyncSender<DbResult<OlderRows>>) 
         staged::staged_rows(&snapshot, list)?.map_while(|row| row.map_err(|e| staged_failed = Some(e)).ok());
     let mut older = JoinedRows { older: young_rows.peekable(), newer: staged_rows.peekable() };
     loop {
-        let batch: Vec<_> = older.by_ref().take(BESIDE_BATCH_ROWS).collect();
-        let last = batch.len() < BESIDE_BATCH_ROWS;
+        let (mut batch, mut ids) = (Vec::with_capacity(BESIDE_BATCH_ROWS), 0);
+        let mut last = true;
+        for row in older.by_ref() {
+            ids += row.1.len();
+            batch.push(row);
+            if batch.len() == BESIDE_BATCH_ROWS || ids >= BESIDE_BATCH_IDS {
+                last = false;
+                break;
+            }
+        }
         if !batch.is_empty() && to.send(Ok(OlderRows::Rows(batch))).is_err() {
             return Ok(());
         }
@@ -531,7 +541,8 @@ impl IdListViewer for TableName {
 }
 
 /// Two row streams of one list, addresses ascending, joined: an address's older ids, then its
-/// newer ones.
+/// newer ones. An address may come in consecutive rows (pieces of a long list): its newer ids
+/// join the last of its older rows.
 struct JoinedRows<O: Iterator<Item = (Address, Vec<u64>)>, N: Iterator<Item = (Address, Vec<u64>)>> {
     older: std::iter::Peekable<O>,
     newer: std::iter::Peekable<N>,
@@ -549,6 +560,9 @@ impl<O: Iterator<Item = (Address, Vec<u64>)>, N: Iterator<Item = (Address, Vec<u
             (Some((a, _)), Some((b, _))) => *a.min(b),
         };
         let mut ids = self.older.next_if(|(a, _)| *a == address).map(|(_, ids)| ids).unwrap_or_default();
+        if self.older.peek().is_some_and(|(a, _)| *a == address) {
+            return Some((address, ids));
+        }
         if let Some((_, newer)) = self.newer.next_if(|(a, _)| *a == address) {
             ids.extend(newer);
         }
@@ -652,16 +666,26 @@ mod tests {
             let mut rows = vec![(address(3), (base..base + 300).collect::<Vec<u64>>())];
             rows.extend((0..8).map(|k| (address(s * 31 + k), vec![base + 500 + k])));
             rows.push((address(1_000 + s), vec![base + 600, base + 601]));
+            // A list of a 1-byte counter until its 11th stage, read in pieces of several segments.
+            rows.push((address(2_000), (base + 700..base + 725).collect()));
             stage(&leveled, &rows, Some(s));
             stage(&single, &rows, None);
-            same_reads(&leveled, &single, (0..420).chain(1_000..1_020));
+            same_reads(&leveled, &single, (0..420).chain(1_000..1_020).chain([2_000]));
             assert_eq!(report(&leveled), report(&single), "after stage {s}");
         }
         let txn = leveled.begin_read().expect("read");
         assert_eq!(staged::segment_keys(&txn, LIST).expect("keys"), (2..14).collect::<Vec<u64>>());
         assert!(entries(&txn, LIST, Level::Young).expect("entries") > 0, "the young level is kept");
-        drop(txn);
         assert_ne!(raw(&leveled), raw(&single));
+        // The segments are read an address's piece at a time, each at most a segment's row past
+        // the bound: address 2,000's 300 ids in several pieces.
+        let rows: Vec<(Address, Vec<u64>)> = staged::staged_rows(&txn, LIST)
+            .expect("rows")
+            .map(|row| row.expect("row"))
+            .collect();
+        assert!(rows.iter().all(|(_, ids)| ids.len() < staged::PIECE_IDS + 300));
+        assert!(rows.iter().filter(|(a, _)| *a == address(2_000)).count() > 3);
+        drop(txn);
 
         // Folded (what the catch-up's end, a dump and the incremental path's first write do):
         // one level, the same bytes.

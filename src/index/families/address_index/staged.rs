@@ -166,8 +166,15 @@ fn segment_rows<'a, K: TransactionKind, S: StagedIndex>(
     Ok(grouped_rows(cursor, first, move |k| k.segment == segment, |k| k.address))
 }
 
+/// An address's ids across the segments are read in pieces of about this many (a piece ends at
+/// the first segment that reaches it): the busiest addresses of a chain caught up in many
+/// stages hold hundreds of millions of ids across them. Tests take small pieces, so that their
+/// few ids make addresses of many pieces.
+pub(super) const PIECE_IDS: usize = if cfg!(test) { 16 } else { 1 << 20 };
+
 /// Every segment of `list` read from `txn` and merged: addresses ascending, each with its ids
-/// of all segments, oldest segment first.
+/// of all segments, oldest segment first, in one row or (past [`PIECE_IDS`]) in several
+/// consecutive rows, each's ids following the previous one's.
 pub fn staged_rows<K: TransactionKind>(txn: &Txn<K>, list: IdList) -> DbResult<LevelRows<'_>> {
     struct Open<'a, K: TransactionKind>(&'a Txn<K>, Vec<u64>);
     impl<'a, K: TransactionKind> StagedViewer for Open<'a, K> {
@@ -223,6 +230,9 @@ impl Iterator for MergedSegments<'_> {
         let mut ids = std::mem::take(&mut self.heads[first]);
         self.advance(first);
         while let Some(i) = self.heap.peek().filter(|top| top.0 .0 == address).map(|top| top.0 .1) {
+            if ids.len() >= PIECE_IDS {
+                break;
+            }
             self.heap.pop();
             ids.append(&mut self.heads[i]);
             self.advance(i);

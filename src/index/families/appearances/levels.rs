@@ -28,7 +28,7 @@ use alloy_primitives::Address;
 use signet_libmdbx::tx::{Ro, Rw, TransactionKind};
 use tracing::{debug, warn};
 
-use super::lists::{self, unpack, BlockPage, ListCounts, Place};
+use super::lists::{self, unpack, BlockPage, ListCounts, Place, PlacedKey};
 use crate::{
     db::{
         codec::{pack_chunks, BlockNumber, ListKey, NonceAnchor, NonceRun, PackedIds, Role, StagedChunkKey},
@@ -275,6 +275,9 @@ pub fn check<K: TransactionKind>(txn: &Txn<K>, below: u64) -> DbResult<(u64, u64
     ids += lists::check::<OtsAppearancesStaged, K>(txn, below)?.1;
     let mut older = OlderLists::open(txn)?;
     while let Some(list) = older.take()? {
+        if list.continues {
+            continue;
+        }
         match lists::ends::<OtsAppearances, K>(txn, &list.address)? {
             Some((_, last)) => {
                 let first = list.ids.first().copied().unwrap_or(0);
@@ -452,14 +455,25 @@ fn check_runs(segment: u64, part: &Part) -> DbResult<()> {
     }
 }
 
-/// An address's lists of every level after the main table, joined oldest first.
+/// An address's lists of every level after the main table, joined oldest first: all of them,
+/// or a piece of them when they hold more than [`PIECE_IDS`].
 pub(super) struct OlderList {
     address: Address,
     ids: Vec<u64>,
     roles: Vec<Role>,
     /// Each part's sent ids and (for a segment's) nonce runs, oldest first.
     parts: Vec<(u64, Option<Vec<NonceRun>>)>,
+    /// Whether this piece follows an earlier one of the same address.
+    continues: bool,
+    /// Whether a later piece of the same address follows.
+    more: bool,
 }
+
+/// An address's older lists are taken in pieces of about this many ids (a piece ends at the
+/// first level that reaches it): the busiest addresses of a chain caught up in many stages hold
+/// hundreds of millions of ids across the segments, and a fold holds one piece at a time. Tests
+/// take small pieces, so that their few ids make addresses of many pieces.
+const PIECE_IDS: usize = if cfg!(test) { 16 } else { 1 << 20 };
 
 /// The young level and every segment read whole and merged by address.
 pub(super) struct OlderLists<'a, K: TransactionKind> {
@@ -467,6 +481,8 @@ pub(super) struct OlderLists<'a, K: TransactionKind> {
     order: BinaryHeap<Reverse<(Address, usize)>>,
     /// Runs met so far.
     runs: u64,
+    /// The address whose last piece was not its last, and the piece's last id.
+    open: Option<(Address, u64)>,
 }
 
 impl<'a, K: TransactionKind> OlderLists<'a, K> {
@@ -484,7 +500,7 @@ impl<'a, K: TransactionKind> OlderLists<'a, K> {
         }
         let order =
             sources.iter().enumerate().filter_map(|(i, s)| s.peek().map(|a| Reverse((a, i)))).collect();
-        Ok(Self { sources, order, runs: 0 })
+        Ok(Self { sources, order, runs: 0, open: None })
     }
 
     /// The next list's address.
@@ -492,7 +508,8 @@ impl<'a, K: TransactionKind> OlderLists<'a, K> {
         self.order.peek().map(|Reverse((address, _))| *address)
     }
 
-    /// The next address's lists, joined; each level's ids must follow the older level's.
+    /// The next address's lists, joined, or the next piece of them; each level's ids must
+    /// follow the older level's.
     fn take(&mut self) -> DbResult<Option<OlderList>> {
         let Some(address) = self.peek() else {
             return match self.sources.iter().find_map(Source::stray) {
@@ -500,12 +517,25 @@ impl<'a, K: TransactionKind> OlderLists<'a, K> {
                 None => Ok(None),
             };
         };
-        let mut list = OlderList { address, ids: Vec::new(), roles: Vec::new(), parts: Vec::new() };
+        let mut last = self.open.take().filter(|(a, _)| *a == address).map(|(_, id)| id);
+        let mut list = OlderList {
+            address,
+            ids: Vec::new(),
+            roles: Vec::new(),
+            parts: Vec::new(),
+            continues: last.is_some(),
+            more: false,
+        };
         while let Some(Reverse((_, i))) = self.order.peek().copied().filter(|Reverse((a, _))| *a == address) {
+            if list.ids.len() >= PIECE_IDS {
+                list.more = true;
+                self.open = last.map(|id| (address, id));
+                break;
+            }
             self.order.pop();
             let source = &mut self.sources[i];
             let Some(part) = source.take()? else { continue };
-            if let (Some(&last), Some(&first)) = (list.ids.last(), part.ids.first()) {
+            if let (Some(last), Some(&first)) = (last, part.ids.first()) {
                 if first <= last {
                     return Err(DbError::Corrupt {
                         table: OtsAppearancesStaged::ID.name(),
@@ -515,6 +545,7 @@ impl<'a, K: TransactionKind> OlderLists<'a, K> {
                 }
             }
             self.runs += part.runs.as_ref().map_or(0, |r| r.len() as u64);
+            last = part.ids.last().copied().or(last);
             list.parts.push((part.sent(), part.runs));
             list.ids.extend(part.ids);
             list.roles.extend(part.roles);
@@ -526,9 +557,10 @@ impl<'a, K: TransactionKind> OlderLists<'a, K> {
     }
 }
 
-/// How many lists the beside thread of [`fold_older_beside`] sends at a time, and how many such
-/// batches may wait for the writer.
+/// How many lists (or ids, whichever comes first) the beside thread of [`fold_older_beside`]
+/// sends at a time, and how many such batches may wait for the writer.
 const BESIDE_BATCH_LISTS: usize = 4_096;
+const BESIDE_BATCH_IDS: usize = 1 << 20;
 const BESIDE_BATCHES_AHEAD: usize = 4;
 
 /// What the beside thread of [`fold_older_beside`] sends.
@@ -596,7 +628,17 @@ pub(super) enum Lists<'a> {
         older: Older<'a>,
         /// Where the runs' anchors go: one cursor for every sender the fold meets.
         anchors: TableCursor<'a, Rw, OtsNonceAnchors>,
+        /// The address whose older lists are folded in pieces, between two of them.
+        open: Option<Box<OpenFold>>,
     },
+}
+
+/// An address a fold has taken some pieces of its older lists of, and not the last.
+pub(super) struct OpenFold {
+    address: Address,
+    /// Its list's last chunk so far, not written yet: the next piece is packed onto it, and
+    /// packing is greedy from a chunk's first id, so the chunks come out as if packed at once.
+    last: Option<(ListKey, PackedIds)>,
 }
 
 impl<'a> Lists<'a> {
@@ -644,7 +686,7 @@ impl<'a> Lists<'a> {
             reason: "a fold of the older levels did not rewrite the main table".into(),
         })?;
         let anchors = txn.cursor::<OtsNonceAnchors>()?;
-        Ok(Self::Folding { txn, rewrite, older, anchors })
+        Ok(Self::Folding { txn, rewrite, older, anchors, open: None })
     }
 
     /// Appends `ids` (ascending, past every stored id of `address`) with the address's `roles`
@@ -663,19 +705,20 @@ impl<'a> Lists<'a> {
                 }
                 Ok(ListCounts::default())
             }
-            Self::Folding { rewrite, older, anchors, .. } => {
+            Self::Folding { rewrite, older, anchors, open, .. } => {
                 while older.peek()?.is_some_and(|a| a < *address) {
                     if let Some(list) = older.take()? {
-                        fold_list(rewrite, anchors, list, &[], &[])?;
+                        fold_list(rewrite, anchors, open, list, &[], &[])?;
                     }
                 }
-                match older.peek()? {
-                    Some(a) if a == *address => match older.take()? {
-                        Some(list) => fold_list(rewrite, anchors, list, ids, roles),
-                        None => lists::append_rewriting(rewrite, address, ids, roles),
-                    },
-                    _ => lists::append_rewriting(rewrite, address, ids, roles),
+                while older.peek()? == Some(*address) {
+                    match older.take()? {
+                        Some(list) if list.more => fold_list(rewrite, anchors, open, list, &[], &[])?,
+                        Some(list) => return fold_list(rewrite, anchors, open, list, ids, roles),
+                        None => break,
+                    };
                 }
+                lists::append_rewriting(rewrite, address, ids, roles)
             }
         }
     }
@@ -709,9 +752,16 @@ impl<'a> Lists<'a> {
         match self {
             Self::InPlace(_) | Self::Segment { .. } => Ok(()),
             Self::Rewriting(rewrite) => rewrite.finish(),
-            Self::Folding { txn, mut rewrite, mut older, mut anchors } => {
+            Self::Folding { txn, mut rewrite, mut older, mut anchors, mut open } => {
                 while let Some(list) = older.take()? {
-                    fold_list(&mut rewrite, &mut anchors, list, &[], &[])?;
+                    fold_list(&mut rewrite, &mut anchors, &mut open, list, &[], &[])?;
+                }
+                if let Some(open) = open {
+                    return Err(DbError::Corrupt {
+                        table: OtsAppearancesStaged::ID.name(),
+                        key: open.address.to_string(),
+                        reason: "the older lists ended before the last piece of this address".into(),
+                    });
                 }
                 rewrite.finish()?;
                 drop((older, anchors));
@@ -723,30 +773,54 @@ impl<'a> Lists<'a> {
     }
 }
 
-/// Appends an address's older lists and then `ids` to its main list through `rewrite`, and
-/// writes the anchors its segments' nonce runs imply; returns what the stored list held before
-/// `ids`.
+/// Appends an address's older lists (or a piece of them) and then `ids` (given with its last
+/// piece) to its main list through `rewrite`, and writes the anchors its segments' nonce runs
+/// imply; returns what the stored list held before `ids`. Between two pieces of an address its
+/// list's last chunk waits in `open`.
 fn fold_list(
     rewrite: &mut Rewrite<'_, Ro, OtsAppearances>,
     anchors: &mut TableCursor<'_, Rw, OtsNonceAnchors>,
+    open: &mut Option<Box<OpenFold>>,
     list: OlderList,
     ids: &[u64],
     roles: &[Role],
 ) -> DbResult<ListCounts> {
-    let OlderList { address, ids: mut all, roles: mut marks, parts } = list;
+    let OlderList { address, ids: mut all, roles: mut marks, parts, continues, more } = list;
+    let last = match open.take() {
+        Some(open) if continues && open.address == address => open.last,
+        None if !continues => lists::open_rewriting(rewrite, &address)?,
+        _ => {
+            return Err(DbError::Corrupt {
+                table: OtsAppearancesStaged::ID.name(),
+                key: address.to_string(),
+                reason: "a piece of the older lists out of turn".into(),
+            })
+        }
+    };
     let held =
         ListCounts { all: all.len() as u64, sent: marks.iter().filter(|&&r| r == Role::Sent).count() as u64 };
-    all.extend_from_slice(ids);
-    marks.extend_from_slice(roles);
-    let main = lists::append_rewriting(rewrite, &address, &all, &marks)?;
-    let mut position = main.sent;
+    if !more {
+        all.extend_from_slice(ids);
+        marks.extend_from_slice(roles);
+    }
+    let (before, mut chunks) = lists::extend_last::<OtsAppearances>(last, &all, &marks)?;
+    drop((all, marks));
+    let place = Place::from(&address);
+    if more {
+        let last = chunks.pop().map(|(id, packed)| (ListKey::at(place, id), packed));
+        *open = Some(Box::new(OpenFold { address, last }));
+    }
+    for (id, packed) in chunks {
+        rewrite.append(&ListKey::at(place, id), &packed)?;
+    }
+    let mut position = before.sent;
     for (sent, runs) in parts {
         if let Some(runs) = runs.filter(|r| !r.is_empty()) {
             super::write_run_anchors(anchors, &address, position, &runs)?;
         }
         position += sent;
     }
-    Ok(plus(main, held))
+    Ok(plus(before, held))
 }
 
 /// Folds the young level and every segment into the main table (a no-op when they are empty);
@@ -775,9 +849,12 @@ fn send_older_lists(db: &Db, to: &SyncSender<DbResult<Beside>>) -> DbResult<()> 
     };
     let mut older = OlderLists::open(&snapshot)?;
     let mut batch = Vec::with_capacity(BESIDE_BATCH_LISTS);
+    let mut ids = 0;
     while let Some(list) = older.take()? {
+        ids += list.ids.len();
         batch.push(list);
-        if batch.len() == BESIDE_BATCH_LISTS {
+        if batch.len() == BESIDE_BATCH_LISTS || ids >= BESIDE_BATCH_IDS {
+            ids = 0;
             let full = std::mem::replace(&mut batch, Vec::with_capacity(BESIDE_BATCH_LISTS));
             if to.send(Ok(Beside::Lists(full))).is_err() {
                 return Ok(());
@@ -974,6 +1051,25 @@ mod tests {
         assert_eq!(hows.iter().filter(|&&h| h == "folded").count(), 1, "{hows:?}");
         assert_eq!(hows.last(), Some(&"staged"), "{hows:?}");
         assert!(any_older(&leveled.begin_read().expect("read")).expect("older"));
+
+        // The segments hold more of each address than a piece: the fold below takes them a
+        // piece at a time, each at most a level's ids past the bound.
+        let snapshot = leveled.begin_read().expect("snapshot");
+        {
+            let mut older = OlderLists::open(&snapshot).expect("older");
+            let (mut pieces, mut continued) = (0, 0);
+            let mut previous: Option<(Address, bool)> = None;
+            while let Some(list) = older.take().expect("take") {
+                assert!(list.ids.len() < PIECE_IDS + 6, "{} ids in one piece", list.ids.len());
+                assert_eq!(list.continues, previous.is_some_and(|(a, more)| more && a == list.address));
+                pieces += 1;
+                continued += usize::from(list.continues);
+                previous = Some((list.address, list.more));
+            }
+            assert!(!previous.is_some_and(|(_, more)| more), "the last piece says none follows");
+            assert!(continued > who.len(), "{pieces} pieces, {continued} of them continued");
+        }
+        drop(snapshot);
 
         // The end of a catch-up folds on two threads.
         let before = leveled.begin_read().expect("snapshot");

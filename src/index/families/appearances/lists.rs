@@ -138,13 +138,7 @@ pub(in crate::index) fn append_rewriting<T: PackedList, K: TransactionKind>(
     ids: &[u64],
     roles: &[Role],
 ) -> DbResult<ListCounts> {
-    rewrite.copy_while(|key, _| key.place() < Place::from(address))?;
-    let mut last = None;
-    while let Some(chunk) = rewrite.take_if(|key, _| key.place() == Place::from(address))? {
-        if let Some((key, packed)) = last.replace(chunk) {
-            rewrite.append(&key, &packed)?;
-        }
-    }
+    let last = open_rewriting(rewrite, address)?;
     let (before, chunks) = extend_last::<T>(last, ids, roles)?;
     for (last, packed) in chunks {
         rewrite.append(&T::Key::at(Place::from(address), last), &packed)?;
@@ -152,9 +146,25 @@ pub(in crate::index) fn append_rewriting<T: PackedList, K: TransactionKind>(
     Ok(before)
 }
 
+/// The start of [`append_rewriting`]: copies the old chunks of lists before `address`, and
+/// `address`'s own but for the last, which it returns (to be re-packed with what follows).
+pub(super) fn open_rewriting<T: PackedList, K: TransactionKind>(
+    rewrite: &mut Rewrite<'_, K, T>,
+    address: &Address,
+) -> DbResult<Option<(T::Key, PackedIds)>> {
+    rewrite.copy_while(|key, _| key.place() < Place::from(address))?;
+    let mut last = None;
+    while let Some(chunk) = rewrite.take_if(|key, _| key.place() == Place::from(address))? {
+        if let Some((key, packed)) = last.replace(chunk) {
+            rewrite.append(&key, &packed)?;
+        }
+    }
+    Ok(last)
+}
+
 /// A list's last chunk (if it has one) with `ids` and their roles added, packed again; and what
 /// the list held before.
-fn extend_last<T: PackedList>(
+pub(super) fn extend_last<T: PackedList>(
     last: Option<(T::Key, PackedIds)>,
     ids: &[u64],
     roles: &[Role],
