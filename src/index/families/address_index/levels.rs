@@ -679,10 +679,8 @@ mod tests {
         assert_ne!(raw(&leveled), raw(&single));
         // The segments are read an address's piece at a time, each at most a segment's row past
         // the bound: address 2,000's 300 ids in several pieces.
-        let rows: Vec<(Address, Vec<u64>)> = staged::staged_rows(&txn, LIST)
-            .expect("rows")
-            .map(|row| row.expect("row"))
-            .collect();
+        let rows: Vec<(Address, Vec<u64>)> =
+            staged::staged_rows(&txn, LIST).expect("rows").map(|row| row.expect("row")).collect();
         assert!(rows.iter().all(|(_, ids)| ids.len() < staged::PIECE_IDS + 300));
         assert!(rows.iter().filter(|(a, _)| *a == address(2_000)).count() > 3);
         drop(txn);
