@@ -98,9 +98,8 @@ impl Tail {
         Ok(Self { base, unique, last_ids, has_last_dup: true })
     }
 
-    /// The chunks and counter dups that replace the last chunk and its dup once `new_ids`
-    /// (strictly ascending, each larger than every stored id) are appended.
-    fn extend<I: AddressIndex>(self, address: &Address, new_ids: &[u64]) -> DbResult<NewTail<I::Value>> {
+    /// The last chunk's ids with `new_ids` after them, which must follow them.
+    fn merged<I: AddressIndex>(&self, address: &Address, new_ids: &[u64]) -> DbResult<Vec<u64>> {
         if let (Some(&last_old), Some(&first_new)) = (self.last_ids.last(), new_ids.first()) {
             if first_new <= last_old {
                 return Err(corrupt::<I>(
@@ -110,8 +109,16 @@ impl Tail {
                 ));
             }
         }
-        let mut merged = self.last_ids;
+        let mut merged = Vec::with_capacity(self.last_ids.len() + new_ids.len());
+        merged.extend_from_slice(&self.last_ids);
         merged.extend_from_slice(new_ids);
+        Ok(merged)
+    }
+
+    /// The chunks and counter dups that replace the last chunk and its dup once `new_ids`
+    /// (strictly ascending, each larger than every stored id) are appended.
+    fn extend<I: AddressIndex>(self, address: &Address, new_ids: &[u64]) -> DbResult<NewTail<I::Value>> {
+        let merged = self.merged::<I>(address, new_ids)?;
         if self.unique && merged.len() as u64 <= MAX_UNIQUE_CHUNK_COUNT {
             let total = merged.len() as u64;
             return Ok((
@@ -145,17 +152,7 @@ impl Tail {
         if !more {
             return Ok((self.extend::<I>(address, new_ids)?, None));
         }
-        if let (Some(&last_old), Some(&first_new)) = (self.last_ids.last(), new_ids.first()) {
-            if first_new <= last_old {
-                return Err(corrupt::<I>(
-                    address,
-                    LAST_CHUNK,
-                    format!("id {first_new} appended after id {last_old}: ids must grow"),
-                ));
-            }
-        }
-        let mut merged = self.last_ids;
-        merged.extend_from_slice(new_ids);
+        let mut merged = self.merged::<I>(address, new_ids)?;
         if merged.is_empty() || (self.unique && merged.len() as u64 <= MAX_UNIQUE_CHUNK_COUNT) {
             return Ok(((Vec::new(), Vec::new()), Some(Self { last_ids: merged, ..self })));
         }
