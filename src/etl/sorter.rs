@@ -391,7 +391,22 @@ impl<R: Record> Sorted<R> {
     /// The rows, each split into a key and a value, grouped by key: each group's values in
     /// order, equal ones once (rows must sort by key, then value, as tuples do).
     pub fn groups<K: PartialEq, V: PartialEq, F: Fn(R) -> (K, V)>(self, split: F) -> Groups<R, K, V, F> {
-        Groups { sorted: self, split, pending: None, error: None, rows: 0 }
+        self.groups_in_pieces(split, usize::MAX, |_, _| false)
+    }
+
+    /// As [`Sorted::groups`], but a group of more than `most` values comes as several pieces of
+    /// at most `most` each (and of more where `together` holds for values on both sides of the
+    /// cut: a piece never parts them), one after the other with the same key: what a write
+    /// takes when one key may hold more values than it should hold in memory at once (the
+    /// busiest address of a large stage). A value repeated across a piece's end is still given
+    /// once.
+    pub fn groups_in_pieces<K: PartialEq, V: PartialEq, F: Fn(R) -> (K, V)>(
+        self,
+        split: F,
+        most: usize,
+        together: fn(&V, &V) -> bool,
+    ) -> Groups<R, K, V, F> {
+        Groups { sorted: self, split, pending: None, error: None, rows: 0, most: most.max(1), together }
     }
 }
 
@@ -404,6 +419,10 @@ pub struct Groups<R: Record, K, V, F> {
     pending: Option<(K, V)>,
     error: Option<EtlError>,
     rows: u64,
+    /// The most values a group gives at once.
+    most: usize,
+    /// Whether two values must come in the same piece.
+    together: fn(&V, &V) -> bool,
 }
 
 impl<R: Record, K: PartialEq, V: PartialEq, F: Fn(R) -> (K, V)> Groups<R, K, V, F> {
@@ -440,9 +459,15 @@ impl<R: Record, K: PartialEq, V: PartialEq, F: Fn(R) -> (K, V)> Iterator for Gro
                 self.pending = Some((k, value));
                 break;
             }
-            if values.last() != Some(&value) {
-                values.push(value);
+            if values.last() == Some(&value) {
+                continue;
             }
+            // Cut only before a new value: one repeated across the cut would be given twice.
+            if values.len() >= self.most && values.last().is_none_or(|last| !(self.together)(last, &value)) {
+                self.pending = Some((k, value));
+                break;
+            }
+            values.push(value);
         }
         self.rows += values.len() as u64;
         Some((key, values))
@@ -489,6 +514,48 @@ mod tests {
     fn rows(n: u64) -> Vec<(Address, u64)> {
         // A fixed scramble: addresses and ids in no order, with repeats.
         (0..n).map(|i| (Address::with_last_byte((i * 37 % 11) as u8), i * 7919 % 1009)).collect()
+    }
+
+    /// Pieces of at most 4 values: each key's values come in order, each once (the repeats of
+    /// `rows` included, across a piece's end too), and joined they are the key's whole group.
+    #[test]
+    fn groups_in_pieces_join_into_the_whole_groups() {
+        let sorted = |rows: Vec<(Address, u64)>| {
+            let mut sorter = Sorter::in_memory();
+            for row in rows {
+                sorter.push(row).expect("push");
+            }
+            sorter.into_sorted().expect("sorted")
+        };
+        // Repeats on both sides of where the pieces are cut.
+        let mut input = rows(2_500);
+        input.extend([(Address::with_last_byte(3), 4), (Address::with_last_byte(3), 4)]);
+        let mut whole = sorted(input.clone()).groups(|r| r);
+        let want: Vec<(Address, Vec<u64>)> = whole.by_ref().collect();
+        let distinct = whole.finish().expect("no error");
+        let mut pieces = sorted(input.clone()).groups_in_pieces(|r| r, 4, |_, _| false);
+        let got: Vec<(Address, Vec<u64>)> = pieces.by_ref().collect();
+        assert_eq!(pieces.finish().expect("no error"), distinct);
+        assert!(got.iter().all(|(_, values)| (1..=4).contains(&values.len())));
+        assert!(got.len() > want.len() * 10, "{} pieces of {} groups", got.len(), want.len());
+        let mut joined: Vec<(Address, Vec<u64>)> = Vec::new();
+        for (key, values) in got {
+            match joined.last_mut() {
+                Some((last, all)) if *last == key => all.extend(values),
+                _ => joined.push((key, values)),
+            }
+        }
+        assert_eq!(joined, want);
+        // Values kept together (here those of one tenth) are never parted by a cut.
+        let mut pieces = sorted(input).groups_in_pieces(|r| r, 4, |a, b| a / 10 == b / 10);
+        let got: Vec<(Address, Vec<u64>)> = pieces.by_ref().collect();
+        pieces.finish().expect("no error");
+        for pair in got.windows(2) {
+            let [(a, first), (b, second)] = pair else { unreachable!() };
+            if a == b {
+                assert_ne!(first.last().map(|v| v / 10), second.first().map(|v| v / 10), "{a}");
+            }
+        }
     }
 
     #[test]

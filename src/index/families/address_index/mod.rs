@@ -441,7 +441,9 @@ impl Write<'_> {
         let addresses = sorted.as_ref().map_or(0, |s| s.keys_at_most(|row| row.0)) + leaving.len() as u64;
         let ids = sorted.as_ref().map_or(0, |s| s.rows())
             + leaving.iter().map(|(_, ids)| ids.len() as u64).sum::<u64>();
-        let mut groups = sorted.map(|s| s.groups(|row| row));
+        // An address's ids a piece at a time: a large stage's busiest lists run to tens of
+        // millions of ids.
+        let mut groups = sorted.map(|s| s.groups_in_pieces(|row| row, staged::PIECE_IDS, |_, _| false));
         let rows = ToTable {
             leaving: leaving.into_iter().peekable(),
             written: groups.iter_mut().flatten().peekable(),
@@ -961,6 +963,116 @@ mod tests {
         ] {
             assert_eq!(page(&txn, IdList::InternalTxs, &address, 0, 10).expect("page"), want, "{address}");
         }
+    }
+
+    /// A stage's lists are written an address's ids a piece at a time (16 ids in unit tests):
+    /// the first stage's to the main tables (rewritten whole), a batch's in place, the later
+    /// stages' to segments, then folded; after every write the tables are byte for byte those
+    /// the same ids give written as one row an address.
+    #[test]
+    fn a_stage_writes_an_address_in_pieces_as_in_one_row() {
+        use crate::db::{tables::TableId, AccessMode, Db};
+        const LIST: IdList = IdList::Erc20Transfers;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pieces = Db::open(&dir.path().join("pieces"), AccessMode::ReadWrite).expect("open");
+        let whole = Db::open(&dir.path().join("whole"), AccessMode::ReadWrite).expect("open");
+        let raw = |db: &Db| -> Vec<(Vec<u8>, Vec<u8>)> {
+            let txn = db.begin_read().expect("read");
+            [
+                TableId::OtsERC20TransferIndex,
+                TableId::OtsERC20TransferCounter,
+                TableId::OtsERC20TransferIndexStaged,
+            ]
+            .into_iter()
+            .flat_map(|t| txn.raw_entries(t).expect("entries"))
+            .collect()
+        };
+        // `segment` of a stage; `None`, a batch (in place, no snapshot).
+        let write = |rows: &[(Address, Vec<u64>)], segment: Option<u64>| {
+            let mut lists = IdLists { staged: segment.is_some(), newest: segment, ..IdLists::default() };
+            for (address, ids) in rows {
+                for &id in ids {
+                    lists.push(LIST, *address, id).expect("push");
+                }
+            }
+            let txn = pieces.begin_write().expect("write");
+            let before = pieces.begin_read().expect("read");
+            let before = segment.map(|_| &before);
+            lists.write(&txn, before, WindowStart::Closed, &mut WindowRows::default()).expect("lists");
+            txn.commit().expect("commit");
+            let txn = whole.begin_write().expect("write");
+            let before = whole.begin_read().expect("read");
+            let before = segment.map(|_| &before);
+            let counts = (rows.len() as u64, rows.iter().map(|(_, ids)| ids.len() as u64).sum());
+            levels::write_rows(&txn, before, LIST, rows.iter().cloned(), counts, segment).expect("rows");
+            txn.commit().expect("commit");
+        };
+        let [busy, quiet, later] = [1, 2, 3].map(Address::repeat_byte);
+        let stage = |s: u64, busy_ids: u64| {
+            let base = 100_000 * s;
+            vec![
+                (busy, (base..base + busy_ids).collect::<Vec<u64>>()),
+                (quiet, vec![base + 50_000]),
+                (later, (base + 60_000..base + 60_000 + 3 * staged::PIECE_IDS as u64 + 5).collect()),
+            ]
+        };
+        // Lengths past a piece and past a chunk, and not a multiple of either.
+        write(&stage(1, 700), Some(1));
+        assert_eq!(raw(&pieces), raw(&whole), "the first stage");
+        write(&stage(2, 37), None);
+        assert_eq!(raw(&pieces), raw(&whole), "a batch in place");
+        for s in 3..6 {
+            write(&stage(s, 250 + 61 * s), Some(s));
+            assert_eq!(raw(&pieces), raw(&whole), "stage {s}, a segment");
+        }
+        assert!(!pieces
+            .begin_read()
+            .expect("read")
+            .raw_entries(TableId::OtsERC20TransferIndexStaged)
+            .expect("staged")
+            .is_empty());
+        // A batch with a snapshot folds the segments in with its own rows.
+        let rows = stage(7, 500);
+        let mut lists = IdLists::default();
+        for (address, ids) in &rows {
+            for &id in ids {
+                lists.push(LIST, *address, id).expect("push");
+            }
+        }
+        let txn = pieces.begin_write().expect("write");
+        lists
+            .write(
+                &txn,
+                Some(&pieces.begin_read().expect("read")),
+                WindowStart::Closed,
+                &mut WindowRows::default(),
+            )
+            .expect("fold");
+        txn.commit().expect("commit");
+        let txn = whole.begin_write().expect("write");
+        let counts = (3, rows.iter().map(|(_, ids)| ids.len() as u64).sum());
+        levels::write_rows(
+            &txn,
+            Some(&whole.begin_read().expect("read")),
+            LIST,
+            rows.into_iter(),
+            counts,
+            None,
+        )
+        .expect("fold");
+        txn.commit().expect("commit");
+        assert!(pieces
+            .begin_read()
+            .expect("read")
+            .raw_entries(TableId::OtsERC20TransferIndexStaged)
+            .expect("staged")
+            .is_empty());
+        assert_eq!(raw(&pieces), raw(&whole), "folded");
+        let txn = pieces.begin_read().expect("read");
+        assert_eq!(
+            stored_count(&txn, LIST, &busy).expect("count"),
+            700 + 37 + (3..6).map(|s| 250 + 61 * s).sum::<u64>() + 500
+        );
     }
 
     /// A rank is the position an id has or would have, in the single-byte form, in the last

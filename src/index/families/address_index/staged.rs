@@ -110,12 +110,36 @@ pub fn append_segment(
                     });
                 }
             }
+            // An address may come in several rows (a long list in pieces): the chunk a row leaves
+            // short waits for the next, so the chunks are cut as from the address's whole list.
+            let mut short: Option<(Address, Vec<u64>)> = None;
+            let mut append = |address: Address, ids: &[u64]| -> DbResult<()> {
+                let Some(&chunk) = ids.last() else { return Ok(()) };
+                let key = StagedChunkKey { segment: self.1, address, chunk };
+                cursor.append(&key, &S::Value::from_ids(ids.to_vec()))
+            };
             for (address, ids) in rows {
-                for piece in ids.chunks(CHUNK_IDS) {
-                    let Some(&chunk) = piece.last() else { continue };
-                    let key = StagedChunkKey { segment: self.1, address, chunk };
-                    cursor.append(&key, &S::Value::from_ids(piece.to_vec()))?;
+                let ids = match short.take() {
+                    Some((held, mut waiting)) if held == address => {
+                        waiting.extend_from_slice(&ids);
+                        waiting
+                    }
+                    Some((held, waiting)) => {
+                        append(held, &waiting)?;
+                        ids
+                    }
+                    None => ids,
+                };
+                let whole = ids.len() - ids.len() % CHUNK_IDS;
+                for piece in ids[..whole].chunks(CHUNK_IDS) {
+                    append(address, piece)?;
                 }
+                if whole < ids.len() {
+                    short = Some((address, ids[whole..].to_vec()));
+                }
+            }
+            if let Some((address, waiting)) = short {
+                append(address, &waiting)?;
             }
             Ok(())
         }

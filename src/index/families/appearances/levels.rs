@@ -31,7 +31,7 @@ use tracing::{debug, warn};
 use super::lists::{self, unpack, BlockPage, ListCounts, Place, PlacedKey};
 use crate::{
     db::{
-        codec::{pack_chunks, BlockNumber, ListKey, NonceAnchor, NonceRun, PackedIds, Role, StagedChunkKey},
+        codec::{BlockNumber, ListKey, NonceAnchor, NonceRun, PackedIds, Role, StagedChunkKey},
         tables::{
             OtsAppearances, OtsAppearancesStaged, OtsAppearancesYoung, OtsNonceAnchors, OtsNonceRunsStaged,
             Table,
@@ -607,17 +607,25 @@ impl Older<'_> {
     }
 }
 
-/// Where a write's lists go.
+/// Where a write's lists go. An address's ids may come in several consecutive appends (pieces
+/// of a long list): every variant but the in-place one keeps the last chunk it packed open until
+/// an append to another address or the end, so the chunks come out as from one append.
 pub(super) enum Lists<'a> {
     /// Into the main table, in place.
     InPlace(&'a WriteTxn),
     /// Into the main table, rewritten whole.
-    Rewriting(Rewrite<'a, Ro, OtsAppearances>),
+    Rewriting {
+        rewrite: Rewrite<'a, Ro, OtsAppearances>,
+        /// The list the last append left open.
+        open: Option<Box<OpenFold>>,
+    },
     /// Into a new segment, appended.
     Segment {
         segment: u64,
         chunks: TableCursor<'a, Rw, OtsAppearancesStaged>,
         runs: TableCursor<'a, Rw, OtsNonceRunsStaged>,
+        /// The list the last append left open.
+        open: Option<Box<OpenSegmentList>>,
     },
     /// Into the main table rewritten whole, each address's older lists (the young level's and
     /// the segments', read from the snapshot) folded in before its new ids; the older levels are
@@ -628,17 +636,27 @@ pub(super) enum Lists<'a> {
         older: Older<'a>,
         /// Where the runs' anchors go: one cursor for every sender the fold meets.
         anchors: TableCursor<'a, Rw, OtsNonceAnchors>,
-        /// The address whose older lists are folded in pieces, between two of them.
+        /// The address whose older lists are folded in pieces, between two of them, or whose
+        /// new ids the last append took.
         open: Option<Box<OpenFold>>,
     },
 }
 
-/// An address a fold has taken some pieces of its older lists of, and not the last.
+/// An address a rewrite has taken some of the ids of, and maybe not the last: its older lists'
+/// pieces in a fold, or its new ids' pieces.
 pub(super) struct OpenFold {
     address: Address,
     /// Its list's last chunk so far, not written yet: the next piece is packed onto it, and
     /// packing is greedy from a chunk's first id, so the chunks come out as if packed at once.
     last: Option<(ListKey, PackedIds)>,
+}
+
+/// The list of a segment the last append wrote to, as [`OpenFold`].
+pub(super) struct OpenSegmentList {
+    address: Address,
+    last: Option<(StagedChunkKey, PackedIds)>,
+    /// The nonce of the last sent id appended: a run of nonces goes on across pieces.
+    nonce: Option<u64>,
 }
 
 impl<'a> Lists<'a> {
@@ -662,6 +680,7 @@ impl<'a> Lists<'a> {
                     segment,
                     chunks: txn.cursor::<OtsAppearancesStaged>()?,
                     runs: txn.cursor::<OtsNonceRunsStaged>()?,
+                    open: None,
                 };
                 return Ok((lists, "staged"));
             }
@@ -670,7 +689,7 @@ impl<'a> Lists<'a> {
             return Ok((Self::folding(txn, before)?, "folded"));
         }
         Ok(match Rewrite::begin_if_pays(txn, before, addresses, share)? {
-            Some(rewrite) => (Self::Rewriting(rewrite), "main"),
+            Some(rewrite) => (Self::Rewriting { rewrite, open: None }, "main"),
             None => (Self::InPlace(txn), "main"),
         })
     }
@@ -689,23 +708,38 @@ impl<'a> Lists<'a> {
         Ok(Self::Folding { txn, rewrite, older, anchors, open: None })
     }
 
-    /// Appends `ids` (ascending, past every stored id of `address`) with the address's `roles`
-    /// in them. Returns what the stored list held before, except in a segment, whose lists count
-    /// from their own first id (it returns zeros).
+    /// Appends `ids` (ascending, past every stored id of `address`, and past the ids appended
+    /// to it before) with the address's `roles` in them. Returns what the list held before; in a
+    /// segment, whose lists count from their own first id, what the segment's list held.
     pub(super) fn append(&mut self, address: &Address, ids: &[u64], roles: &[Role]) -> DbResult<ListCounts> {
         match self {
             Self::InPlace(txn) => lists::append::<OtsAppearances>(txn, address, ids, roles),
-            Self::Rewriting(rewrite) => lists::append_rewriting(rewrite, address, ids, roles),
-            Self::Segment { segment, chunks, .. } => {
-                for (last, packed) in pack_chunks(0, 0, ids, roles) {
-                    chunks.append(
-                        &StagedChunkKey { segment: *segment, address: *address, chunk: last },
-                        &packed,
-                    )?;
+            Self::Rewriting { rewrite, open } => {
+                close_open(rewrite, open, address)?;
+                append_open(rewrite, open, address, ids, roles)
+            }
+            Self::Segment { segment, chunks, open, .. } => {
+                let (last, nonce) = match open.take() {
+                    Some(list) if list.address == *address => (list.last, list.nonce),
+                    Some(list) => {
+                        if let Some((key, packed)) = list.last {
+                            chunks.append(&key, &packed)?;
+                        }
+                        (None, None)
+                    }
+                    None => (None, None),
+                };
+                let (before, mut packed) = lists::extend_last::<OtsAppearancesStaged>(last, ids, roles)?;
+                let place = Place { segment: *segment, address: *address };
+                let last = packed.pop().map(|(id, chunk)| (StagedChunkKey::at(place, id), chunk));
+                for (id, chunk) in packed {
+                    chunks.append(&StagedChunkKey::at(place, id), &chunk)?;
                 }
-                Ok(ListCounts::default())
+                *open = Some(Box::new(OpenSegmentList { address: *address, last, nonce }));
+                Ok(before)
             }
             Self::Folding { rewrite, older, anchors, open, .. } => {
+                close_open(rewrite, open, address)?;
                 while older.peek()?.is_some_and(|a| a < *address) {
                     if let Some(list) = older.take()? {
                         fold_list(rewrite, anchors, open, list, &[], &[])?;
@@ -718,7 +752,7 @@ impl<'a> Lists<'a> {
                         None => break,
                     };
                 }
-                lists::append_rewriting(rewrite, address, ids, roles)
+                append_open(rewrite, open, address, ids, roles)
             }
         }
     }
@@ -733,26 +767,46 @@ impl<'a> Lists<'a> {
         before: u64,
         run: &[(u64, u64)],
     ) -> DbResult<u64> {
-        let Self::Segment { segment, runs, .. } = self else {
+        let Self::Segment { segment, runs, open, .. } = self else {
             return super::write_anchors(txn, address, before, run);
         };
-        let mut previous: Option<u64> = None;
-        for (position, &(_, nonce)) in (0..).zip(run) {
+        // The append just before left this address's list open, with the nonce its last piece
+        // ended on.
+        let open = open.as_mut().filter(|o| o.address == *address);
+        let mut previous: Option<u64> = open.as_ref().and_then(|o| o.nonce);
+        for (position, &(_, nonce)) in (before..).zip(run) {
             if previous.is_none_or(|p| p.checked_add(1) != Some(nonce)) {
                 runs.append(&BlockNumber(*segment), &NonceRun { sender: *address, position, nonce })?;
             }
             previous = Some(nonce);
         }
+        if let Some(open) = open {
+            open.nonce = previous;
+        }
         Ok(0)
     }
 
-    /// Copies what a rewrite has not reached yet; a fold folds the older lists left and empties
-    /// the older levels.
+    /// Writes what the last append left open and copies what a rewrite has not reached yet; a
+    /// fold folds the older lists left and empties the older levels.
     pub(super) fn finish(self) -> DbResult<()> {
         match self {
-            Self::InPlace(_) | Self::Segment { .. } => Ok(()),
-            Self::Rewriting(rewrite) => rewrite.finish(),
+            Self::InPlace(_) => Ok(()),
+            Self::Segment { mut chunks, open, .. } => {
+                if let Some((key, packed)) = open.and_then(|o| o.last) {
+                    chunks.append(&key, &packed)?;
+                }
+                Ok(())
+            }
+            Self::Rewriting { mut rewrite, open } => {
+                if let Some(list) = open {
+                    write_open(&mut rewrite, *list)?;
+                }
+                rewrite.finish()
+            }
             Self::Folding { txn, mut rewrite, mut older, mut anchors, mut open } => {
+                if let Some(list) = open.take() {
+                    write_open(&mut rewrite, *list)?;
+                }
                 while let Some(list) = older.take()? {
                     fold_list(&mut rewrite, &mut anchors, &mut open, list, &[], &[])?;
                 }
@@ -771,6 +825,54 @@ impl<'a> Lists<'a> {
             }
         }
     }
+}
+
+/// Writes the last chunk of the list `open` holds.
+fn write_open(rewrite: &mut Rewrite<'_, Ro, OtsAppearances>, open: OpenFold) -> DbResult<()> {
+    match open.last {
+        Some((key, packed)) => rewrite.append(&key, &packed),
+        None => Ok(()),
+    }
+}
+
+/// Writes the list left open unless it is `address`'s, which the next append goes on with.
+fn close_open(
+    rewrite: &mut Rewrite<'_, Ro, OtsAppearances>,
+    open: &mut Option<Box<OpenFold>>,
+    address: &Address,
+) -> DbResult<()> {
+    match open.take_if(|o| o.address != *address) {
+        Some(list) => write_open(rewrite, *list),
+        None => Ok(()),
+    }
+}
+
+/// Appends `ids` to `address`'s list through `rewrite`, going on from its open list or opening
+/// it (copying the lists before it and its old chunks but the last), and leaves its last chunk
+/// open; returns what the list held before.
+fn append_open(
+    rewrite: &mut Rewrite<'_, Ro, OtsAppearances>,
+    open: &mut Option<Box<OpenFold>>,
+    address: &Address,
+    ids: &[u64],
+    roles: &[Role],
+) -> DbResult<ListCounts> {
+    let last = match open.take() {
+        Some(list) if list.address == *address => list.last,
+        Some(list) => {
+            write_open(rewrite, *list)?;
+            lists::open_rewriting(rewrite, address)?
+        }
+        None => lists::open_rewriting(rewrite, address)?,
+    };
+    let (before, mut chunks) = lists::extend_last::<OtsAppearances>(last, ids, roles)?;
+    let place = Place::from(address);
+    let last = chunks.pop().map(|(id, packed)| (ListKey::at(place, id), packed));
+    for (id, packed) in chunks {
+        rewrite.append(&ListKey::at(place, id), &packed)?;
+    }
+    *open = Some(Box::new(OpenFold { address: *address, last }));
+    Ok(before)
 }
 
 /// Appends an address's older lists (or a piece of them) and then `ids` (given with its last
@@ -806,7 +908,8 @@ fn fold_list(
     let (before, mut chunks) = lists::extend_last::<OtsAppearances>(last, &all, &marks)?;
     drop((all, marks));
     let place = Place::from(&address);
-    if more {
+    // New ids come with the last piece: more of them may follow in the next append.
+    if more || !ids.is_empty() {
         let last = chunks.pop().map(|(id, packed)| (ListKey::at(place, id), packed));
         *open = Some(Box::new(OpenFold { address, last }));
     }

@@ -131,8 +131,11 @@ pub fn append<T: PackedList>(
 
 /// As [`append`], for lists appended to in address order while their table is rewritten whole
 /// (`index::rewrite`): the old chunks of lists before `address` are copied first, and
-/// `address`'s own, but for the last, which is re-packed with `ids`.
-pub(in crate::index) fn append_rewriting<T: PackedList, K: TransactionKind>(
+/// `address`'s own, but for the last, which is re-packed with `ids`. The writes themselves keep
+/// the last chunk open for the address's next piece (`levels::Lists`); this is their one-piece
+/// form, which the tests below pin.
+#[cfg(test)]
+fn append_rewriting<T: PackedList, K: TransactionKind>(
     rewrite: &mut Rewrite<'_, K, T>,
     address: &Address,
     ids: &[u64],
@@ -146,7 +149,7 @@ pub(in crate::index) fn append_rewriting<T: PackedList, K: TransactionKind>(
     Ok(before)
 }
 
-/// The start of [`append_rewriting`]: copies the old chunks of lists before `address`, and
+/// The start of an append to a list of a table being rewritten: copies the old chunks of lists before `address`, and
 /// `address`'s own but for the last, which it returns (to be re-packed with what follows).
 pub(super) fn open_rewriting<T: PackedList, K: TransactionKind>(
     rewrite: &mut Rewrite<'_, K, T>,

@@ -238,14 +238,15 @@ impl Appearances {
             }
             None => (in_place, "main"),
         };
-        let mut seen = seen.groups(|row| row);
-        let mut sent = self.sent.into_sorted()?.groups(|(sender, id, nonce)| (sender, (id, nonce)));
-        let mut next_sent = sent.next();
+        // An address's ids a piece at a time (a large stage's busiest lists run to tens of
+        // millions), a transaction's two values (received or not) in one piece.
+        let mut seen = seen.groups_in_pieces(|row| row, PIECE_VALUES, |a, b| a >> 1 == b >> 1);
+        let mut sent = SentRows { rows: self.sent.into_sorted()?.peekable() };
         for (address, values) in seen.by_ref() {
             let (ids, got) = seen_ids(&values);
             stats.appearances += ids.len() as u64;
             // Both streams are in address order, and every sender appears in its transactions.
-            let run = run_of(&mut next_sent, &mut sent, &address)?;
+            let run = sent.take_through(&address, ids.last().copied().unwrap_or(0))?;
             let split = ids.partition_point(|&id| id < cut);
             let run_split = run.partition_point(|&(id, _)| id < cut);
             let got_split = got.partition_point(|&id| id < cut);
@@ -261,9 +262,6 @@ impl Appearances {
             for &id in &got[got_split..] {
                 new_rows.id(TxId(id).block(), IndexKind::Received, address, id);
             }
-        }
-        if let Some((sender, _)) = next_sent {
-            return Err(unseen_sender(&sender));
         }
         seen.finish()?;
         sent.finish()?;
@@ -310,23 +308,47 @@ fn seen_ids(values: &[u64]) -> (Vec<u64>, Vec<u64>) {
     (ids, received)
 }
 
-/// `address`'s run in a stream of runs by address (`next` the stream's next one, taken if it is
-/// `address`'s): empty if it has none; a run of an address before it (one the appearances did not
-/// see) is a refusal.
-fn run_of<V>(
-    next: &mut Option<(Address, Vec<V>)>,
-    runs: &mut impl Iterator<Item = (Address, Vec<V>)>,
-    address: &Address,
-) -> DbResult<Vec<V>> {
-    match next.take() {
-        Some((owner, run)) if owner == *address => {
-            *next = runs.next();
-            Ok(run)
+/// The values of an address a stage's write takes at once (a piece of its list; unit tests cut
+/// pieces of a few ids).
+const PIECE_VALUES: usize = if cfg!(test) { 16 } else { 1 << 20 };
+
+/// A write's sent transactions, (sender, TxId, nonce) in that order, taken an address's piece at
+/// a time.
+struct SentRows {
+    rows: std::iter::Peekable<crate::etl::Sorted<(Address, u64, u64)>>,
+}
+
+impl SentRows {
+    /// `address`'s sent transactions up to TxId `through` (a piece of its list ends there),
+    /// ascending, each once: a sender before `address` (one the appearances did not see) is a
+    /// refusal.
+    fn take_through(&mut self, address: &Address, through: u64) -> DbResult<Vec<(u64, u64)>> {
+        let mut run: Vec<(u64, u64)> = Vec::new();
+        loop {
+            match self.rows.peek() {
+                Some(Ok((sender, id, _))) if sender == address && *id <= through => {}
+                Some(Ok((sender, _, _))) if sender < address => return Err(unseen_sender(sender)),
+                Some(Err(_)) => {
+                    if let Some(Err(e)) = self.rows.next() {
+                        return Err(e.into());
+                    }
+                }
+                _ => return Ok(run),
+            }
+            if let Some(Ok((_, id, nonce))) = self.rows.next() {
+                if run.last() != Some(&(id, nonce)) {
+                    run.push((id, nonce));
+                }
+            }
         }
-        Some((owner, _)) if owner < *address => Err(unseen_sender(&owner)),
-        other => {
-            *next = other;
-            Ok(Vec::new())
+    }
+
+    /// Refuses a sent transaction no appearance was taken for.
+    fn finish(mut self) -> DbResult<()> {
+        match self.rows.next() {
+            None => Ok(()),
+            Some(Ok((sender, _, _))) => Err(unseen_sender(&sender)),
+            Some(Err(e)) => Err(e.into()),
         }
     }
 }
@@ -1087,6 +1109,106 @@ mod tests {
             );
         }
         assert!(!f.raw_entries(TableId::OtsNonceAnchors).expect("entries").is_empty());
+    }
+
+    /// Stages of many ids an address, taken a piece at a time (16 values in unit tests), with a
+    /// sender's runs of nonces and skips on both sides of the pieces' cuts, received
+    /// transactions and transactions met with both flags: written as a first stage (the table
+    /// rewritten), staged segments, a stage folding them with its own ids and one rewriting the
+    /// table, they read at every stage as the same rows written in place batch by batch, and
+    /// leave the same bytes.
+    #[test]
+    fn a_stage_writes_an_address_in_pieces_as_in_place() {
+        let (b, c, d) = (Address::repeat_byte(2), Address::repeat_byte(3), Address::repeat_byte(4));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let staged = Db::open(&dir.path().join("staged"), AccessMode::ReadWrite).expect("open");
+        let flat = Db::open(&dir.path().join("flat"), AccessMode::ReadWrite).expect("open");
+        let nonce = |n: u64| match n {
+            _ if n.is_multiple_of(31) => 0,
+            _ if n.is_multiple_of(23) => 3 * n,
+            _ => 3 * (n - n % 23),
+        };
+        let family = |stage: u64| {
+            let mut family = Appearances::default();
+            let mut see = |address: Address, id: TxId, received: bool| {
+                family.seen.push((address, seen_value(address, id, received).expect("fits"))).expect("push");
+            };
+            for n in stage * 50 + 1..=stage * 50 + 50 {
+                let [first, second] = [0, 1].map(|i| TxId::new(n, i).expect("id"));
+                see(b, first, false);
+                see(c, first, false);
+                see(c, second, true);
+                if n.is_multiple_of(7) {
+                    see(c, first, true);
+                }
+            }
+            see(d, TxId::new(stage * 50 + 9, 2).expect("id"), true);
+            if stage == 5 {
+                // Addresses enough for the main table to be rewritten whole.
+                for i in 0..60u64 {
+                    see(
+                        Address::left_padding_from(&(1_000 + i).to_be_bytes()),
+                        TxId::new(300, 3).expect("id"),
+                        false,
+                    );
+                }
+            }
+            for n in stage * 50 + 1..=stage * 50 + 50 {
+                family.sent.push((b, TxId::new(n, 0).expect("id").0, nonce(n))).expect("push");
+            }
+            family
+        };
+        let mut hows = Vec::new();
+        for stage in 0..6u64 {
+            let before = staged.begin_read().expect("snapshot");
+            let txn = staged.begin_write().expect("write");
+            let mut stage_family = family(stage);
+            // A first stage, four segments, a stage that folds them with its ids, one that
+            // rewrites the main table with its.
+            stage_family.staged = (1..4).contains(&stage);
+            stage_family.newest = Some(stage * 50 + 50);
+            stage_family
+                .write(&txn, Some(&before), WindowStart::Closed, &mut Default::default())
+                .expect("stage");
+            drop(before);
+            txn.commit().expect("commit");
+            let txn = flat.begin_write().expect("write");
+            family(stage).write(&txn, None, WindowStart::Closed, &mut Default::default()).expect("write");
+            txn.commit().expect("commit");
+
+            let (s, f) = (staged.begin_read().expect("read"), flat.begin_read().expect("read"));
+            hows.push(levels::segment_keys(&s).expect("segments").len());
+            for who in [b, c, d] {
+                assert_eq!(
+                    levels::count(&s, &who).expect("count"),
+                    levels::count(&f, &who).expect("count"),
+                    "{who}"
+                );
+            }
+            for n in 0..1_000 {
+                let want = sent_with_nonce(&f, &b, n).expect("read");
+                assert_eq!(sent_with_nonce(&s, &b, n).expect("read"), want, "stage {stage}, nonce {n}");
+            }
+            levels::check(&s, u64::MAX).expect("the levels check");
+            if !(1..4).contains(&stage) {
+                for table in [TableId::OtsAppearances, TableId::OtsNonceAnchors] {
+                    assert_eq!(
+                        s.raw_entries(table).expect("entries"),
+                        f.raw_entries(table).expect("entries"),
+                        "stage {stage}: {table:?}"
+                    );
+                }
+            }
+        }
+        assert_eq!(hows, [0, 1, 2, 3, 0, 0]);
+        let s = staged.begin_read().expect("read");
+        assert!(levels::count(&s, &c).expect("count").all > 6 * 16 * 4, "c's stages came in pieces");
+        assert!(!flat
+            .begin_read()
+            .expect("read")
+            .raw_entries(TableId::OtsNonceAnchors)
+            .expect("entries")
+            .is_empty());
     }
 
     /// An address's role in its ids: settled ones by the list's marks, the window's by its sent
