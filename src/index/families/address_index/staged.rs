@@ -12,7 +12,7 @@
 //! An address's ids in a segment follow its ids in the main tables, the young level and every
 //! older segment: a list reads as main ‖ young ‖ segments, oldest first ‖ window.
 
-use std::{cmp::Reverse, collections::BinaryHeap};
+use std::{cmp::Reverse, collections::BinaryHeap, ops::ControlFlow};
 
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
@@ -147,18 +147,29 @@ pub fn append_segment(
     view_staged(list, &mut Append(txn, segment, Some(rows)))
 }
 
-/// Every id of `address` in the segments of `list`, oldest first: a seek or two a segment.
-pub fn address_ids<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address) -> DbResult<Vec<u64>> {
-    struct Ids<'a, K: TransactionKind>(&'a Txn<K>, &'a Address);
-    impl<K: TransactionKind> StagedViewer for Ids<'_, K> {
-        type Output = DbResult<Vec<u64>>;
+/// Goes through the ids of `address` in the segments of `list`, oldest first, a chunk at a
+/// time (a seek or two a segment), until `visit` breaks. A read so holds one chunk of the
+/// address's staged ids, not all of them: mid-catch-up, the busiest lists of mainnet hold tens of
+/// millions of ids a segment, and an API read of such an address would hold gigabytes.
+fn for_each_chunk<K: TransactionKind>(
+    txn: &Txn<K>,
+    list: IdList,
+    address: &Address,
+    visit: &mut dyn FnMut(Vec<u64>) -> ControlFlow<()>,
+) -> DbResult<()> {
+    struct Walk<'a, 'v, K: TransactionKind> {
+        txn: &'a Txn<K>,
+        address: Address,
+        visit: &'v mut dyn FnMut(Vec<u64>) -> ControlFlow<()>,
+    }
+    impl<K: TransactionKind> StagedViewer for Walk<'_, '_, K> {
+        type Output = DbResult<()>;
         fn view<S: StagedIndex>(&mut self) -> Self::Output {
-            let address = *self.1;
-            let mut cursor = self.0.cursor::<S>()?;
-            let mut ids = Vec::new();
+            let address = self.address;
+            let mut cursor = self.txn.cursor::<S>()?;
             let mut segment = 0u64;
             loop {
-                let Some((key, chunk)) = cursor.seek(&start_of(segment, address))? else { break };
+                let Some((key, chunk)) = cursor.seek(&start_of(segment, address))? else { return Ok(()) };
                 if key.segment > segment && key.address != address {
                     // Landed on the next segment's first address: seek this address there.
                     segment = key.segment;
@@ -168,16 +179,81 @@ pub fn address_ids<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Add
                 while let Some((k, chunk)) =
                     at.take().filter(|(k, _)| k.segment == key.segment && k.address == address)
                 {
-                    ids.extend(chunk.into_ids());
+                    if (self.visit)(chunk.into_ids()).is_break() {
+                        return Ok(());
+                    }
                     at = cursor.next_entry()?.filter(|(next, _)| next.segment == k.segment);
                 }
-                let Some(next) = key.segment.checked_add(1) else { break };
+                let Some(next) = key.segment.checked_add(1) else { return Ok(()) };
                 segment = next;
             }
-            Ok(ids)
         }
     }
-    view_staged(list, &mut Ids(txn, address))
+    view_staged(list, &mut Walk { txn, address: *address, visit })
+}
+
+/// How many ids `address` has in the segments of `list`.
+pub fn address_count<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address) -> DbResult<u64> {
+    let mut count = 0u64;
+    for_each_chunk(txn, list, address, &mut |ids| {
+        count += ids.len() as u64;
+        ControlFlow::Continue(())
+    })?;
+    Ok(count)
+}
+
+/// The ids `skip..skip + count` of `address` in the segments of `list`, ascending (fewer where
+/// the segments hold fewer).
+pub fn address_page<K: TransactionKind>(
+    txn: &Txn<K>,
+    list: IdList,
+    address: &Address,
+    mut skip: u64,
+    count: u64,
+) -> DbResult<Vec<u64>> {
+    let want = usize::try_from(count).unwrap_or(usize::MAX);
+    let mut page = Vec::new();
+    if want == 0 {
+        return Ok(page);
+    }
+    for_each_chunk(txn, list, address, &mut |ids| {
+        let Some(from) = usize::try_from(skip).ok().filter(|&from| from < ids.len()) else {
+            skip -= ids.len() as u64;
+            return ControlFlow::Continue(());
+        };
+        skip = 0;
+        let take = (want - page.len()).min(ids.len() - from);
+        page.extend_from_slice(&ids[from..from + take]);
+        if page.len() == want {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })?;
+    Ok(page)
+}
+
+/// How many ids `address` has below `id` in the segments of `list`, and whether that is all of
+/// its ids there.
+pub fn address_rank<K: TransactionKind>(
+    txn: &Txn<K>,
+    list: IdList,
+    address: &Address,
+    id: u64,
+) -> DbResult<(u64, bool)> {
+    let (mut below, mut all) = (0u64, true);
+    for_each_chunk(txn, list, address, &mut |ids| {
+        let under = ids.partition_point(|&x| x < id);
+        below += under as u64;
+        if under < ids.len() {
+            // Every later chunk's ids follow this one's.
+            all = false;
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })?;
+    Ok((below, all))
 }
 
 /// One segment read whole: addresses ascending, each with its ids of the segment.
