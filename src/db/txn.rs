@@ -397,6 +397,18 @@ impl<'tx, K: TransactionKind, T: Table> TableCursor<'tx, K, T> {
         self.entry("seek", raw, k.as_ref())
     }
 
+    /// The key of the first entry whose key is ≥ `key`, its value not decoded: a seek for where
+    /// something ends, which lands on whatever comes next.
+    pub fn seek_key(&mut self, key: &T::Key) -> DbResult<Option<T::Key>> {
+        let k = key.encode_key();
+        let raw = self.cursor.set_range::<Cow<'tx, [u8]>, Cow<'tx, [u8]>>(k.as_ref());
+        self.step();
+        match raw.map_err(|e| read_err("seek", T::ID.name(), k.as_ref(), e))? {
+            None => Ok(None),
+            Some((found, _)) => Ok(Some(decode_key::<T>(&found)?)),
+        }
+    }
+
     /// The first value (dup) at exactly `key`.
     pub fn seek_exact(&mut self, key: &T::Key) -> DbResult<Option<T::Value>> {
         let k = key.encode_key();

@@ -57,6 +57,11 @@
 //! * Format 22 → 23 adds the ERC721 owners' staged segments (`OtsOwnersStaged`, empty), where a
 //!   catch-up's later stages append the owners they set until its end folds them in; an older
 //!   build must not read a database whose segments it would not see.
+//! * Format 23 → 24 keys the chunks of the address indexes' staged segments by their ordinal
+//!   within the segment's list of the address instead of by their largest id, so that a count,
+//!   a page or a rank seeks an address's chunk in a segment instead of reading them all. A
+//!   catch-up stopped midway has its segments copied, rekeyed, in key order; other databases
+//!   have none.
 //!
 //! The large tables are not touched. What the source gives is read before anything is written;
 //! then everything happens in one write transaction: a crash before its commit leaves the old
@@ -70,12 +75,15 @@ use crate::db::{
     codec::{BlockNumber, Timestamp},
     state::{self, ChainIdentity, FORMAT_VERSION, UPGRADABLE_FORMATS},
     tables::{OtsBlockTimes, TableId},
-    Db, DbError, WriteTxn,
+    Db, DbError, ReadTxn, WriteTxn,
 };
 use crate::source::{BlockSource, SourceError};
 use crate::txid::TxId;
 
-use super::balances::rebuild_window_holders;
+use super::{
+    address_index::{staged, ID_LISTS},
+    balances::rebuild_window_holders,
+};
 
 /// Blocks whose times one step of the reading asks the source for (a progress line each).
 const TIMES_STEP: u64 = 100_000;
@@ -187,6 +195,8 @@ pub async fn upgrade(db: &Db, source: Option<&dyn BlockSource>) -> Result<Upgrad
         _ => Vec::new(),
     };
 
+    // The state the write below starts from, for the tables it copies.
+    let before = db.begin_read()?;
     let txn = db.begin_write()?;
     // The caller holds the database alone: what was read above still stands.
     let renamed = if version < 9 { to_9(&txn)? } else { Vec::new() };
@@ -200,10 +210,12 @@ pub async fn upgrade(db: &Db, source: Option<&dyn BlockSource>) -> Result<Upgrad
     let token_transfers_from =
         if version < 14 { to_14(&txn, tip)? } else { state::read_token_transfers_from(&txn)? };
     let party_token_from = if version < 15 { to_15(&txn)? } else { state::read_party_token_from(&txn)? };
+    let staged_chunks_keyed = if version < 24 { to_24(&txn, &before)? } else { 0 };
+    drop(before);
     state::set_format_version(&txn)?;
     txn.commit()?;
     let seconds = started.elapsed().as_secs_f64();
-    info!(target: "ots::index", from = version, to = FORMAT_VERSION, seconds, block_times, received_marks_from, internal_txs_from, transfer_rows_from, token_transfers_from, party_token_from, "database upgraded");
+    info!(target: "ots::index", from = version, to = FORMAT_VERSION, seconds, block_times, staged_chunks_keyed, received_marks_from, internal_txs_from, transfer_rows_from, token_transfers_from, party_token_from, "database upgraded");
     Ok(Upgraded::From {
         version,
         renamed,
@@ -303,6 +315,16 @@ fn to_14(txn: &WriteTxn, tip: Option<u64>) -> Result<u64, DbError> {
 fn to_15(txn: &WriteTxn) -> Result<u64, DbError> {
     state::set_party_token_from(txn, state::PARTY_TOKEN_NOT_KEPT)?;
     Ok(state::PARTY_TOKEN_NOT_KEPT)
+}
+
+/// Format 23 → 24: the address indexes' staged segments key their chunks by ordinal. Returns
+/// the chunks keyed anew (none but where a catch-up of formats 20 to 23 stopped before its end).
+fn to_24(txn: &WriteTxn, before: &ReadTxn) -> Result<u64, DbError> {
+    let mut keyed = 0;
+    for list in ID_LISTS {
+        keyed += staged::key_by_ordinal(txn, before, list)?;
+    }
+    Ok(keyed)
 }
 
 /// Format 8 → 9.

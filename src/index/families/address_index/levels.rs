@@ -735,6 +735,84 @@ mod tests {
         assert!(error.contains("OtsERC20TransferIndexStaged"), "{error}");
     }
 
+    /// Segments as formats 20 to 23 keyed them (each chunk by its largest id) are keyed by
+    /// ordinal by the upgrade to format 24 into the bytes a stage of this format writes, and
+    /// `check` refuses a segment whose ordinals skip or whose chunk before an address's last is
+    /// not full.
+    #[test]
+    fn segments_keyed_by_largest_id_are_keyed_by_ordinal() {
+        use super::super::chunks::CHUNK_IDS;
+        use crate::db::codec::{IdChunk, StagedChunkKey};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let old = Db::open(&dir.path().join("old"), AccessMode::ReadWrite).expect("open");
+        let new = Db::open(&dir.path().join("new"), AccessMode::ReadWrite).expect("open");
+        let first: Vec<(Address, Vec<u64>)> = (0..30).map(|i| (address(i), vec![i])).collect();
+        stage(&old, &first, Some(1));
+        stage(&new, &first, Some(1));
+        let stages: Vec<Vec<(Address, Vec<u64>)>> = (2..5u64)
+            .map(|s| {
+                (0..6).map(|k| (address(k * s), (0..100 * k + 7).map(|i| 10_000 * s + i).collect())).collect()
+            })
+            .collect();
+        let txn = old.begin_write().expect("write");
+        for (s, rows) in (2..).zip(&stages) {
+            for (who, ids) in rows {
+                for chunk in ids.chunks(CHUNK_IDS) {
+                    let key = StagedChunkKey { segment: s, address: *who, chunk: *chunk.last().expect("id") };
+                    txn.put::<OtsERC20TransferIndexStaged>(&key, &IdChunk(chunk.to_vec())).expect("put");
+                }
+            }
+        }
+        txn.commit().expect("commit");
+        for (s, rows) in (2..).zip(&stages) {
+            stage(&new, rows, Some(s));
+        }
+        let staged_bytes = |db: &Db| {
+            db.begin_read().expect("read").raw_entries(TableId::OtsERC20TransferIndexStaged).expect("raw")
+        };
+        assert_ne!(staged_bytes(&old), staged_bytes(&new));
+
+        let txn = old.begin_write().expect("write");
+        let keyed = staged::key_by_ordinal(&txn, &old.begin_read().expect("read"), LIST).expect("rekey");
+        txn.commit().expect("commit");
+        assert_eq!(keyed, staged_bytes(&new).len() as u64);
+        assert_eq!(staged_bytes(&old), staged_bytes(&new));
+        same_reads(&old, &new, 0..30);
+        assert_eq!(report(&old), report(&new));
+
+        // A short chunk before an address's last, then a skipped ordinal.
+        let busy = address(4);
+        for (chunk, ids) in [(0, vec![90_000, 90_001]), (1, vec![90_002]), (3, vec![90_003])] {
+            let txn = new.begin_write().expect("write");
+            let key = StagedChunkKey { segment: 9, address: busy, chunk };
+            txn.put::<OtsERC20TransferIndexStaged>(&key, &IdChunk(ids)).expect("put");
+            txn.commit().expect("commit");
+            let checked = staged::check_chunks(&new.begin_read().expect("read"), LIST, u64::MAX);
+            match chunk {
+                0 => checked.expect("one chunk is an address's last"),
+                1 => {
+                    assert!(format!("{:?}", checked.expect_err("short")).contains("follows a chunk of 2 ids"))
+                }
+                _ => {}
+            }
+        }
+        let txn = new.begin_write().expect("write");
+        txn.delete::<OtsERC20TransferIndexStaged>(
+            &StagedChunkKey { segment: 9, address: busy, chunk: 0 },
+            None,
+        )
+        .expect("delete");
+        txn.put::<OtsERC20TransferIndexStaged>(
+            &StagedChunkKey { segment: 9, address: busy, chunk: 0 },
+            &IdChunk((89_000..89_000 + CHUNK_IDS as u64).collect()),
+        )
+        .expect("put");
+        txn.commit().expect("commit");
+        let checked = staged::check_chunks(&new.begin_read().expect("read"), LIST, u64::MAX);
+        assert!(format!("{:?}", checked.expect_err("skipped"))
+            .contains("chunk 3 of the address in the segment, not 2"));
+    }
+
     /// The catch-up's end folds with the segments read on a second thread: segments and a young
     /// level of more rows than the thread sends at a time fold to the bytes the fold on the writer
     /// thread gives, and the bytes of one level written stage by stage.

@@ -12,7 +12,7 @@
 //! An address's ids in a segment follow its ids in the main tables, the young level and every
 //! older segment: a list reads as main ‖ young ‖ segments, oldest first ‖ window.
 
-use std::{cmp::Reverse, collections::BinaryHeap, ops::ControlFlow};
+use std::{cmp::Reverse, collections::BinaryHeap};
 
 use alloy_primitives::Address;
 use signet_libmdbx::tx::TransactionKind;
@@ -25,7 +25,7 @@ use crate::{
     db::{
         codec::{ChunkIds, StagedChunkKey},
         tables::*,
-        DbError, DbResult, Txn, WriteTxn,
+        DbError, DbResult, ReadTxn, TableCursor, Txn, WriteTxn,
     },
     index::integrity::broken,
 };
@@ -113,8 +113,17 @@ pub fn append_segment(
             // An address may come in several rows (a long list in pieces): the chunk a row leaves
             // short waits for the next, so the chunks are cut as from the address's whole list.
             let mut short: Option<(Address, Vec<u64>)> = None;
+            // The address last appended and its next chunk's ordinal.
+            let mut placed: Option<(Address, u64)> = None;
             let mut append = |address: Address, ids: &[u64]| -> DbResult<()> {
-                let Some(&chunk) = ids.last() else { return Ok(()) };
+                if ids.is_empty() {
+                    return Ok(());
+                }
+                let chunk = match placed {
+                    Some((held, next)) if held == address => next,
+                    _ => 0,
+                };
+                placed = Some((address, chunk + 1));
                 let key = StagedChunkKey { segment: self.1, address, chunk };
                 cursor.append(&key, &S::Value::from_ids(ids.to_vec()))
             };
@@ -147,113 +156,194 @@ pub fn append_segment(
     view_staged(list, &mut Append(txn, segment, Some(rows)))
 }
 
-/// Goes through the ids of `address` in the segments of `list`, oldest first, a chunk at a
-/// time (a seek or two a segment), until `visit` breaks. A read so holds one chunk of the
-/// address's staged ids, not all of them: mid-catch-up, the busiest lists of mainnet hold tens of
-/// millions of ids a segment, and an API read of such an address would hold gigabytes.
-fn for_each_chunk<K: TransactionKind>(
-    txn: &Txn<K>,
-    list: IdList,
-    address: &Address,
-    visit: &mut dyn FnMut(Vec<u64>) -> ControlFlow<()>,
-) -> DbResult<()> {
-    struct Walk<'a, 'v, K: TransactionKind> {
-        txn: &'a Txn<K>,
-        address: Address,
-        visit: &'v mut dyn FnMut(Vec<u64>) -> ControlFlow<()>,
-    }
-    impl<K: TransactionKind> StagedViewer for Walk<'_, '_, K> {
-        type Output = DbResult<()>;
-        fn view<S: StagedIndex>(&mut self) -> Self::Output {
-            let address = self.address;
-            let mut cursor = self.txn.cursor::<S>()?;
-            let mut segment = 0u64;
-            loop {
-                let Some((key, chunk)) = cursor.seek(&start_of(segment, address))? else { return Ok(()) };
-                if key.segment > segment && key.address != address {
-                    // Landed on the next segment's first address: seek this address there.
-                    segment = key.segment;
-                    continue;
-                }
-                let mut at = Some((key, chunk));
-                while let Some((k, chunk)) =
-                    at.take().filter(|(k, _)| k.segment == key.segment && k.address == address)
-                {
-                    if (self.visit)(chunk.into_ids()).is_break() {
-                        return Ok(());
-                    }
-                    at = cursor.next_entry()?.filter(|(next, _)| next.segment == k.segment);
-                }
-                let Some(next) = key.segment.checked_add(1) else { return Ok(()) };
-                segment = next;
-            }
-        }
-    }
-    view_staged(list, &mut Walk { txn, address: *address, visit })
+/// An address's chunks in one segment, as its last chunk tells them.
+struct Held {
+    segment: u64,
+    /// The ordinal of its last chunk.
+    last_chunk: u64,
+    /// The last chunk's ids.
+    last_ids: Vec<u64>,
 }
 
-/// How many ids `address` has in the segments of `list`.
+impl Held {
+    /// The address's ids in the segment: its chunks but the last hold [`CHUNK_IDS`] each.
+    fn count(&self) -> u64 {
+        self.last_chunk.saturating_mul(CHUNK_IDS as u64).saturating_add(self.last_ids.len() as u64)
+    }
+}
+
+/// The segments of one staged table holding an address, oldest first.
+struct Holding<'c, K: TransactionKind, S: StagedIndex> {
+    cursor: TableCursor<'c, K, S>,
+    address: Address,
+    /// The oldest segment not looked at yet (`None`: past the newest possible).
+    from: Option<u64>,
+}
+
+impl<'c, K: TransactionKind, S: StagedIndex> Holding<'c, K, S> {
+    fn new(txn: &'c Txn<K>, address: Address) -> DbResult<Self> {
+        Ok(Self { cursor: txn.cursor::<S>()?, address, from: Some(0) })
+    }
+
+    /// The next segment holding the address, with its last chunk: a seek to the address in
+    /// each segment (landing in a later segment, one more there), and one past its chunks.
+    fn next(&mut self) -> DbResult<Option<Held>> {
+        let address = self.address;
+        while let Some(segment) = self.from {
+            let Some((key, _)) = self.cursor.seek(&start_of(segment, address))? else {
+                self.from = None;
+                break;
+            };
+            if key.address != address {
+                // Not in this segment, or landed in a later one: look for the address there.
+                self.from = if key.segment > segment { Some(key.segment) } else { segment.checked_add(1) };
+                continue;
+            }
+            self.from = key.segment.checked_add(1);
+            let past = StagedChunkKey { segment: key.segment, address, chunk: u64::MAX };
+            // The entry after the address's chunks (not decoded: it is another list's), then
+            // the one before it.
+            let last = match self.cursor.seek_key(&past)? {
+                Some(k) if k == past => self.cursor.seek(&past)?,
+                Some(_) => self.cursor.prev_entry()?,
+                None => self.cursor.last()?,
+            };
+            let Some((last, chunk)) = last.filter(|(k, _)| k.segment == key.segment && k.address == address)
+            else {
+                return Err(broken::<S>(
+                    &crate::db::codec::KeyCodec::encode_key(&key),
+                    "the address's last chunk in the segment is missing".into(),
+                ));
+            };
+            return Ok(Some(Held {
+                segment: last.segment,
+                last_chunk: last.chunk,
+                last_ids: chunk.into_ids(),
+            }));
+        }
+        Ok(None)
+    }
+
+    /// The ids of chunk `chunk` of the address in `segment`.
+    fn chunk(&mut self, segment: u64, chunk: u64) -> DbResult<Vec<u64>> {
+        let key = StagedChunkKey { segment, address: self.address, chunk };
+        match self.cursor.seek_exact(&key)? {
+            Some(ids) => Ok(ids.into_ids()),
+            None => Err(broken::<S>(
+                &crate::db::codec::KeyCodec::encode_key(&key),
+                "a chunk before the address's last in the segment is missing".into(),
+            )),
+        }
+    }
+}
+
+/// How many ids `address` has in the segments of `list`: two seeks or three a segment, whatever
+/// its ids there (mid-catch-up the busiest lists of mainnet hold tens of millions of ids a
+/// segment).
 pub fn address_count<K: TransactionKind>(txn: &Txn<K>, list: IdList, address: &Address) -> DbResult<u64> {
-    let mut count = 0u64;
-    for_each_chunk(txn, list, address, &mut |ids| {
-        count += ids.len() as u64;
-        ControlFlow::Continue(())
-    })?;
-    Ok(count)
+    struct Count<'a, K: TransactionKind>(&'a Txn<K>, Address);
+    impl<K: TransactionKind> StagedViewer for Count<'_, K> {
+        type Output = DbResult<u64>;
+        fn view<S: StagedIndex>(&mut self) -> Self::Output {
+            let mut holding = Holding::<K, S>::new(self.0, self.1)?;
+            let mut count = 0u64;
+            while let Some(held) = holding.next()? {
+                count = count.saturating_add(held.count());
+            }
+            Ok(count)
+        }
+    }
+    view_staged(list, &mut Count(txn, *address))
 }
 
 /// The ids `skip..skip + count` of `address` in the segments of `list`, ascending (fewer where
-/// the segments hold fewer).
+/// the segments hold fewer): the segments before the page are counted, not read, and the page's
+/// first chunk is sought by its ordinal.
 pub fn address_page<K: TransactionKind>(
     txn: &Txn<K>,
     list: IdList,
     address: &Address,
-    mut skip: u64,
+    skip: u64,
     count: u64,
 ) -> DbResult<Vec<u64>> {
-    let want = usize::try_from(count).unwrap_or(usize::MAX);
-    let mut page = Vec::new();
-    if want == 0 {
-        return Ok(page);
-    }
-    for_each_chunk(txn, list, address, &mut |ids| {
-        let Some(from) = usize::try_from(skip).ok().filter(|&from| from < ids.len()) else {
-            skip -= ids.len() as u64;
-            return ControlFlow::Continue(());
-        };
-        skip = 0;
-        let take = (want - page.len()).min(ids.len() - from);
-        page.extend_from_slice(&ids[from..from + take]);
-        if page.len() == want {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
+    struct Page<'a, K: TransactionKind>(&'a Txn<K>, Address, u64, u64);
+    impl<K: TransactionKind> StagedViewer for Page<'_, K> {
+        type Output = DbResult<Vec<u64>>;
+        fn view<S: StagedIndex>(&mut self) -> Self::Output {
+            let (mut skip, want) = (self.2, usize::try_from(self.3).unwrap_or(usize::MAX));
+            let mut page = Vec::new();
+            let mut holding = Holding::<K, S>::new(self.0, self.1)?;
+            while page.len() < want {
+                let Some(held) = holding.next()? else { break };
+                let held_count = held.count();
+                if skip >= held_count {
+                    skip -= held_count;
+                    continue;
+                }
+                let mut chunk = skip / CHUNK_IDS as u64;
+                let mut from = (skip % CHUNK_IDS as u64) as usize;
+                skip = 0;
+                while page.len() < want && chunk <= held.last_chunk {
+                    let ids = if chunk == held.last_chunk {
+                        held.last_ids.clone()
+                    } else {
+                        holding.chunk(held.segment, chunk)?
+                    };
+                    let start = from.min(ids.len());
+                    let take = (want - page.len()).min(ids.len() - start);
+                    page.extend_from_slice(&ids[start..start + take]);
+                    from = 0;
+                    chunk += 1;
+                }
+            }
+            Ok(page)
         }
-    })?;
-    Ok(page)
+    }
+    view_staged(list, &mut Page(txn, *address, skip, count))
 }
 
 /// How many ids `address` has below `id` in the segments of `list`, and whether that is all of
-/// its ids there.
+/// its ids there: the segments wholly below are counted, and in the one that holds `id` its
+/// chunk is found by bisecting the chunks' ordinals.
 pub fn address_rank<K: TransactionKind>(
     txn: &Txn<K>,
     list: IdList,
     address: &Address,
     id: u64,
 ) -> DbResult<(u64, bool)> {
-    let (mut below, mut all) = (0u64, true);
-    for_each_chunk(txn, list, address, &mut |ids| {
-        let under = ids.partition_point(|&x| x < id);
-        below += under as u64;
-        if under < ids.len() {
-            // Every later chunk's ids follow this one's.
-            all = false;
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
+    struct Rank<'a, K: TransactionKind>(&'a Txn<K>, Address, u64);
+    impl<K: TransactionKind> StagedViewer for Rank<'_, K> {
+        type Output = DbResult<(u64, bool)>;
+        fn view<S: StagedIndex>(&mut self) -> Self::Output {
+            let id = self.2;
+            let mut holding = Holding::<K, S>::new(self.0, self.1)?;
+            let mut below = 0u64;
+            while let Some(held) = holding.next()? {
+                if held.last_ids.last().is_none_or(|&last| last < id) {
+                    below = below.saturating_add(held.count());
+                    continue;
+                }
+                // The first chunk whose last id is at least `id`: the last chunk is one.
+                let (mut low, mut high) = (0, held.last_chunk);
+                let mut found = held.last_ids.clone();
+                while low < high {
+                    let middle = low + (high - low) / 2;
+                    let ids = holding.chunk(held.segment, middle)?;
+                    if ids.last().is_some_and(|&last| last >= id) {
+                        high = middle;
+                        found = ids;
+                    } else {
+                        low = middle + 1;
+                    }
+                }
+                let under = found.partition_point(|&x| x < id) as u64;
+                // Every later segment's ids follow this one's.
+                return Ok((below.saturating_add(low * CHUNK_IDS as u64 + under), false));
+            }
+            Ok((below, true))
         }
-    })?;
-    Ok((below, all))
+    }
+    view_staged(list, &mut Rank(txn, *address, id))
 }
 
 /// One segment read whole: addresses ascending, each with its ids of the segment.
@@ -368,9 +458,10 @@ pub fn clear(txn: &WriteTxn, list: IdList) -> DbResult<()> {
     view_staged(list, &mut Clear(txn))
 }
 
-/// Checks the chunks of every segment of `list`: none empty or past [`CHUNK_IDS`] ids, each
-/// keyed by its largest id, an address's ids ascending within a segment, none at or above
-/// `below`. (That they follow the address's older ids is checked on the merged rows.)
+/// Checks the chunks of every segment of `list`: none empty or past [`CHUNK_IDS`] ids, an
+/// address's chunks in a segment numbered from 0 and full but the last, its ids ascending
+/// within the segment, none at or above `below`. (That they follow the address's older ids is
+/// checked on the merged rows.)
 pub fn check_chunks<K: TransactionKind>(txn: &Txn<K>, list: IdList, below: u64) -> DbResult<()> {
     struct Chunks<'a, K: TransactionKind>(&'a Txn<K>, u64);
     impl<K: TransactionKind> StagedViewer for Chunks<'_, K> {
@@ -378,7 +469,8 @@ pub fn check_chunks<K: TransactionKind>(txn: &Txn<K>, list: IdList, below: u64) 
         fn view<S: StagedIndex>(&mut self) -> Self::Output {
             let mut cursor = self.0.walking_cursor::<S>()?;
             let mut next = cursor.first()?;
-            let mut previous: Option<StagedChunkKey> = None;
+            // The chunk before: its key, last id and how many ids it held.
+            let mut previous: Option<(StagedChunkKey, u64, usize)> = None;
             while let Some((key, chunk)) = next {
                 let ids = chunk.into_ids();
                 let bad =
@@ -386,24 +478,67 @@ pub fn check_chunks<K: TransactionKind>(txn: &Txn<K>, list: IdList, below: u64) 
                 let (Some(&first), Some(&last)) = (ids.first(), ids.last()) else {
                     return bad("an empty chunk".into());
                 };
-                if ids.len() > CHUNK_IDS || last != key.chunk || ids.windows(2).any(|w| w[0] >= w[1]) {
-                    return bad(format!("{} ids, not ascending up to the key's", ids.len()));
+                if ids.len() > CHUNK_IDS || ids.windows(2).any(|w| w[0] >= w[1]) {
+                    return bad(format!("{} ids, not ascending", ids.len()));
                 }
                 if last >= self.1 {
                     return bad(format!("holds id {last:#x}, beyond the indexed tip"));
                 }
-                if previous
-                    .is_some_and(|p| p.segment == key.segment && p.address == key.address && p.chunk >= first)
-                {
-                    return bad("ids do not ascend across the address's chunks".into());
+                let same = previous.filter(|(p, ..)| p.segment == key.segment && p.address == key.address);
+                let expected = same.map_or(0, |(p, ..)| p.chunk.saturating_add(1));
+                if key.chunk != expected {
+                    return bad(format!("chunk {} of the address in the segment, not {expected}", key.chunk));
                 }
-                previous = Some(key);
+                if let Some((_, before_last, before_len)) = same {
+                    if before_len != CHUNK_IDS {
+                        return bad(format!("follows a chunk of {before_len} ids, not {CHUNK_IDS}"));
+                    }
+                    if before_last >= first {
+                        return bad("ids do not ascend across the address's chunks".into());
+                    }
+                }
+                previous = Some((key, last, ids.len()));
                 next = cursor.next_entry()?;
             }
             Ok(())
         }
     }
     view_staged(list, &mut Chunks(txn, below))
+}
+
+/// Keys the chunks of `list`'s segments by their ordinal within the segment's list of the
+/// address, as format 24 does, where formats 20 to 23 keyed them by their largest id: the
+/// table copied from `before` (the state `txn` started from) in key order, which the ordinals
+/// keep. Returns the chunks copied.
+pub fn key_by_ordinal(txn: &WriteTxn, before: &ReadTxn, list: IdList) -> DbResult<u64> {
+    struct Rekey<'a>(&'a WriteTxn, &'a ReadTxn);
+    impl StagedViewer for Rekey<'_> {
+        type Output = DbResult<u64>;
+        fn view<S: StagedIndex>(&mut self) -> Self::Output {
+            if self.1.entries::<S>()? == 0 {
+                return Ok(0);
+            }
+            let mut old = self.1.walking_cursor::<S>()?;
+            let mut next = old.first()?;
+            self.0.clear::<S>()?;
+            let mut out = self.0.walking_cursor::<S>()?;
+            let (mut placed, mut copied): (Option<(u64, Address, u64)>, u64) = (None, 0);
+            while let Some((key, chunk)) = next {
+                let ordinal = match placed {
+                    Some((segment, address, next)) if segment == key.segment && address == key.address => {
+                        next
+                    }
+                    _ => 0,
+                };
+                placed = Some((key.segment, key.address, ordinal + 1));
+                out.append(&StagedChunkKey { chunk: ordinal, ..key }, &chunk)?;
+                copied += 1;
+                next = old.next_entry()?;
+            }
+            Ok(copied)
+        }
+    }
+    view_staged(list, &mut Rekey(txn, before))
 }
 
 /// The name of the staged table of `list`.
