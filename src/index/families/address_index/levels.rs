@@ -733,6 +733,12 @@ mod tests {
         }
         let error = stored_count(&a, LIST, &busy).expect_err("the broken chunk is read").to_string();
         assert!(error.contains("OtsERC20TransferIndexStaged"), "{error}");
+        // An address that seeks past it to a later segment does not decode it.
+        let after = address(8);
+        assert_eq!(
+            stored_count(&a, LIST, &after).expect("count"),
+            stored_count(&b, LIST, &after).expect("count")
+        );
     }
 
     /// Segments as formats 20 to 23 keyed them (each chunk by its largest id) are keyed by

@@ -186,11 +186,12 @@ impl<'c, K: TransactionKind, S: StagedIndex> Holding<'c, K, S> {
     }
 
     /// The next segment holding the address, with its last chunk: a seek to the address in
-    /// each segment (landing in a later segment, one more there), and one past its chunks.
+    /// each segment (landing in a later segment, one more there), and one past its chunks. Only
+    /// the address's last chunk is decoded, never a neighbour's.
     fn next(&mut self) -> DbResult<Option<Held>> {
         let address = self.address;
         while let Some(segment) = self.from {
-            let Some((key, _)) = self.cursor.seek(&start_of(segment, address))? else {
+            let Some(key) = self.cursor.seek_key(&start_of(segment, address))? else {
                 self.from = None;
                 break;
             };
