@@ -63,6 +63,14 @@ impl PendingRun {
             })
         })
     }
+
+    /// The same run, waited for: its file is whole on disk when this returns.
+    #[cfg(test)]
+    pub(super) fn settled(self) -> Self {
+        let (done, run) = std::sync::mpsc::channel();
+        let _ = done.send(self.wait());
+        Self(run)
+    }
 }
 
 /// Threads sorting and writing full buffers as runs. The hand-over is a rendezvous, so a stage's
